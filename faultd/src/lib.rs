@@ -1,1 +1,262 @@
-//! placeholder
+//! faultd: a controllable fake HTTP dependency that also measures what reaches it.
+//!
+//! faultd answers the calls of a service under test with the behaviour its configuration gives each route
+//! (latency distributions, error shares, hangs, resets, empty or malformed answers, slow bodies, proxying to a
+//! real upstream), switches behaviour on a schedule of named phases (with ramps and count rules), and records
+//! arrivals, completions and calls in flight per time bucket, exactly. That last part is what later proves "the
+//! pool stayed under the limit" whatever the service claims.
+//!
+//! This crate is a library first: the `faultd` binary and the HTTP control API are thin wiring over [`start`]
+//! and the methods of [`Faultd`]. It is not a load generator and does not judge results.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = faultd::Config::from_yaml(
+//!     "routes:\n  pricing: { path: /price/*, latency: { p50: 40ms, p99: 80ms } }\n\
+//!      phases:\n  - { name: healthy, at: 0s }\n  - { name: brownout, at: 10s, routes: { pricing: { latency: { fixed: 2s } } } }\n",
+//!     "inline.yaml",
+//! )?;
+//! let faultd = faultd::start(config, faultd::Options::default()).await?;
+//! faultd.start_schedule(tokio::time::Instant::now());
+//! println!("calls go to http://{}/price/1", faultd.data_addr());
+//! let recording = faultd.recording();
+//! println!("most calls held at once: {}", recording.routes["pricing"].max_in_flight);
+//! faultd.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod behaviours;
+pub mod config;
+pub mod control;
+pub mod draw;
+pub mod recorder;
+pub mod routing;
+pub mod schedule;
+pub mod server;
+mod yaml_index;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+pub use behaviours::Behaviour;
+pub use config::{Config, ConfigError, Phase, PhaseRoute, Route};
+pub use faultline_units::Dur;
+pub use recorder::{
+    ConnectionBucket, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
+};
+pub use schedule::{BEFORE_FIRST_PHASE, HEALTHY_RESET};
+
+use schedule::{Live, Plan};
+use server::Shared;
+
+/// Where faultd listens and how it limits itself.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The data plane's address (the one the service under test calls). Port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// The control API's address; no control API when `None`.
+    pub control: Option<SocketAddr>,
+    /// A bearer token every control call must carry, if set.
+    pub token: Option<String>,
+    /// The most connections served at once; a connection over it is shed (503, `connection: close`) and counted
+    /// in the recording's `connections[].shed`, so overload is visible instead of queued silently.
+    pub max_connections: Option<usize>,
+    /// The listen backlog (pending connects the kernel queues).
+    pub backlog: u32,
+    /// Sleep until 2 ms before a delay's end, then yield until its exact instant (sub-millisecond delay error
+    /// instead of tokio's ~1-4 ms lateness). Turn off under paused tokio time, where yielding stops time.
+    pub precise_delays: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            control: None,
+            token: None,
+            max_connections: None,
+            backlog: 8192,
+            precise_delays: true,
+        }
+    }
+}
+
+/// Why faultd could not start or a run-time change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultdError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No route has this name.
+    #[error("no route named {0:?}")]
+    UnknownRoute(String),
+}
+
+/// A running faultd.
+pub struct Faultd {
+    shared: Arc<Shared>,
+    data_addr: SocketAddr,
+    control_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+/// The seed used when the configuration sets none: the clock's nanoseconds, so runs differ unless pinned.
+fn fresh_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0x5EED)
+}
+
+/// Starts faultd: validates `config`, binds the data plane (and the control API if asked), and serves. The
+/// schedule waits for [`Faultd::start_schedule`]; until then routes behave as at t = 0.
+pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdError> {
+    config.validate()?;
+    let recorder = Arc::new(recorder::Recorder::new(config.bucket()));
+    let seed = config.seed.unwrap_or_else(fresh_seed);
+    let plan = Plan::compile(config, seed, &recorder)?;
+    let shared = Arc::new(Shared {
+        live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
+        recorder,
+        proxy: behaviours::proxy::proxy_client(),
+        precise_delays: options.precise_delays,
+    });
+    let data =
+        server::bind(options.listen, options.backlog).map_err(|source| FaultdError::Bind {
+            addr: options.listen,
+            source,
+        })?;
+    let data_addr = data.local_addr().map_err(|source| FaultdError::Bind {
+        addr: options.listen,
+        source,
+    })?;
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = vec![tokio::spawn(server::serve(
+        data,
+        shared.clone(),
+        options.max_connections,
+        shutdown_rx.clone(),
+    ))];
+    let mut control_addr = None;
+    if let Some(addr) = options.control {
+        let listener =
+            server::bind(addr, 1024).map_err(|source| FaultdError::Bind { addr, source })?;
+        control_addr = Some(
+            listener
+                .local_addr()
+                .map_err(|source| FaultdError::Bind { addr, source })?,
+        );
+        let router = control::router(shared.clone(), options.token.clone());
+        let mut rx = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let stop = async move {
+                let _ = rx.changed().await;
+            };
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(stop)
+                .await
+            {
+                tracing::warn!("control API stopped: {e}");
+            }
+        }));
+    }
+    Ok(Faultd {
+        shared,
+        data_addr,
+        control_addr,
+        shutdown,
+        tasks,
+    })
+}
+
+impl Faultd {
+    /// The data plane's address.
+    pub fn data_addr(&self) -> SocketAddr {
+        self.data_addr
+    }
+
+    /// The control API's address, if it was asked for.
+    pub fn control_addr(&self) -> Option<SocketAddr> {
+        self.control_addr
+    }
+
+    /// Starts the schedule with `origin` as the run's t = 0 (phase `at` is relative to it); calls before this
+    /// were recorded in bucket 0. Drops run-time route overrides.
+    pub fn start_schedule(&self, origin: Instant) {
+        control::start_schedule(&self.shared, origin);
+    }
+
+    /// Freezes the schedule at the current phase (recording goes on).
+    pub fn stop_schedule(&self) {
+        self.shared.live_mut().stop(Instant::now());
+    }
+
+    /// Every route back to its base behaviour (used on Ctrl-C).
+    pub fn reset_to_healthy(&self) {
+        self.shared.live_mut().reset_to_healthy(Instant::now());
+    }
+
+    /// The phase in force now: `None` before the first phase, [`HEALTHY_RESET`] after a reset.
+    pub fn current_phase(&self) -> Option<String> {
+        self.shared.live().current_phase(Instant::now())
+    }
+
+    /// Connections shed over `max_connections` so far.
+    pub fn shed(&self) -> u64 {
+        self.shared.recorder.shed_count()
+    }
+
+    /// Calls in flight now, all routes.
+    pub fn in_flight(&self) -> u64 {
+        self.shared.recorder.in_flight()
+    }
+
+    /// A snapshot of everything recorded; cheap enough to call once a second.
+    pub fn recording(&self) -> Recording {
+        control::recording(&self.shared)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Config {
+        self.shared.live().plan.config.clone()
+    }
+
+    /// The seed of the random draws (the configuration's, or the one picked at start).
+    pub fn seed(&self) -> u64 {
+        self.shared.live().plan.seed
+    }
+
+    /// Replaces the whole configuration; the schedule keeps its clock, overrides are dropped.
+    pub fn replace_config(&self, config: Config) -> Result<(), FaultdError> {
+        control::replace_config(&self.shared, config).map_err(FaultdError::from)
+    }
+
+    /// Sets one route's behaviour now, until the schedule enters another phase.
+    pub fn set_route(&self, route: &str, set: &PhaseRoute) -> Result<(), FaultdError> {
+        control::set_route(&self.shared, route, set)
+    }
+
+    /// Stops serving: closes the listeners and drops every open connection (hung calls included).
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        // Connection tasks see the same signal; give them a moment to drop their sockets.
+        tokio::task::yield_now().await;
+    }
+}

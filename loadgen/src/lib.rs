@@ -1,1 +1,288 @@
-//! placeholder
+//! loadgen: an open-model HTTP load generator with coordinated-omission-free HDR recording.
+//!
+//! Requests go out on a timetable of intended send times derived from the arrival rate, whatever the service's
+//! latency: a slow service does not slow the load, which is the failure faultline's scenarios provoke. Latency is
+//! measured from the intended send time ("corrected"), so queueing anywhere, the generator's own included, is in
+//! the numbers; service time from the actual send ("uncorrected") and the send lag are recorded beside it.
+//!
+//! The library prints nothing. The `loadgen` binary and the `faultline` runner are thin wiring over [`start`],
+//! [`LoadRun`] and [`Recording`]. Modules, one concern each: [`spec`] (configuration), [`schedule`] (intended
+//! times), `mix` (requests), `send` and `dispatch` (sending), `recorder` and [`recording`] (recording),
+//! [`hgrm`] and [`summary`] (output).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), loadgen::LoadError> {
+//! use std::time::Duration;
+//! let spec = loadgen::LoadSpec::constant("500/s".parse().unwrap(), "/product/{rand:1..1000}");
+//! let options = loadgen::RunOptions::new("http://127.0.0.1:8080", Duration::from_secs(30));
+//! let run = loadgen::start(spec, options, tokio::time::Instant::now())?;
+//! let recording = run.finish().await;
+//! assert!(recording.conservation.holds);
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+mod dispatch;
+pub mod hgrm;
+mod mix;
+mod outcome;
+mod recorder;
+pub mod recording;
+pub mod schedule;
+mod send;
+pub mod spec;
+pub mod summary;
+mod target;
+
+pub use outcome::{ClassCounts, Outcome};
+pub use recorder::Progress;
+pub use recording::{
+    Bucket, BucketLatency, ClassHistograms, Conservation, Measure, Model, PhaseRecording, Recording,
+};
+pub use spec::{Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate};
+pub use target::{is_loopback, split_url};
+
+use dispatch::{Exchanges, Pacing};
+use outcome::Classifier;
+use recorder::Recorder;
+use send::{HyperTransport, Transport};
+
+/// Why a load could not start. Every variant is bad input (exit code 2 in the binaries) except `NoRuntime`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LoadError {
+    /// A field of the load spec is wrong; `field` is its path in the scenario (`load.rate[1].over`).
+    #[error("{field}: {why}")]
+    InvalidSpec {
+        /// Where in the scenario, e.g. `load.rate[1].over`.
+        field: String,
+        /// What is wrong and what is accepted.
+        why: String,
+    },
+    /// The base URL cannot be used.
+    #[error("bad target URL {url:?}: {why}")]
+    BadUrl {
+        /// The URL as given.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The target is not loopback and was not named in `allow_hosts` (`--allow-host`).
+    #[error(
+        "refusing to send load to {host:?}: only loopback targets (127.0.0.0/8, ::1, localhost) are allowed \
+         unless the host is allowed explicitly (--allow-host {host})"
+    )]
+    HostNotAllowed {
+        /// The refused host.
+        host: String,
+    },
+    /// A run option is out of range.
+    #[error("{0}")]
+    InvalidOptions(String),
+    /// `start` was called outside a tokio runtime.
+    #[error("loadgen must be started from inside a tokio runtime")]
+    NoRuntime,
+}
+
+/// How to run a [`LoadSpec`]: where, for how long, and how to cut the recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunOptions {
+    /// `http://127.0.0.1:PORT`: scheme and authority; request paths come from the spec.
+    pub base_url: String,
+    /// How long the schedule runs, from the origin.
+    pub duration: Duration,
+    /// Seeds Poisson arrivals and the request mix.
+    pub seed: u64,
+    /// Named phases and their starts; a request belongs to the phase of its intended time (the first phase if
+    /// it is due before every start). Empty means one phase called `run`.
+    pub phases: Vec<(String, Duration)>,
+    /// Width of the time-series buckets (100 ms by default, as faultd's).
+    pub bucket: Duration,
+    /// Non-loopback hosts the user explicitly allowed.
+    pub allow_hosts: Vec<String>,
+}
+
+impl RunOptions {
+    /// Options with seed 1, no phases, 100 ms buckets and loopback only.
+    pub fn new(base_url: impl Into<String>, duration: Duration) -> Self {
+        RunOptions {
+            base_url: base_url.into(),
+            duration,
+            seed: 1,
+            phases: Vec::new(),
+            bucket: Duration::from_millis(100),
+            allow_hosts: Vec::new(),
+        }
+    }
+}
+
+/// A running load. Dropping it without [`LoadRun::finish`] stops the schedule.
+pub struct LoadRun {
+    watch: LoadWatch,
+    dispatcher: JoinHandle<bool>,
+    timeout: Duration,
+    model: Model,
+}
+
+/// A cloneable view of a running load for other tasks (a live progress line, a Ctrl-C handler): progress and
+/// stop, without the right to finish it.
+#[derive(Clone)]
+pub struct LoadWatch {
+    recorder: Arc<Recorder>,
+    stop: Arc<watch::Sender<bool>>,
+    origin: Instant,
+}
+
+impl LoadWatch {
+    /// Same as [`LoadRun::progress`].
+    pub fn progress(&self) -> Progress {
+        self.recorder.progress(self.origin.elapsed())
+    }
+
+    /// Same as [`LoadRun::stop`].
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+}
+
+impl LoadRun {
+    /// Sent, completed, in flight, dropped and by class so far, and the p99 of the last second.
+    pub fn progress(&self) -> Progress {
+        self.watch.progress()
+    }
+
+    /// Stops scheduling now (Ctrl-C). Requests in flight may still finish, up to their timeout.
+    pub fn stop(&self) {
+        self.watch.stop();
+    }
+
+    /// A handle for other tasks to follow the run and stop it.
+    pub fn watch(&self) -> LoadWatch {
+        self.watch.clone()
+    }
+
+    /// Waits for the schedule to end (or `stop`) and for requests in flight to settle (bounded by the timeout),
+    /// then returns the recording. Requests still in flight after that are reported, not waited for.
+    pub async fn finish(self) -> Recording {
+        let stopped_early = self.dispatcher.await.unwrap_or(true);
+        // Every exchange ends by its timeout; the margin covers the task waking up to record it.
+        let deadline = Instant::now() + self.timeout + Duration::from_millis(250);
+        let recorder = &self.watch.recorder;
+        while recorder.in_flight() > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        recorder.recording(self.model, stopped_early)
+    }
+}
+
+/// Starts the open-model load of `spec` against `options.base_url`, with intended times measured from `origin`
+/// (the run's shared clock). Returns at once; the load runs on the current tokio runtime.
+pub fn start(spec: LoadSpec, options: RunOptions, origin: Instant) -> Result<LoadRun, LoadError> {
+    let transport = HyperTransport::new(spec.connections);
+    launch(spec, options, origin, transport, Pacing::Precise, None)
+}
+
+/// Starts the closed model for comparison: `users` loops that each wait for their answer before the next
+/// request. The spec's rate and arrivals are ignored. Its latencies cannot show queueing; see the crate docs.
+pub fn start_closed(
+    spec: LoadSpec,
+    options: RunOptions,
+    users: u32,
+    origin: Instant,
+) -> Result<LoadRun, LoadError> {
+    if users == 0 {
+        return Err(LoadError::InvalidOptions(
+            "the closed model needs at least 1 user".into(),
+        ));
+    }
+    let transport = HyperTransport::new(spec.connections);
+    launch(
+        spec,
+        options,
+        origin,
+        transport,
+        Pacing::Precise,
+        Some(users),
+    )
+}
+
+fn launch<T: Transport>(
+    spec: LoadSpec,
+    options: RunOptions,
+    origin: Instant,
+    transport: T,
+    pacing: Pacing,
+    closed_users: Option<u32>,
+) -> Result<LoadRun, LoadError> {
+    spec.validate()?;
+    if options.bucket.is_zero() {
+        return Err(LoadError::InvalidOptions(
+            "the bucket width must be longer than 0s".into(),
+        ));
+    }
+    let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
+    let mix = mix::Mix::compile(&spec.requests)?;
+    tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
+
+    let recorder = Arc::new(Recorder::new(
+        &options.phases,
+        options.bucket,
+        options.duration,
+    ));
+    let classifier = Classifier {
+        fallback_header: spec.fallback_header.as_deref().and_then(|h| h.parse().ok()),
+        fallback_status: spec.fallback_status.clone(),
+    };
+    let exchanges = Arc::new(Exchanges {
+        recorder: recorder.clone(),
+        transport,
+        slots: Semaphore::new(spec.connections as usize),
+        classifier,
+        timeout: spec.timeout.get(),
+        origin,
+        target,
+        mix,
+    });
+    let (stop, stopped) = watch::channel(false);
+    let (duration, seed) = (options.duration, options.seed);
+    let (dispatcher, model) = match closed_users {
+        None => {
+            let schedule = schedule::Schedule::new(&spec.rate, spec.arrivals, seed, duration);
+            let task = dispatch::run_open(
+                exchanges,
+                schedule,
+                spec.max_in_flight,
+                duration,
+                seed,
+                pacing,
+                stopped,
+            );
+            (tokio::spawn(task), Model::Open)
+        }
+        Some(users) => {
+            let task = dispatch::run_closed(exchanges, users, duration, seed, stopped);
+            (tokio::spawn(task), Model::Closed { users })
+        }
+    };
+    let watch = LoadWatch {
+        recorder,
+        stop: Arc::new(stop),
+        origin,
+    };
+    Ok(LoadRun {
+        watch,
+        dispatcher,
+        timeout: spec.timeout.get(),
+        model,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -17,7 +17,9 @@ use serde::{Serialize, Serializer};
 pub enum UnitError {
     #[error("{input:?} is not a duration: {why} (write it like 250ms, 2s, 1m30s; units: ns, us, ms, s, m, h)")]
     Duration { input: String, why: &'static str },
-    #[error("{input:?} is not a rate: {why} (write it like 500/s, 6/min, 0.1/s; units: /s, /min, /h)")]
+    #[error(
+        "{input:?} is not a rate: {why} (write it like 500/s, 6/min, 0.1/s; units: /s, /min, /h)"
+    )]
     Rate { input: String, why: &'static str },
     #[error("{input:?} is not a share: {why} (write it like 30%, 0.5%, 100%)")]
     Share { input: String, why: &'static str },
@@ -87,7 +89,10 @@ impl FromStr for Dur {
     type Err = UnitError;
 
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let err = |why| UnitError::Duration { input: input.to_string(), why };
+        let err = |why| UnitError::Duration {
+            input: input.to_string(),
+            why,
+        };
         let s = input.trim();
         if s.is_empty() {
             return Err(err("it is empty"));
@@ -102,7 +107,9 @@ impl FromStr for Dur {
         let mut total = 0.0_f64;
         while !rest.is_empty() {
             let (number, tail) = split_number(rest).ok_or_else(|| err("expected a number"))?;
-            let unit_len = tail.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(tail.len());
+            let unit_len = tail
+                .find(|c: char| c.is_ascii_digit() || c == '.')
+                .unwrap_or(tail.len());
             let (unit, next) = tail.split_at(unit_len);
             let seconds_per_unit = match unit {
                 "ns" => 1e-9,
@@ -130,16 +137,16 @@ impl fmt::Display for Dur {
         let nanos = self.0.as_nanos();
         if nanos == 0 {
             write!(f, "0s")
-        } else if nanos % 1_000_000_000 == 0 {
+        } else if nanos.is_multiple_of(1_000_000_000) {
             write!(f, "{}s", nanos / 1_000_000_000)
-        } else if nanos % 1_000_000 == 0 {
+        } else if nanos.is_multiple_of(1_000_000) {
             let ms = nanos / 1_000_000;
             if ms >= 1000 {
                 write!(f, "{}s", ms as f64 / 1000.0)
             } else {
                 write!(f, "{ms}ms")
             }
-        } else if nanos % 1_000 == 0 {
+        } else if nanos.is_multiple_of(1_000) {
             write!(f, "{}us", nanos / 1_000)
         } else {
             write!(f, "{nanos}ns")
@@ -179,12 +186,17 @@ impl FromStr for Rate {
     type Err = UnitError;
 
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let err = |why| UnitError::Rate { input: input.to_string(), why };
+        let err = |why| UnitError::Rate {
+            input: input.to_string(),
+            why,
+        };
         let s = input.trim();
         if s.starts_with('-') {
             return Err(err("rates cannot be negative"));
         }
-        let (number, unit) = s.split_once('/').ok_or_else(|| err("a rate needs a unit such as /s"))?;
+        let (number, unit) = s
+            .split_once('/')
+            .ok_or_else(|| err("a rate needs a unit such as /s"))?;
         let (value, tail) = split_number(number.trim()).ok_or_else(|| err("expected a number"))?;
         if !tail.is_empty() {
             return Err(err("expected a number before the /"));
@@ -238,12 +250,17 @@ impl FromStr for Share {
     type Err = UnitError;
 
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let err = |why| UnitError::Share { input: input.to_string(), why };
+        let err = |why| UnitError::Share {
+            input: input.to_string(),
+            why,
+        };
         let s = input.trim();
         if s.starts_with('-') {
             return Err(err("shares cannot be negative"));
         }
-        let number = s.strip_suffix('%').ok_or_else(|| err("a share needs a % sign"))?;
+        let number = s
+            .strip_suffix('%')
+            .ok_or_else(|| err("a share needs a % sign"))?;
         let (value, tail) = split_number(number.trim()).ok_or_else(|| err("expected a number"))?;
         if !tail.is_empty() {
             return Err(err("expected a number before the %"));
@@ -278,7 +295,10 @@ impl FromStr for Size {
     type Err = UnitError;
 
     fn from_str(input: &str) -> Result<Self, UnitError> {
-        let err = |why| UnitError::Size { input: input.to_string(), why };
+        let err = |why| UnitError::Size {
+            input: input.to_string(),
+            why,
+        };
         let s = input.trim();
         if s.starts_with('-') {
             return Err(err("sizes cannot be negative"));
@@ -306,9 +326,9 @@ impl FromStr for Size {
 impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= 1 << 20 && b % (1 << 20) == 0 {
+        if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
             write!(f, "{}MiB", b >> 20)
-        } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+        } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
             write!(f, "{}KiB", b >> 10)
         } else {
             write!(f, "{b}B")
@@ -373,10 +393,25 @@ macro_rules! string_quantity {
     };
 }
 
-string_quantity!(Dur, "a duration", "\"250ms\"", r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|min|h))+$");
-string_quantity!(Rate, "a rate", "\"500/s\"", r"^[0-9]+(\.[0-9]+)?/(s|sec|m|min|h)$");
+string_quantity!(
+    Dur,
+    "a duration",
+    "\"250ms\"",
+    r"^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|min|h))+$"
+);
+string_quantity!(
+    Rate,
+    "a rate",
+    "\"500/s\"",
+    r"^[0-9]+(\.[0-9]+)?/(s|sec|m|min|h)$"
+);
 string_quantity!(Share, "a share", "\"30%\"", r"^[0-9]+(\.[0-9]+)?%$");
-string_quantity!(Size, "a size", "\"4KiB\"", r"^[0-9]+(\.[0-9]+)?(B|b|kB|KB|KiB|MB|MiB|GB|GiB)$");
+string_quantity!(
+    Size,
+    "a size",
+    "\"4KiB\"",
+    r"^[0-9]+(\.[0-9]+)?(B|b|kB|KB|KiB|MB|MiB|GB|GiB)$"
+);
 
 #[cfg(test)]
 mod tests {
@@ -385,13 +420,28 @@ mod tests {
 
     #[test]
     fn durations_parse_with_their_units() {
-        assert_eq!("250ms".parse::<Dur>().unwrap().get(), Duration::from_millis(250));
+        assert_eq!(
+            "250ms".parse::<Dur>().unwrap().get(),
+            Duration::from_millis(250)
+        );
         assert_eq!("2s".parse::<Dur>().unwrap().get(), Duration::from_secs(2));
-        assert_eq!("1.5s".parse::<Dur>().unwrap().get(), Duration::from_millis(1500));
-        assert_eq!("1m30s".parse::<Dur>().unwrap().get(), Duration::from_secs(90));
-        assert_eq!("100us".parse::<Dur>().unwrap().get(), Duration::from_micros(100));
+        assert_eq!(
+            "1.5s".parse::<Dur>().unwrap().get(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(
+            "1m30s".parse::<Dur>().unwrap().get(),
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            "100us".parse::<Dur>().unwrap().get(),
+            Duration::from_micros(100)
+        );
         assert_eq!("0s".parse::<Dur>().unwrap().get(), Duration::ZERO);
-        assert_eq!("2h".parse::<Dur>().unwrap().get(), Duration::from_secs(7200));
+        assert_eq!(
+            "2h".parse::<Dur>().unwrap().get(),
+            Duration::from_secs(7200)
+        );
     }
 
     #[test]
@@ -400,8 +450,16 @@ mod tests {
             let e = bad.parse::<Dur>().unwrap_err();
             assert!(e.to_string().contains("is not a duration"), "{bad}: {e}");
         }
-        assert!("-1s".parse::<Dur>().unwrap_err().to_string().contains("negative"));
-        assert!("250".parse::<Dur>().unwrap_err().to_string().contains("needs a unit"));
+        assert!("-1s"
+            .parse::<Dur>()
+            .unwrap_err()
+            .to_string()
+            .contains("negative"));
+        assert!("250"
+            .parse::<Dur>()
+            .unwrap_err()
+            .to_string()
+            .contains("needs a unit"));
     }
 
     #[test]
@@ -420,7 +478,10 @@ mod tests {
         assert_eq!("6/min".parse::<Rate>().unwrap().per_sec(), 0.1);
         assert_eq!("0.1/s".parse::<Rate>().unwrap().per_sec(), 0.1);
         assert_eq!("3600/h".parse::<Rate>().unwrap().per_sec(), 1.0);
-        assert_eq!("500/s".parse::<Rate>().unwrap().interval(), Some(Duration::from_millis(2)));
+        assert_eq!(
+            "500/s".parse::<Rate>().unwrap().interval(),
+            Some(Duration::from_millis(2))
+        );
         for bad in ["500", "-5/s", "5/day", "/s", "fast/s"] {
             assert!(bad.parse::<Rate>().is_err(), "{bad}");
         }
@@ -431,8 +492,16 @@ mod tests {
         assert_eq!("30%".parse::<Share>().unwrap().fraction(), 0.3);
         assert_eq!("100%".parse::<Share>().unwrap().fraction(), 1.0);
         assert_eq!("0.5%".parse::<Share>().unwrap().fraction(), 0.005);
-        assert!("101%".parse::<Share>().unwrap_err().to_string().contains("over 100%"));
-        assert!("30".parse::<Share>().unwrap_err().to_string().contains("% sign"));
+        assert!("101%"
+            .parse::<Share>()
+            .unwrap_err()
+            .to_string()
+            .contains("over 100%"));
+        assert!("30"
+            .parse::<Share>()
+            .unwrap_err()
+            .to_string()
+            .contains("% sign"));
         assert!("-5%".parse::<Share>().is_err());
         assert_eq!(Share::from_fraction(0.3).to_string(), "30%");
     }

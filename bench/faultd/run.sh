@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# faultd benchmarks, 127.0.0.1 only, every run bounded in time; prints results (figures go to bench/faultd.md).
+#   (a) throughput and added latency of a healthy faultd route vs nginx returning the same bytes ({"ok":true},
+#       application/json): wrk -t1 -c50 saturation rps (ratio of medians, target >= 0.8x nginx) and, at a fixed
+#       2000/s from loadgen, the latency faultd adds over nginx (p50/p99, from the actual send).
+#   (b) delay accuracy: a fixed 50 ms delay at 500/s from loadgen; error = client-measured latency - 50 ms at
+#       p50/p99/p99.9 (target p99 <= 1 ms); nginx at the same rate gives the loopback + client floor.
+#   (c) RSS per held call with 1k, 5k, 19k hung calls (target <= 10 KB); a fresh faultd per count, RSS from
+#       /proc/PID/status before and after, the calls confirmed by faultd's own faultd_in_flight. The same for calls
+#       held by a long delay (still served by hyper), for comparison.
+# Usage: bench/faultd/run.sh [a|b|c|all]
+#   env: ROUNDS=3 SAT_SECS=5 LAT_SECS=5 DELAY_SECS=10 HELD="1000 5000 19000" KINDS="hang delay"
+#        FAULTD=target/release/faultd (another build to compare, e.g. one from before a change)
+# The servers (nginx with one worker, faultd with one tokio worker) run on CPU 0, the clients on CPU 1. Runs
+# alternate (faultd, nginx, faultd, nginx, ...) and the medians are quoted.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+WHAT=${1:-all}
+ROUNDS=${ROUNDS:-3}; SAT_SECS=${SAT_SECS:-5}; LAT_SECS=${LAT_SECS:-5}; DELAY_SECS=${DELAY_SECS:-10}
+HELD=${HELD:-"1000 5000 19000"}; KINDS=${KINDS:-"hang delay"}
+FAULTD=${FAULTD:-target/release/faultd}
+LOADGEN=${LOADGEN:-target/release/loadgen}
+[ -x "$FAULTD" ] && [ -x "$LOADGEN" ] || cargo build --release -p faultd -p loadgen
+
+WORK=$(mktemp -d /tmp/faultd-bench.XXXXXX)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+NGINX_PORT=$(free_port)
+mkdir -p "$WORK/logs"
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/logs/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$NGINX_PORT backlog=8192;
+           location / { default_type application/json; return 200 '{"ok":true}'; } }
+}
+CONF
+cat > "$WORK/faultd.yaml" <<'YAML'
+seed: 1
+routes:
+  ok:    { path: /ok }
+  delay: { path: /delay, latency: { fixed: 50ms } }
+  hang:  { path: /hang/*, hang: 100% }
+  held:  { path: /held/*, latency: { fixed: 10m } }
+YAML
+
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# "221.95us" / "2.41ms" / "1.20s" -> milliseconds
+to_ms() { awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /ns$/) {sub(/ns$/,"",v); v/=1e6} else if (v ~ /s$/) {sub(/s$/,"",v); v*=1000}; printf "%.3f\n", v}'; }
+# The uncorrected (actual send) latency at percentile $1 ("50.000%") from loadgen's table, in ms.
+lg_pct() { awk -v p="$1" '$1 == p {print $3}' | to_ms; }
+
+taskset -c 0 nginx -p "$WORK" -c "$WORK/nginx.conf" &
+PIDS+=($!)
+FAULTD_PORT=$(free_port)
+TOKIO_WORKER_THREADS=1 taskset -c 0 "$FAULTD" --config "$WORK/faultd.yaml" --listen "127.0.0.1:$FAULTD_PORT" \
+  2> "$WORK/faultd.log" &
+FAULTD_PID=$!; PIDS+=($FAULTD_PID)
+wait_port "$NGINX_PORT"; wait_port "$FAULTD_PORT"
+NGINX_WORKER=$(cat /proc/"$(cat "$WORK/nginx.pid")"/task/*/children | awk '{print $1}')
+# CPU seconds (user + system) a process has used so far.
+cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f\n", ($14 + $15) / hz}' "/proc/$1/stat"; }
+NGINX="http://127.0.0.1:$NGINX_PORT"; FD="http://127.0.0.1:$FAULTD_PORT"
+[ "$(curl -s "$NGINX/ok")" = "$(curl -s "$FD/ok")" ] || { echo "faultd and nginx answer different bodies" >&2; exit 3; }
+echo "nginx (1 worker) and faultd (1 tokio worker) on CPU 0; clients on CPU 1; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+
+if [[ $WHAT == a || $WHAT == all ]]; then
+  echo "== (a) healthy route: wrk -t1 -c50 ${SAT_SECS}s saturation, then loadgen 2000/s ${LAT_SECS}s; $ROUNDS alternating rounds"
+  for f in fd_rps ng_rps fd_p50 ng_p50 fd_p99 ng_p99 fd_eff ng_eff; do : > "$WORK/$f"; done
+  for i in $(seq "$ROUNDS"); do
+    for who in fd ng; do
+      url=$FD/ok; pid=$FAULTD_PID; [ $who = ng ] && url=$NGINX/ok && pid=$NGINX_WORKER
+      c0=$(cpu_s "$pid")
+      rps=$(taskset -c 1 wrk -t1 -c50 -d"${SAT_SECS}s" "$url" | awk '/Requests\/sec/ {print $2}')
+      busy=$(awk -v a="$c0" -v b="$(cpu_s "$pid")" -v t="$SAT_SECS" 'BEGIN {printf "%.0f", (b-a)/t*100}')
+      out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$url" --rate 2000/s --duration "${LAT_SECS}s" --connections 50)
+      p50=$(lg_pct 50.000% <<<"$out"); p99=$(lg_pct 99.000% <<<"$out")
+      echo "$rps" >> "$WORK/${who}_rps"; echo "$p50" >> "$WORK/${who}_p50"; echo "$p99" >> "$WORK/${who}_p99"
+      # Requests per CPU-second of the server: on a shared machine the share of CPU 0 a server gets varies from
+      # run to run, and this does not depend on it.
+      awk -v r="$rps" -v b="$busy" 'BEGIN {printf "%.0f\n", (b > 0 ? r / (b / 100) : 0)}' >> "$WORK/${who}_eff"
+      echo "  round $i $who: wrk $rps rps (server used ${busy}% of its core); at 2000/s p50 $p50 ms, p99 $p99 ms"
+    done
+  done
+  FR=$(median < "$WORK/fd_rps"); NR=$(median < "$WORK/ng_rps")
+  FE=$(median < "$WORK/fd_eff"); NE=$(median < "$WORK/ng_eff")
+  echo "  median requests per CPU-second of the server: faultd $FE, nginx $NE, ratio $(awk -v a="$FE" -v b="$NE" 'BEGIN {printf "%.2f", a/b}')x"
+  F50=$(median < "$WORK/fd_p50"); N50=$(median < "$WORK/ng_p50"); F99=$(median < "$WORK/fd_p99"); N99=$(median < "$WORK/ng_p99")
+  echo "  median rps: faultd $FR, nginx $NR, ratio $(awk -v a="$FR" -v b="$NR" 'BEGIN {printf "%.2f", a/b}')x (target >= 0.8x)"
+  echo "  median latency at 2000/s: faultd p50 $F50 ms p99 $F99 ms; nginx p50 $N50 ms p99 $N99 ms;" \
+       "added p50 $(awk -v a="$F50" -v b="$N50" 'BEGIN {printf "%.3f", a-b}') ms, p99 $(awk -v a="$F99" -v b="$N99" 'BEGIN {printf "%.3f", a-b}') ms"
+fi
+
+if [[ $WHAT == b || $WHAT == all ]]; then
+  echo "== (b) fixed 50 ms delay at 500/s for ${DELAY_SECS}s (loadgen, 1 worker, CPU 1); nginx at the same rate as the floor"
+  for f in e50 e99 e999 n50 n99 n999; do : > "$WORK/$f"; done
+  for i in $(seq "$ROUNDS"); do
+    out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$FD/delay" --rate 500/s --duration "${DELAY_SECS}s" --connections 100)
+    # Every call must have been answered: an error or a timeout would not be a delay.
+    grep -q "Outcomes: ok $((500 * DELAY_SECS)), " <<<"$out" || { echo "$out" >&2; exit 3; }
+    e50=$(lg_pct 50.000% <<<"$out" | awk '{printf "%.3f", $1-50}')
+    e99=$(lg_pct 99.000% <<<"$out" | awk '{printf "%.3f", $1-50}')
+    e999=$(lg_pct 99.900% <<<"$out" | awk '{printf "%.3f", $1-50}')
+    echo "$e50" >> "$WORK/e50"; echo "$e99" >> "$WORK/e99"; echo "$e999" >> "$WORK/e999"
+    out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$NGINX/ok" --rate 500/s --duration "${DELAY_SECS}s" --connections 100)
+    n50=$(lg_pct 50.000% <<<"$out"); n99=$(lg_pct 99.000% <<<"$out"); n999=$(lg_pct 99.900% <<<"$out")
+    echo "$n50" >> "$WORK/n50"; echo "$n99" >> "$WORK/n99"; echo "$n999" >> "$WORK/n999"
+    echo "  round $i: faultd error p50 +$e50 ms, p99 +$e99 ms, p99.9 +$e999 ms | nginx latency p50 $n50 ms, p99 $n99 ms, p99.9 $n999 ms"
+  done
+  echo "  median faultd error: p50 +$(median < "$WORK/e50") ms, p99 +$(median < "$WORK/e99") ms, p99.9 +$(median < "$WORK/e999") ms (target p99 <= 1 ms)"
+  echo "  median nginx latency (the floor): p50 $(median < "$WORK/n50") ms, p99 $(median < "$WORK/n99") ms, p99.9 $(median < "$WORK/n999") ms"
+fi
+
+# The shared servers are not needed for (c): stop them so the held-call runs have the machine to themselves.
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+PIDS=()
+
+if [[ $WHAT == c || $WHAT == all ]]; then
+  echo "== (c) RSS per held call, a fresh faultd (default runtime) per count, $ROUNDS rounds"
+  echo "   hang: the hung route (the target); delay: calls held by a 10 min fixed delay (for comparison)"
+  ulimit -n 20000
+  for kind in $KINDS; do
+    for n in $HELD; do
+      : > "$WORK/per"
+      for i in $(seq "$ROUNDS"); do
+        port=$(free_port); cport=$(free_port)
+        "$FAULTD" --config "$WORK/faultd.yaml" --listen "127.0.0.1:$port" --control "127.0.0.1:$cport" \
+          2> "$WORK/faultd-c.log" &
+        pid=$!; PIDS+=($pid)
+        wait_port "$port"; curl -s "http://127.0.0.1:$port/ok" > /dev/null
+        path=/hang/1; [ "$kind" = delay ] && path=/held/1
+        line=$(python3 bench/faultd/held_calls.py --pid "$pid" --port "$port" --control "$cport" --calls "$n" \
+                 --path "$path")
+        kill "$pid"; wait "$pid" 2>/dev/null || true; PIDS=()
+        echo "  $kind $n held, round $i: $line"
+        awk '{print $8}' <<<"$line" >> "$WORK/per"
+      done
+      echo "  $kind $n held: median $(median < "$WORK/per") bytes of RSS per held call (target <= 10240)"
+    done
+  done
+fi

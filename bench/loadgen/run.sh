@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# loadgen benchmarks against nginx (one worker, small static response) on 127.0.0.1 only.
+#   (a) saturation: loadgen vs wrk -t1, alternating, same connections, ratio of medians
+#   (b) achieved rate and send-lag p99 at 1k, 5k, 20k rps
+#   (c) RSS of a long run at 5k rps, sampled every 10 s
+# Usage: bench/loadgen/run.sh [a|b|c|all]     env: ROUNDS=3 SAT_SECS=5 RATE_SECS=10 RSS_SECS=120
+# nginx is pinned to CPU 0 and the client under test to CPU 1, so the two clients get the same single core.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+WHAT=${1:-all}
+ROUNDS=${ROUNDS:-3}; SAT_SECS=${SAT_SECS:-5}; RATE_SECS=${RATE_SECS:-10}; RSS_SECS=${RSS_SECS:-120}
+CONNS=${CONNS:-50}
+LOADGEN=target/release/loadgen
+[ -x "$LOADGEN" ] || cargo build --release -p loadgen
+
+WORK=$(mktemp -d /tmp/loadgen-bench.XXXXXX)
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+mkdir -p "$WORK/logs"
+cat > "$WORK/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/logs/error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
+  keepalive_requests 1000000;
+  server { listen 127.0.0.1:$PORT backlog=8192; location / { return 200 "ok\n"; } }
+}
+CONF
+taskset -c 0 nginx -p "$WORK" -c "$WORK/nginx.conf" &
+NGINX=$!
+trap 'kill $NGINX 2>/dev/null; wait $NGINX 2>/dev/null; rm -rf "$WORK"' EXIT
+sleep 0.5
+URL="http://127.0.0.1:$PORT/"
+echo "nginx (1 worker, CPU 0) on $URL; clients on CPU 1; $(nproc) cores"
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+if [[ $WHAT == a || $WHAT == all ]]; then
+  echo "== (a) saturation, $CONNS connections, ${SAT_SECS}s per run, $ROUNDS alternating rounds"
+  : > "$WORK/wrk"; : > "$WORK/lg"
+  for i in $(seq "$ROUNDS"); do
+    w=$(taskset -c 1 wrk -t1 -c"$CONNS" -d"${SAT_SECS}s" "$URL" | awk '/Requests\/sec/ {print $2}')
+    # Saturation is a closed-loop figure (wrk keeps CONNS requests outstanding), so loadgen runs its closed
+    # model with as many users: same concurrency, same single core, one tokio worker.
+    l=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$URL" --users "$CONNS" --duration "${SAT_SECS}s" \
+          --connections "$CONNS" | awk '/Requests\/sec/ {print $4}')
+    echo "  round $i: wrk $w rps, loadgen $l rps"
+    echo "$w" >> "$WORK/wrk"; echo "$l" >> "$WORK/lg"
+  done
+  W=$(median < "$WORK/wrk"); L=$(median < "$WORK/lg")
+  echo "  median: wrk $W rps, loadgen $L rps, ratio loadgen/wrk $(awk -v l="$L" -v w="$W" 'BEGIN {printf "%.2f", l/w}')"
+fi
+
+if [[ $WHAT == b || $WHAT == all ]]; then
+  echo "== (b) achieved rate and send lag, ${RATE_SECS}s per rate (2 worker threads, unpinned)"
+  for rate in 1000 5000 20000; do
+    out=$("$LOADGEN" --url "$URL" --rate "${rate}/s" --duration "${RATE_SECS}s" --connections 200)
+    sent=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+    lag=$(grep 'Send lag' <<<"$out" | sed 's/.*p99 \([^,]*\),.*/\1/')
+    lagmax=$(grep 'Send lag' <<<"$out" | sed 's/.*max \(.*\)$/\1/')
+    p99=$(awk '/ 99.000%/ {print $2" corrected, "$3" uncorrected"}' <<<"$out")
+    dev=$(awk -v s="$sent" -v r="$rate" 'BEGIN {printf "%+.3f%%", (s-r)/r*100}')
+    echo "  target ${rate}/s: achieved ${sent}/s ($dev), send lag p99 $lag (max $lagmax), latency p99 $p99"
+  done
+fi
+
+if [[ $WHAT == c || $WHAT == all ]]; then
+  echo "== (c) RSS at 5000/s for ${RSS_SECS}s, sampled every 10 s"
+  "$LOADGEN" --url "$URL" --rate 5000/s --duration "${RSS_SECS}s" --connections 200 > "$WORK/rss-run.txt" &
+  LG=$!
+  samples=()
+  while kill -0 $LG 2>/dev/null; do
+    sleep 10
+    rss=$(awk '/VmRSS/ {print $2}' /proc/$LG/status 2>/dev/null || true)
+    [ -n "$rss" ] && samples+=("$rss") && echo "  t=$(( ${#samples[@]} * 10 ))s RSS ${rss} kB"
+  done
+  wait $LG || true
+  echo "  first ${samples[0]} kB, last ${samples[-1]} kB"
+  grep -E 'Requests/sec|Conservation' "$WORK/rss-run.txt" | sed 's/^/  /'
+fi

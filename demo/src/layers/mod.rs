@@ -1,0 +1,259 @@
+//! The resilience layers around each dependency call, as tower layers (linkerd2-proxy's shape): each does one
+//! thing, is tested alone against a mock service, and the stack is composed in one place ([`stack`]).
+//!
+//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> HTTP client. The breaker
+//! wraps the retries (seed 004: "circuit breaker wraps retry logic, not vice versa"), so one user call is one
+//! breaker outcome however many attempts it took; every attempt takes a bulkhead slot and has its own timeout,
+//! because every attempt holds a connection to the dependency.
+//!
+//! Not for HTTP routing or page assembly (that is `service`), and not for the breaker's decisions (that is
+//! `breaker`, pure logic): the breaker layer only asks and reports.
+
+pub mod breaker;
+pub mod bulkhead;
+pub mod client;
+pub mod fallback;
+pub mod retry;
+pub mod timeout;
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::http::{HeaderValue, Method, StatusCode};
+use bytes::Bytes;
+use tower::util::BoxCloneSyncService;
+
+/// One call to make to the dependency.
+#[derive(Debug, Clone)]
+pub struct DepRequest {
+    /// HTTP method.
+    pub method: Method,
+    /// Path and query on the dependency, e.g. `/price/42`.
+    pub path: String,
+    /// The body.
+    pub body: Bytes,
+    /// The item the answer is about (the stale cache's key); empty for calls without an item.
+    pub key: String,
+    /// Sent as `Idempotency-Key` on every attempt, so a retried write can be de-duplicated by the dependency
+    /// (seed 000: at-least-once delivery produces duplicates).
+    pub idempotency_key: Option<String>,
+}
+
+/// What the dependency answered (2xx to 4xx: a 5xx is a [`CallError::Status`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reply {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The body.
+    pub body: Bytes,
+    /// The Content-Type, if any.
+    pub content_type: Option<HeaderValue>,
+}
+
+/// Why a call produced no usable reply.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CallError {
+    /// The attempt took longer than the operation's timeout.
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    /// The connection failed (refused, reset, closed without a response, malformed answer).
+    #[error("transport error: {0}")]
+    Transport(String),
+    /// The dependency answered 5xx.
+    #[error("dependency answered {0}")]
+    Status(StatusCode),
+    /// The bulkhead had no free slot; the dependency was not called.
+    #[error("bulkhead full")]
+    BulkheadFull,
+    /// The breaker refused the call (open, or half-open with every probe slot taken).
+    #[error("breaker {}", .0.label())]
+    Rejected(crate::breaker::BreakerState),
+}
+
+impl CallError {
+    /// Whether another attempt may help: timeouts, transport errors and 5xx. Not a full bulkhead (more calls
+    /// would only add to the load) and not a breaker refusal.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            CallError::Timeout(_) | CallError::Transport(_) | CallError::Status(_)
+        )
+    }
+
+    /// The `reason` label of `circuit_breaker_fallback_total`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CallError::Timeout(_) => "timeout",
+            CallError::Transport(_) => "transport_error",
+            CallError::Status(_) => "server_error",
+            CallError::BulkheadFull => "bulkhead_full",
+            CallError::Rejected(_) => "breaker_open",
+        }
+    }
+}
+
+/// Which fallback an answer is, as written in the `X-Fallback` header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FallbackKind {
+    /// The last good answer.
+    Stale,
+    /// An empty answer of the right shape.
+    Default,
+    /// 503 with Retry-After.
+    Unavailable,
+}
+
+impl FallbackKind {
+    /// `stale`, `default` or `unavailable`.
+    pub fn label(self) -> &'static str {
+        match self {
+            FallbackKind::Stale => "stale",
+            FallbackKind::Default => "default",
+            FallbackKind::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// What the service uses to answer its caller: the dependency's reply, or a fallback.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The body.
+    pub body: Bytes,
+    /// The Content-Type, if any.
+    pub content_type: Option<HeaderValue>,
+    /// Set when this is a fallback rather than the dependency's answer.
+    pub fallback: Option<FallbackKind>,
+    /// For 503 answers: how long the caller should wait (the `Retry-After` header).
+    pub retry_after: Option<Duration>,
+}
+
+/// The composed stack of one operation on one instance.
+pub type OperationStack = BoxCloneSyncService<DepRequest, Answer, Infallible>;
+
+/// Composes the layers for one operation, outermost first.
+pub fn stack<C>(
+    client: C,
+    timeout: timeout::TimeoutLayer,
+    bulkhead: bulkhead::BulkheadLayer,
+    retry: retry::RetryLayer,
+    breaker: breaker::BreakerLayer,
+    fallback: fallback::FallbackLayer,
+) -> OperationStack
+where
+    C: tower::Service<DepRequest, Response = Reply, Error = CallError>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    C::Future: Send + 'static,
+{
+    let service = tower::ServiceBuilder::new()
+        .layer(fallback)
+        .layer(breaker)
+        .layer(retry)
+        .layer(bulkhead)
+        .layer(timeout)
+        .service(client);
+    BoxCloneSyncService::new(service)
+}
+
+#[cfg(test)]
+pub(crate) mod mock {
+    //! A scripted dependency for the layer tests: answers each call after a delay with a chosen result, and
+    //! counts calls and the most in flight at once.
+
+    use super::*;
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    /// One scripted answer.
+    pub type Script = Arc<dyn Fn(usize) -> (Duration, Result<Reply, CallError>) + Send + Sync>;
+
+    #[derive(Clone)]
+    pub struct Dependency {
+        pub script: Script,
+        pub calls: Arc<AtomicUsize>,
+        pub in_flight: Arc<AtomicUsize>,
+        pub max_in_flight: Arc<AtomicUsize>,
+        pub seen: Arc<Mutex<Vec<DepRequest>>>,
+    }
+
+    pub fn ok(body: &'static str) -> Result<Reply, CallError> {
+        Ok(Reply {
+            status: StatusCode::OK,
+            body: Bytes::from_static(body.as_bytes()),
+            content_type: None,
+        })
+    }
+
+    pub fn status(code: u16) -> Result<Reply, CallError> {
+        let status = StatusCode::from_u16(code).unwrap();
+        if status.is_server_error() {
+            Err(CallError::Status(status))
+        } else {
+            Ok(Reply {
+                status,
+                body: Bytes::new(),
+                content_type: None,
+            })
+        }
+    }
+
+    impl Dependency {
+        pub fn new(
+            f: impl Fn(usize) -> (Duration, Result<Reply, CallError>) + Send + Sync + 'static,
+        ) -> Self {
+            Dependency {
+                script: Arc::new(f),
+                calls: Arc::default(),
+                in_flight: Arc::default(),
+                max_in_flight: Arc::default(),
+                seen: Arc::default(),
+            }
+        }
+
+        pub fn calls(&self) -> usize {
+            self.calls.load(Ordering::SeqCst)
+        }
+
+        pub fn max_in_flight(&self) -> usize {
+            self.max_in_flight.load(Ordering::SeqCst)
+        }
+    }
+
+    struct Leave(Arc<AtomicUsize>);
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    impl tower::Service<DepRequest> for Dependency {
+        type Response = Reply;
+        type Error = CallError;
+        type Future = Pin<Box<dyn Future<Output = Result<Reply, CallError>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), CallError>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: DepRequest) -> Self::Future {
+            let n = self.calls.fetch_add(1, Ordering::SeqCst);
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+            self.seen.lock().unwrap().push(req);
+            let leave = Leave(self.in_flight.clone());
+            let (delay, result) = (self.script)(n);
+            Box::pin(async move {
+                let _leave = leave;
+                tokio::time::sleep(delay).await;
+                result
+            })
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! Retry layer: retries timeouts, transport errors and 5xx with exponential backoff and jitter, under a retry
+//! budget (seed 000: "two retries per call triple the offered load ... retries need a budget").
+//!
+//! Not for 4xx (the request is wrong, repeating it will not help), a full bulkhead or a breaker refusal, and not
+//! for deduplication: a retried write carries the same `Idempotency-Key`, and the dependency must honour it.
+//! The `unbudgeted_retries` mistake retries every retryable failure up to `max`, whatever the budget says.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use prometheus_client::metrics::counter::Counter;
+use rand::Rng;
+use tower::{Layer, Service, ServiceExt};
+
+use super::{CallError, DepRequest, Reply};
+use crate::config::RetryConfig;
+
+/// Retries allowed beyond the budget's share, so a quiet operation can still retry once in a while
+/// (Finagle's budgets have the same floor). The budget holds at most this many unspent retries.
+pub const RETRY_RESERVE: f64 = 10.0;
+
+/// A retry budget: every first attempt deposits `share` of a retry, every retry withdraws one. Over any stretch
+/// of traffic, retries <= RETRY_RESERVE + share x first attempts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryBudget {
+    share: f64,
+    balance: f64,
+}
+
+impl RetryBudget {
+    /// A budget letting retries be `share` (0.0..=1.0) of first attempts, starting with the full reserve.
+    pub fn new(share: f64) -> Self {
+        RetryBudget {
+            share,
+            balance: RETRY_RESERVE,
+        }
+    }
+
+    /// Called for every first attempt.
+    pub fn deposit(&mut self) {
+        self.balance = (self.balance + self.share).min(RETRY_RESERVE);
+    }
+
+    /// Takes one retry from the budget, if there is one.
+    pub fn try_withdraw(&mut self) -> bool {
+        if self.balance >= 1.0 {
+            self.balance -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The delay before retry number `retry` (1-based): `base` doubled each retry, scaled by `jitter` in [0.5, 1.0]
+/// so that callers who failed together do not retry together.
+pub fn backoff(base: Duration, retry: u32, jitter: f64) -> Duration {
+    let exponential = base.saturating_mul(1u32 << (retry.saturating_sub(1)).min(16));
+    exponential.mul_f64(jitter.clamp(0.5, 1.0))
+}
+
+/// The retry settings and counters shared by every clone of one operation's retry service.
+#[derive(Debug)]
+pub struct RetryPolicy {
+    max: u32,
+    base: Duration,
+    budget: Mutex<RetryBudget>,
+    unbudgeted: bool,
+    first: Counter,
+    retried: Counter,
+    denied: Counter,
+}
+
+impl RetryPolicy {
+    /// From the operation's retry configuration; `unbudgeted` is the `unbudgeted_retries` mistake. The counters
+    /// count first attempts, retries sent and retries the budget refused.
+    pub fn new(
+        config: &RetryConfig,
+        unbudgeted: bool,
+        first: Counter,
+        retried: Counter,
+        denied: Counter,
+    ) -> Self {
+        RetryPolicy {
+            max: config.max,
+            base: config.backoff.get(),
+            budget: Mutex::new(RetryBudget::new(config.budget.fraction())),
+            unbudgeted,
+            first,
+            retried,
+            denied,
+        }
+    }
+
+    fn deposit(&self) {
+        if let Ok(mut b) = self.budget.lock() {
+            b.deposit();
+        }
+    }
+
+    fn may_retry(&self) -> bool {
+        if self.unbudgeted {
+            return true;
+        }
+        let allowed = self
+            .budget
+            .lock()
+            .map(|mut b| b.try_withdraw())
+            .unwrap_or(false);
+        if !allowed {
+            self.denied.inc();
+        }
+        allowed
+    }
+}
+
+/// Builds [`Retry`] services sharing one policy (one budget per operation and instance).
+#[derive(Debug, Clone)]
+pub struct RetryLayer {
+    policy: Arc<RetryPolicy>,
+}
+
+impl RetryLayer {
+    /// A layer applying `policy`.
+    pub fn new(policy: RetryPolicy) -> Self {
+        RetryLayer {
+            policy: Arc::new(policy),
+        }
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
+    fn layer(&self, inner: S) -> Retry<S> {
+        Retry {
+            inner,
+            policy: self.policy.clone(),
+        }
+    }
+}
+
+/// Makes the call, and retries it while it fails retryably, `max` allows and the budget agrees.
+#[derive(Debug, Clone)]
+pub struct Retry<S> {
+    inner: S,
+    policy: Arc<RetryPolicy>,
+}
+
+impl<S> Service<DepRequest> for Retry<S>
+where
+    S: Service<DepRequest, Response = Reply, Error = CallError> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Reply;
+    type Error = CallError;
+    type Future = Pin<Box<dyn Future<Output = Result<Reply, CallError>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), CallError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: DepRequest) -> Self::Future {
+        let inner = self.inner.clone();
+        let policy = self.policy.clone();
+        Box::pin(async move {
+            policy.deposit();
+            policy.first.inc();
+            let mut result = inner.clone().oneshot(req.clone()).await;
+            for retry in 1..=policy.max {
+                match &result {
+                    Err(e) if e.is_retryable() => {}
+                    _ => break,
+                }
+                if !policy.may_retry() {
+                    break;
+                }
+                let jitter = rand::rng().random_range(0.5..=1.0);
+                tokio::time::sleep(backoff(policy.base, retry, jitter)).await;
+                policy.retried.inc();
+                result = inner.clone().oneshot(req.clone()).await;
+            }
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layers::mock::{ok, status, Dependency};
+    use axum::http::Method;
+    use bytes::Bytes;
+    use faultline_units::{Dur, Share};
+
+    fn req() -> DepRequest {
+        DepRequest {
+            method: Method::POST,
+            path: "/payments/charge".into(),
+            body: Bytes::from_static(b"{}"),
+            key: String::new(),
+            idempotency_key: Some("k-1".into()),
+        }
+    }
+
+    fn config(max: u32, budget: f64) -> RetryConfig {
+        RetryConfig {
+            max,
+            backoff: Dur::from_millis(50),
+            budget: Share::from_fraction(budget),
+        }
+    }
+
+    fn layer(max: u32, budget: f64, unbudgeted: bool) -> (RetryLayer, Counter, Counter) {
+        let (first, retried) = (Counter::default(), Counter::default());
+        let policy = RetryPolicy::new(
+            &config(max, budget),
+            unbudgeted,
+            first.clone(),
+            retried.clone(),
+            Counter::default(),
+        );
+        (RetryLayer::new(policy), first, retried)
+    }
+
+    #[test]
+    fn backoff_doubles_each_retry_and_jitter_stays_within_half_to_full() {
+        let base = Duration::from_millis(50);
+        assert_eq!(backoff(base, 1, 1.0), Duration::from_millis(50));
+        assert_eq!(backoff(base, 2, 1.0), Duration::from_millis(100));
+        assert_eq!(backoff(base, 3, 1.0), Duration::from_millis(200));
+        assert_eq!(backoff(base, 3, 0.5), Duration::from_millis(100));
+        assert_eq!(
+            backoff(base, 1, 0.1),
+            Duration::from_millis(25),
+            "jitter is clamped to [0.5, 1]"
+        );
+    }
+
+    #[test]
+    fn the_budget_allows_the_reserve_plus_its_share_of_first_attempts() {
+        let mut b = RetryBudget::new(0.1);
+        let mut allowed = 0;
+        for _ in 0..1_000 {
+            b.deposit();
+            if b.try_withdraw() {
+                allowed += 1;
+            }
+        }
+        // Reserve of 10, then one retry per 10 first attempts: 10 + 99 (the first deposit refills a full reserve).
+        assert!((100..=110).contains(&allowed), "{allowed}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn retries_5xx_until_success_with_the_same_idempotency_key() {
+        let dep = Dependency::new(|n| {
+            (
+                Duration::from_millis(10),
+                if n < 2 { status(503) } else { ok("charged") },
+            )
+        });
+        let (layer, first, retried) = layer(2, 0.1, false);
+        let svc = layer.layer(dep.clone());
+        let start = tokio::time::Instant::now();
+        assert_eq!(
+            svc.oneshot(req()).await.unwrap().body,
+            Bytes::from_static(b"charged")
+        );
+        assert_eq!(dep.calls(), 3);
+        assert_eq!((first.get(), retried.get()), (1, 2));
+        let keys: Vec<_> = dep
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.idempotency_key.clone())
+            .collect();
+        assert!(keys.iter().all(|k| k.as_deref() == Some("k-1")));
+        // 3 x 10 ms of calls, plus backoffs of 25..50 ms and 50..100 ms.
+        let elapsed = start.elapsed();
+        assert!(
+            elapsed >= Duration::from_millis(30 + 25 + 50)
+                && elapsed <= Duration::from_millis(30 + 50 + 100),
+            "{elapsed:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn client_errors_and_refusals_are_not_retried() {
+        for (result, name) in [
+            (status(404), "404"),
+            (Err(CallError::BulkheadFull), "bulkhead"),
+        ] {
+            let dep = Dependency::new(move |_| (Duration::ZERO, result.clone()));
+            let (layer, _, _) = layer(2, 1.0, false);
+            let _ = layer.layer(dep.clone()).oneshot(req()).await;
+            assert_eq!(dep.calls(), 1, "{name}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_spent_budget_stops_retries_so_a_dead_dependency_sees_about_one_call_per_request() {
+        let dep = Dependency::new(|_| (Duration::from_millis(1), status(503)));
+        let (layer, _, _) = layer(2, 0.1, false);
+        for _ in 0..1_000 {
+            let _ = layer.layer(dep.clone()).oneshot(req()).await;
+        }
+        // At most reserve + 10% of 1,000 retries: 1,000 + 110 calls, against 3,000 without a budget.
+        assert!(dep.calls() <= 1_110, "{}", dep.calls());
+        assert!(dep.calls() >= 1_090, "{}", dep.calls());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unbudgeted_retries_triple_the_load_on_a_dead_dependency() {
+        let dep = Dependency::new(|_| (Duration::from_millis(1), status(503)));
+        let (layer, _, _) = layer(2, 0.1, true);
+        for _ in 0..1_000 {
+            let _ = layer.layer(dep.clone()).oneshot(req()).await;
+        }
+        assert_eq!(dep.calls(), 3_000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn max_zero_makes_exactly_one_attempt() {
+        let dep = Dependency::new(|_| (Duration::ZERO, status(500)));
+        let (layer, _, _) = layer(0, 1.0, true);
+        assert_eq!(
+            layer.layer(dep.clone()).oneshot(req()).await,
+            Err(CallError::Status(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR
+            ))
+        );
+        assert_eq!(dep.calls(), 1);
+    }
+}

@@ -1,0 +1,251 @@
+//! The dependency operations the demo calls, with the names every metric and log line uses and the recommended
+//! settings of each (taken from the seeds).
+//!
+//! Not for the HTTP handlers or the layers: this module only says *what* each operation is (its key, the
+//! dependency service it belongs to, the path it calls, its recommended configuration), so one table holds every
+//! number the seeds give.
+
+use std::fmt;
+
+use axum::http::Method;
+use faultline_units::{Dur, Share};
+
+use crate::config::{BreakerConfig, Fallback, OperationConfig, RetryConfig};
+
+/// One kind of call to the dependency. Each has its own breaker (per-operation breakers, seeds 001 and 004),
+/// unless the `shared_breaker` mistake is switched on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Operation {
+    /// GET {dep}/price/{id}, for the product page. Seed 000's pricing call.
+    Pricing,
+    /// GET {dep}/reviews/{id}, for the product page. Seed 001's hotel-booking reviews call.
+    Reviews,
+    /// POST {dep}/payments/charge, for checkout. Seed 004's payment provider; never fakes success.
+    Payments,
+    /// GET {dep}/report, for the admin report. Seed 000's low-traffic admin endpoint.
+    Report,
+    /// GET {dep}/accounts/{id}. Seed 004's separate read breaker.
+    AccountRead,
+    /// POST {dep}/accounts/{id}. Seed 004's separate write breaker.
+    AccountWrite,
+}
+
+impl Operation {
+    /// Every operation, in the order used for display and for choosing the `shared_breaker` settings.
+    pub const ALL: [Operation; 6] = [
+        Operation::Pricing,
+        Operation::Reviews,
+        Operation::Payments,
+        Operation::Report,
+        Operation::AccountRead,
+        Operation::AccountWrite,
+    ];
+
+    /// The operation key used in the configuration and in the `operation` label: `pricing`, `account-read`, ...
+    pub fn key(self) -> &'static str {
+        match self {
+            Operation::Pricing => "pricing",
+            Operation::Reviews => "reviews",
+            Operation::Payments => "payments",
+            Operation::Report => "report",
+            Operation::AccountRead => "account-read",
+            Operation::AccountWrite => "account-write",
+        }
+    }
+
+    /// The dependency service the operation belongs to (the `dependency` label): account reads and writes are
+    /// two operations of one service, `accounts`.
+    pub fn dependency(self) -> &'static str {
+        match self {
+            Operation::AccountRead | Operation::AccountWrite => "accounts",
+            other => other.key(),
+        }
+    }
+
+    /// The HTTP method of the call to the dependency.
+    pub fn method(self) -> Method {
+        match self {
+            Operation::Payments | Operation::AccountWrite => Method::POST,
+            _ => Method::GET,
+        }
+    }
+
+    /// The path called on the dependency for the item `id` (ignored by operations without an item).
+    pub fn path(self, id: &str) -> String {
+        match self {
+            Operation::Pricing => format!("/price/{id}"),
+            Operation::Reviews => format!("/reviews/{id}"),
+            Operation::Payments => "/payments/charge".to_string(),
+            Operation::Report => "/report".to_string(),
+            Operation::AccountRead | Operation::AccountWrite => format!("/accounts/{id}"),
+        }
+    }
+
+    /// The operation's position in [`Operation::ALL`], used to index per-operation tables.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Writes may only fail visibly: a faked success on a payment or an account write loses money or data
+    /// (seeds 003 and 004: "payments: fail closed, never fake success").
+    pub fn is_write(self) -> bool {
+        matches!(self, Operation::Payments | Operation::AccountWrite)
+    }
+
+    /// The body served as the `default` fallback: an empty answer of the right shape.
+    pub fn default_body(self) -> &'static [u8] {
+        match self {
+            Operation::Pricing => b"{\"price\":null}",
+            Operation::Reviews => b"[]",
+            Operation::Report => b"{\"rows\":[]}",
+            Operation::AccountRead => b"{}",
+            Operation::Payments | Operation::AccountWrite => b"",
+        }
+    }
+
+    /// The recommended configuration, with the seed each number comes from.
+    pub fn recommended(self) -> OperationConfig {
+        let ms = Dur::from_millis;
+        let share = |percent: f64| Share::from_fraction(percent / 100.0);
+        let no_retries = RetryConfig {
+            max: 0,
+            backoff: ms(50),
+            budget: share(10.0),
+        };
+        match self {
+            // Seed 000: 250 ms timeout (3x the 80 ms p99), a 200-connection pool, 50% over 10 s with at least 20
+            // calls, open 30 s, a single probe whose success closes, the last cached price as fallback.
+            Operation::Pricing => OperationConfig {
+                timeout: ms(250),
+                pool: 200,
+                fallback: Fallback::Stale,
+                breaker: BreakerConfig {
+                    failure_rate: share(50.0),
+                    window: ms(10_000),
+                    min_calls: 20,
+                    open_for: ms(30_000),
+                    half_open_calls: 1,
+                    close_after: 1,
+                    slow_call_duration: ms(1_000),
+                    slow_call_rate: share(100.0),
+                    recovery_rate: None,
+                },
+                retries: no_retries,
+            },
+            // Seed 001's fix: 800 ms timeout, 30% over >= 20 calls, 30 s open, slow calls over 400 ms count
+            // toward the 30%, a bulkhead of 80, the page served without reviews. Seed 003: 3 half-open probes.
+            Operation::Reviews => OperationConfig {
+                timeout: ms(800),
+                pool: 80,
+                fallback: Fallback::Default,
+                breaker: BreakerConfig {
+                    failure_rate: share(30.0),
+                    window: ms(10_000),
+                    min_calls: 20,
+                    open_for: ms(30_000),
+                    half_open_calls: 3,
+                    close_after: 3,
+                    slow_call_duration: ms(400),
+                    slow_call_rate: share(30.0),
+                    recovery_rate: None,
+                },
+                retries: no_retries,
+            },
+            // Seed 004: timeout 2-3x p99, 50% over >= 10 calls, 30 s reset, 2 successes to close, retries
+            // wrapped by the breaker; seed 000: a retry budget. Never a fake success: 503 + Retry-After.
+            Operation::Payments => OperationConfig {
+                timeout: ms(2_000),
+                pool: 50,
+                fallback: Fallback::Unavailable {
+                    retry_after: ms(5_000),
+                },
+                breaker: BreakerConfig {
+                    failure_rate: share(50.0),
+                    window: ms(10_000),
+                    min_calls: 10,
+                    open_for: ms(30_000),
+                    half_open_calls: 2,
+                    close_after: 2,
+                    slow_call_duration: ms(1_200),
+                    slow_call_rate: share(50.0),
+                    recovery_rate: None,
+                },
+                retries: RetryConfig {
+                    max: 2,
+                    backoff: ms(50),
+                    budget: share(10.0),
+                },
+            },
+            // Seed 000's low-traffic admin endpoint: "a tight timeout and a single retry"; the breaker has the
+            // seed's numbers so the per-instance volume floor can be shown.
+            Operation::Report => OperationConfig {
+                timeout: ms(1_000),
+                pool: 20,
+                fallback: Fallback::Unavailable {
+                    retry_after: ms(30_000),
+                },
+                breaker: BreakerConfig {
+                    failure_rate: share(50.0),
+                    window: ms(10_000),
+                    min_calls: 20,
+                    open_for: ms(30_000),
+                    half_open_calls: 1,
+                    close_after: 1,
+                    slow_call_duration: ms(1_000),
+                    slow_call_rate: share(100.0),
+                    recovery_rate: None,
+                },
+                retries: RetryConfig {
+                    max: 1,
+                    backoff: ms(100),
+                    budget: share(10.0),
+                },
+            },
+            // Seed 004's internal-service profile for the read side: more sensitive (30%), faster reset (10 s),
+            // 3 successes to close; stale account data beats none.
+            Operation::AccountRead => OperationConfig {
+                timeout: ms(500),
+                pool: 100,
+                fallback: Fallback::Stale,
+                breaker: BreakerConfig {
+                    failure_rate: share(30.0),
+                    window: ms(10_000),
+                    min_calls: 20,
+                    open_for: ms(10_000),
+                    half_open_calls: 3,
+                    close_after: 3,
+                    slow_call_duration: ms(400),
+                    slow_call_rate: share(50.0),
+                    recovery_rate: None,
+                },
+                retries: no_retries,
+            },
+            // Seed 004's separate write breaker: a failing write must not block reads, and vice versa.
+            Operation::AccountWrite => OperationConfig {
+                timeout: ms(2_000),
+                pool: 50,
+                fallback: Fallback::Unavailable {
+                    retry_after: ms(10_000),
+                },
+                breaker: BreakerConfig {
+                    failure_rate: share(50.0),
+                    window: ms(10_000),
+                    min_calls: 10,
+                    open_for: ms(30_000),
+                    half_open_calls: 2,
+                    close_after: 2,
+                    slow_call_duration: ms(1_000),
+                    slow_call_rate: share(50.0),
+                    recovery_rate: None,
+                },
+                retries: no_retries,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Operation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}

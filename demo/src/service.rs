@@ -1,0 +1,364 @@
+//! The HTTP side of the demo: the endpoints, the instances they are spread over, and the wiring of one layer stack
+//! per (operation, instance) with the breakers shared as the configuration says.
+//!
+//! Not for resilience logic (that is in `layers` and `breaker`) and not for the listener's lifecycle (that is
+//! `lib.rs`): this module builds the router and assembles pages from the answers the stacks give.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use bytes::Bytes;
+use tower::ServiceExt;
+
+use crate::breaker::{BreakerState, Policy};
+use crate::config::{DemoConfig, Mistake};
+use crate::layers::breaker::{BreakerCell, BreakerLayer};
+use crate::layers::bulkhead::BulkheadLayer;
+use crate::layers::client::DependencyClient;
+use crate::layers::fallback::FallbackLayer;
+use crate::layers::retry::{RetryLayer, RetryPolicy};
+use crate::layers::timeout::TimeoutLayer;
+use crate::layers::{stack, Answer, DepRequest, OperationStack};
+use crate::observe::{AttemptLabels, BreakerLabels, Journal, Metrics};
+use crate::operation::Operation;
+
+/// One copy of the service: its own stacks (pools, retry budgets, caches) and the breaker guarding each
+/// operation (its own unless shared).
+pub struct Instance {
+    id: usize,
+    stacks: Vec<Option<OperationStack>>,
+    breakers: Vec<Option<Arc<BreakerCell>>>,
+}
+
+impl Instance {
+    /// Calls `op` for item `id` through its stack; `None` when the operation is not configured.
+    async fn call(
+        &self,
+        op: Operation,
+        id: &str,
+        body: Bytes,
+        idempotency_key: Option<String>,
+    ) -> Option<Answer> {
+        let stack = self.stacks[op.index()].clone()?;
+        let req = DepRequest {
+            method: op.method(),
+            path: op.path(id),
+            body,
+            key: id.to_string(),
+            idempotency_key,
+        };
+        match stack.oneshot(req).await {
+            Ok(answer) => Some(answer),
+            Err(never) => match never {},
+        }
+    }
+}
+
+/// Everything the handlers share.
+pub struct App {
+    instances: Vec<Instance>,
+    next: AtomicUsize,
+    journal: Arc<Journal>,
+    /// Distinguishes this process's idempotency keys from an earlier run's.
+    run_id: u64,
+    writes: AtomicU64,
+}
+
+impl App {
+    /// Builds every instance's stacks and the breakers, as `config` says.
+    pub fn new(
+        config: &DemoConfig,
+        client: reqwest::Client,
+        dependency_url: &str,
+        journal: Arc<Journal>,
+    ) -> Self {
+        let metrics = journal.metrics().clone();
+        let cells = breaker_cells(config, &journal);
+        let instances = (0..config.instances)
+            .map(|i| {
+                let mut stacks = vec![None; Operation::ALL.len()];
+                let mut breakers = vec![None; Operation::ALL.len()];
+                for (op, c) in config.operations.configured() {
+                    let labels = BreakerLabels::new(op, i);
+                    let cell = cells[&cell_key(config, op, i)].clone();
+                    let timeout = (!config.has(Mistake::NoTimeout)).then(|| c.timeout.get());
+                    let attempts = |attempt: &str| AttemptLabels {
+                        operation: op.key().into(),
+                        instance: i.to_string(),
+                        attempt: attempt.into(),
+                    };
+                    // One family lookup per statement: `get_or_create` returns a read guard, and a second lookup
+                    // that must insert while the first guard lives would wait for itself.
+                    let first_attempts = metrics.attempts.get_or_create(&attempts("first")).clone();
+                    let retry_attempts = metrics.attempts.get_or_create(&attempts("retry")).clone();
+                    let retries_denied = metrics
+                        .retries_denied
+                        .get_or_create(&attempts("retry"))
+                        .clone();
+                    let retry = RetryPolicy::new(
+                        &c.retries,
+                        config.has(Mistake::UnbudgetedRetries),
+                        first_attempts,
+                        retry_attempts,
+                        retries_denied,
+                    );
+                    stacks[op.index()] = Some(stack(
+                        DependencyClient::new(client.clone(), dependency_url),
+                        TimeoutLayer::new(timeout),
+                        BulkheadLayer::new(
+                            c.pool,
+                            metrics.in_flight.get_or_create(&labels).clone(),
+                        ),
+                        RetryLayer::new(retry),
+                        BreakerLayer::new(cell.clone(), labels),
+                        FallbackLayer::new(op, c.fallback.clone(), metrics.clone(), i),
+                    ));
+                    breakers[op.index()] = Some(cell);
+                }
+                Instance {
+                    id: i,
+                    stacks,
+                    breakers,
+                }
+            })
+            .collect();
+        App {
+            instances,
+            next: AtomicUsize::new(0),
+            journal,
+            run_id: rand::random::<u32>() as u64,
+            writes: AtomicU64::new(0),
+        }
+    }
+
+    /// The next instance, round-robin.
+    fn pick(&self) -> &Instance {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        &self.instances[n % self.instances.len()]
+    }
+
+    /// The state of the breaker guarding `op` on `instance`, if both exist.
+    pub fn breaker_state(&self, op: Operation, instance: usize) -> Option<BreakerState> {
+        self.instances.get(instance)?.breakers[op.index()]
+            .as_ref()
+            .map(|c| c.state())
+    }
+
+    /// The metrics, for `/metrics` and tests.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        self.journal.metrics()
+    }
+
+    fn idempotency_key(&self, instance: &Instance) -> String {
+        let n = self.writes.fetch_add(1, Ordering::Relaxed);
+        format!("demo-{:08x}-{}-{n}", self.run_id, instance.id)
+    }
+}
+
+/// Which breaker guards `op` on instance `i`: one per pair by default; one per operation for all instances with
+/// `shared_counters`; one per instance for all operations with the `shared_breaker` mistake; one for everything
+/// with both.
+type CellKey = (Option<Operation>, Option<usize>);
+
+fn cell_key(config: &DemoConfig, op: Operation, i: usize) -> CellKey {
+    let op = (!config.has(Mistake::SharedBreaker)).then_some(op);
+    let instance = (!config.shared_counters).then_some(i);
+    (op, instance)
+}
+
+fn breaker_cells(
+    config: &DemoConfig,
+    journal: &Arc<Journal>,
+) -> BTreeMap<CellKey, Arc<BreakerCell>> {
+    let mut guarded: BTreeMap<CellKey, Vec<BreakerLabels>> = BTreeMap::new();
+    for i in 0..config.instances {
+        for (op, _) in config.operations.configured() {
+            guarded
+                .entry(cell_key(config, op, i))
+                .or_default()
+                .push(BreakerLabels::new(op, i));
+        }
+    }
+    // A breaker shared by all operations needs one configuration: the first configured operation's, as a
+    // service with one "dependency breaker" would have.
+    let first = config
+        .operations
+        .configured()
+        .next()
+        .map(|(op, _)| op)
+        .unwrap_or(Operation::Pricing);
+    guarded
+        .into_iter()
+        .map(|(key, labels)| {
+            let op = key.0.unwrap_or(first);
+            let breaker = config
+                .operations
+                .get(op)
+                .map(|c| c.breaker.clone())
+                .unwrap_or_else(|| op.recommended().breaker);
+            let policy = Policy::new(&breaker, &config.mistakes);
+            (
+                key,
+                Arc::new(BreakerCell::new(policy, labels, journal.clone())),
+            )
+        })
+        .collect()
+}
+
+/// The demo's routes.
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/product/{id}", get(product))
+        .route("/checkout", axum::routing::post(checkout))
+        .route("/admin/report", get(report))
+        .route("/account/{id}", get(account_read).post(account_write))
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/metrics", get(metrics))
+        .with_state(app)
+}
+
+const X_FALLBACK: HeaderName = HeaderName::from_static("x-fallback");
+
+fn not_configured(op: Operation) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        format!("operation {} is not configured\n", op.key()),
+    )
+        .into_response()
+}
+
+/// The response for a single operation's answer: its status and body, `X-Fallback` and `Retry-After` if set.
+fn respond(answer: Answer) -> Response {
+    let mut headers = HeaderMap::new();
+    if let Some(ct) = answer.content_type {
+        headers.insert(CONTENT_TYPE, ct);
+    }
+    if let Some(kind) = answer.fallback {
+        headers.insert(X_FALLBACK, HeaderValue::from_static(kind.label()));
+    }
+    if let Some(after) = answer.retry_after {
+        // Retry-After is in whole seconds; round up so a caller never comes back early.
+        let secs = after.as_secs() + u64::from(after.subsec_nanos() > 0);
+        headers.insert(RETRY_AFTER, HeaderValue::from(secs.max(1)));
+    }
+    (answer.status, headers, answer.body).into_response()
+}
+
+/// The page's part from one answer: JSON if the body is JSON, otherwise the text.
+fn part(answer: &Answer) -> serde_json::Value {
+    serde_json::from_slice(&answer.body).unwrap_or_else(|_| {
+        serde_json::Value::String(String::from_utf8_lossy(&answer.body).into_owned())
+    })
+}
+
+async fn product(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let instance = app.pick();
+    let (price, reviews) = tokio::join!(
+        instance.call(Operation::Pricing, &id, Bytes::new(), None),
+        instance.call(Operation::Reviews, &id, Bytes::new(), None),
+    );
+    // A client error (unknown item) or an unavailable part is the page's answer.
+    for answer in [&price, &reviews].into_iter().flatten() {
+        if !answer.status.is_success() {
+            return respond(answer.clone());
+        }
+    }
+    let mut page = serde_json::Map::new();
+    page.insert("id".into(), serde_json::Value::String(id));
+    let mut headers = HeaderMap::new();
+    let mut kinds: Vec<&str> = Vec::new();
+    for (name, answer) in [("price", &price), ("reviews", &reviews)] {
+        let Some(answer) = answer else { continue };
+        page.insert(name.into(), part(answer));
+        if let Some(kind) = answer.fallback {
+            let header = if name == "price" {
+                "x-fallback-pricing"
+            } else {
+                "x-fallback-reviews"
+            };
+            headers.insert(
+                HeaderName::from_static(header),
+                HeaderValue::from_static(kind.label()),
+            );
+            if !kinds.contains(&kind.label()) {
+                kinds.push(kind.label());
+            }
+        }
+    }
+    if !kinds.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&kinds.join(", ")) {
+            headers.insert(X_FALLBACK, v);
+        }
+    }
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    (
+        StatusCode::OK,
+        headers,
+        serde_json::Value::Object(page).to_string(),
+    )
+        .into_response()
+}
+
+async fn checkout(State(app): State<Arc<App>>, body: Bytes) -> Response {
+    let instance = app.pick();
+    let key = app.idempotency_key(instance);
+    match instance
+        .call(Operation::Payments, "", body, Some(key))
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(Operation::Payments),
+    }
+}
+
+async fn report(State(app): State<Arc<App>>) -> Response {
+    let instance = app.pick();
+    match instance
+        .call(Operation::Report, "report", Bytes::new(), None)
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(Operation::Report),
+    }
+}
+
+async fn account_read(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let instance = app.pick();
+    match instance
+        .call(Operation::AccountRead, &id, Bytes::new(), None)
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(Operation::AccountRead),
+    }
+}
+
+async fn account_write(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Response {
+    let instance = app.pick();
+    let key = app.idempotency_key(instance);
+    match instance
+        .call(Operation::AccountWrite, &id, body, Some(key))
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(Operation::AccountWrite),
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Infallible> {
+    let text = app.metrics().encode();
+    let ct = HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8");
+    Ok(([(CONTENT_TYPE, ct)], text).into_response())
+}

@@ -1,0 +1,474 @@
+//! The configuration faultd runs: routes with their base behaviour, and a schedule of phases.
+//!
+//! For: the types a scenario's `dependency:` section deserialises into, their validation (errors name the file,
+//! line, column and field), and `--time-scale`. Not for: running anything; `plan.rs` compiles a validated
+//! configuration for the data plane.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::Duration;
+
+use faultline_units::Dur;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::behaviours::{
+    Behaviour, Empty, ErrorResponse, FailFirst, Hang, Invalid, Latency, Malformed, Proxy, Reset,
+    Response, SlowBody,
+};
+use crate::routing::{parse_method, PathPattern};
+
+/// The recording step when the configuration does not set one.
+pub const DEFAULT_BUCKET: Duration = Duration::from_millis(100);
+
+/// A whole faultd configuration (a scenario's `dependency:` section).
+///
+/// ```yaml
+/// seed: 7
+/// routes:
+///   pricing: { path: /price/*, latency: { p50: 40ms, p99: 80ms } }
+/// phases:
+///   - { name: healthy,   at: 0s }
+///   - { name: brownout,  at: 20s, routes: { pricing: { latency: { fixed: 2s } } } }
+///   - { name: recovered, at: 60s, routes: { pricing: healthy } }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Seed of every random choice; the same seed and request order give the same faults. Random when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// The recorder's time step; 100ms when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bucket: Option<Dur>,
+    /// The routes, by name. Scenarios and phases refer to routes by these names.
+    pub routes: BTreeMap<String, Route>,
+    /// The schedule: phases in ascending start time. Without phases every route keeps its base behaviour.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<Phase>,
+}
+
+/// A route: which calls it takes (method and path pattern) and its base ("healthy") behaviour.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// The HTTP method; any method when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// The path pattern: `*` or `{id}` match one segment, a final `**` the rest, e.g. `/price/*`.
+    pub path: String,
+    /// Base behaviour: the delay before any answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Latency>,
+    /// Base behaviour: error responses, each with its share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<ErrorResponse>>,
+    /// Base behaviour: the share of calls held until the caller gives up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hang: Option<Hang>,
+    /// Base behaviour: the share of calls whose connection is reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset: Option<Reset>,
+    /// Base behaviour: the share of calls closed with no response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub empty: Option<Empty>,
+    /// Base behaviour: the share of calls answered with bytes that are not HTTP.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub malformed: Option<Malformed>,
+    /// Base behaviour: stream healthy bodies at this rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_body: Option<SlowBody>,
+    /// Base behaviour: forward healthy calls to this upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proxy: Option<Proxy>,
+    /// Base behaviour: the healthy response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Response>,
+    /// Base behaviour: the first N calls fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_first: Option<FailFirst>,
+}
+
+impl Route {
+    /// A route on `path` with an empty (healthy, immediate) base behaviour.
+    pub fn new(path: &str) -> Route {
+        Route {
+            path: path.to_string(),
+            ..Route::default()
+        }
+    }
+
+    /// The route's base behaviour, what `healthy` restores.
+    pub fn base(&self) -> Behaviour {
+        Behaviour {
+            latency: self.latency.clone(),
+            errors: self.errors.clone(),
+            hang: self.hang,
+            reset: self.reset,
+            empty: self.empty,
+            malformed: self.malformed,
+            slow_body: self.slow_body,
+            proxy: self.proxy.clone(),
+            response: self.response.clone(),
+            fail_first: self.fail_first,
+        }
+    }
+
+    /// Replaces the route's base behaviour, keeping its method and path.
+    pub fn set_base(&mut self, b: Behaviour) {
+        *self = Route {
+            method: self.method.take(),
+            path: std::mem::take(&mut self.path),
+            latency: b.latency,
+            errors: b.errors,
+            hang: b.hang,
+            reset: b.reset,
+            empty: b.empty,
+            malformed: b.malformed,
+            slow_body: b.slow_body,
+            proxy: b.proxy,
+            response: b.response,
+            fail_first: b.fail_first,
+        };
+    }
+}
+
+/// A named phase of the schedule. From `at` on, each route it names gets the behaviour it sets (laid over the
+/// route's base); routes it does not name keep what they had.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Phase {
+    /// The phase's name; expectations refer to it.
+    pub name: String,
+    /// When the phase begins, from the run's t = 0.
+    pub at: Dur,
+    /// Optional: move every delay quantile and fault share linearly from the previous phase's values to this
+    /// phase's over this span, starting at `at`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<Dur>,
+    /// Behaviour per route name: a behaviour, or `healthy` for the route's own base behaviour.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub routes: BTreeMap<String, PhaseRoute>,
+}
+
+/// What a phase does to one route.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PhaseRoute {
+    /// Back to the route's base behaviour; written `healthy`.
+    Healthy,
+    /// This behaviour laid over the route's base.
+    Set(Box<Behaviour>),
+}
+
+impl PhaseRoute {
+    /// The behaviour this gives a route whose base is `base`.
+    pub fn resolve(&self, base: &Behaviour) -> Behaviour {
+        match self {
+            PhaseRoute::Healthy => base.clone(),
+            PhaseRoute::Set(b) => b.over(base),
+        }
+    }
+}
+
+impl Serialize for PhaseRoute {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            PhaseRoute::Healthy => s.serialize_str("healthy"),
+            PhaseRoute::Set(b) => b.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for PhaseRoute {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = PhaseRoute;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                write!(
+                    f,
+                    "`healthy` or a behaviour such as {{latency: {{fixed: 2s}}}}"
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<PhaseRoute, E> {
+                if v == "healthy" {
+                    Ok(PhaseRoute::Healthy)
+                } else {
+                    Err(E::custom(format!("{v:?}: expected `healthy` or a behaviour such as {{latency: {{fixed: 2s}}}}")))
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<PhaseRoute, A::Error> {
+                Behaviour::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(|b| PhaseRoute::Set(Box::new(b)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for PhaseRoute {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PhaseRoute".into()
+    }
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let behaviour = generator.subschema_for::<Behaviour>();
+        schemars::json_schema!({
+            "description": "`healthy` (the route's base behaviour) or a behaviour laid over the base",
+            "oneOf": [ { "const": "healthy" }, behaviour ],
+        })
+    }
+}
+
+/// A configuration problem, located as precisely as the input allows: `faultd.yaml:12:7: phases[1].routes.prcing:
+/// no route named "prcing" (routes: payments, pricing)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The file (or label, such as `control API body`) the configuration came from.
+    pub file: Option<String>,
+    /// 1-based line of the offending field, when known.
+    pub line: Option<usize>,
+    /// 1-based column of the offending field, when known.
+    pub column: Option<usize>,
+    /// Dotted path of the offending field, e.g. `routes.pricing.latency.p99`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}:")?;
+            if let Some(line) = self.line {
+                write!(f, "{line}:")?;
+                if let Some(column) = self.column {
+                    write!(f, "{column}:")?;
+                }
+            }
+            write!(f, " ")?;
+        }
+        if !self.field.is_empty() {
+            write!(f, "{}: ", self.field)?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl From<Invalid> for ConfigError {
+    fn from(i: Invalid) -> Self {
+        ConfigError {
+            file: None,
+            line: None,
+            column: None,
+            field: i.field,
+            message: i.message,
+        }
+    }
+}
+
+impl Config {
+    /// A configuration with these routes and no phases.
+    pub fn with_routes(routes: impl IntoIterator<Item = (&'static str, Route)>) -> Config {
+        Config {
+            seed: None,
+            bucket: None,
+            routes: routes
+                .into_iter()
+                .map(|(n, r)| (n.to_string(), r))
+                .collect(),
+            phases: Vec::new(),
+        }
+    }
+
+    /// Parses and validates YAML (JSON is YAML too). Errors name `file`, the line and column, and the field.
+    pub fn from_yaml(text: &str, file: &str) -> Result<Config, ConfigError> {
+        let index = crate::yaml_index::YamlIndex::build(text);
+        let config: Config = serde_saphyr::from_str(text).map_err(|e| {
+            let plain = e.without_snippet();
+            let location = plain.location();
+            let (line, column) = match location {
+                Some(l) if l.line() > 0 => (Some(l.line() as usize), Some(l.column() as usize)),
+                _ => (None, None),
+            };
+            let field = line
+                .map(|l| index.field_at(l, column.unwrap_or(1)))
+                .unwrap_or_default();
+            ConfigError {
+                file: Some(file.to_string()),
+                line,
+                column,
+                field,
+                message: first_line_of(&plain.to_string()),
+            }
+        })?;
+        config.validate().map_err(|mut e| {
+            e.file = Some(file.to_string());
+            if let Some((line, column)) = index.locate(&e.field) {
+                e.line = Some(line);
+                e.column = Some(column);
+            }
+            e
+        })?;
+        Ok(config)
+    }
+
+    /// Parses and validates JSON (a control-API body). Errors name the field by its path.
+    pub fn from_json(body: &[u8], label: &str) -> Result<Config, ConfigError> {
+        let config: Config =
+            crate::control::parse_json(body).map_err(|(field, message)| ConfigError {
+                file: Some(label.to_string()),
+                line: None,
+                column: None,
+                field,
+                message,
+            })?;
+        config.validate().map_err(|mut e| {
+            e.file = Some(label.to_string());
+            e
+        })?;
+        Ok(config)
+    }
+
+    /// Checks everything that parsing cannot: patterns and methods, shares add up to at most 100%, phases in
+    /// ascending time with unique names, phases naming known routes, ramps that end before the next phase.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.routes.is_empty() {
+            return Err(Invalid::new("routes", "give at least one route").into());
+        }
+        if let Some(b) = self.bucket {
+            if b.get() < Duration::from_millis(1) || b.get() > Duration::from_secs(60) {
+                return Err(Invalid::new("bucket", format!("{b} is outside 1ms..60s")).into());
+            }
+        }
+        let mut seen_patterns = BTreeMap::new();
+        for (name, route) in &self.routes {
+            let at = |e: Invalid| ConfigError::from(e.at(&format!("routes.{name}")));
+            if name.is_empty() {
+                return Err(Invalid::new("routes", "a route name cannot be empty").into());
+            }
+            PathPattern::parse(&route.path).map_err(|e| at(e.at("path")))?;
+            let method = parse_method(route.method.as_deref()).map_err(|e| at(e.at("method")))?;
+            let key = (method.as_ref().map(|m| m.to_string()), route.path.clone());
+            if let Some(other) = seen_patterns.insert(key, name.clone()) {
+                return Err(at(Invalid::new(
+                    "path",
+                    format!("route {other:?} already takes the same method and path"),
+                )));
+            }
+            route.base().validate().map_err(at)?;
+        }
+        let mut names = BTreeSet::new();
+        for (i, phase) in self.phases.iter().enumerate() {
+            let at = |e: Invalid| ConfigError::from(e.at(&format!("phases[{i}]")));
+            if phase.name.trim().is_empty() {
+                return Err(at(Invalid::new("name", "a phase needs a name")));
+            }
+            if !names.insert(phase.name.as_str()) {
+                return Err(at(Invalid::new(
+                    "name",
+                    format!("{:?} is used by an earlier phase", phase.name),
+                )));
+            }
+            if i > 0 && phase.at <= self.phases[i - 1].at {
+                return Err(at(Invalid::new(
+                    "at",
+                    format!(
+                        "{} is not after the previous phase {:?} at {}; phases must be in ascending time",
+                        phase.at,
+                        self.phases[i - 1].name,
+                        self.phases[i - 1].at
+                    ),
+                )));
+            }
+            if let Some(ramp) = phase.ramp {
+                if ramp.get().is_zero() {
+                    return Err(at(Invalid::new(
+                        "ramp",
+                        "a ramp must be longer than 0s (leave it out for a step)",
+                    )));
+                }
+                if let Some(next) = self.phases.get(i + 1) {
+                    if phase.at.get() + ramp.get() > next.at.get() {
+                        return Err(at(Invalid::new(
+                            "ramp",
+                            format!(
+                                "the {ramp} ramp runs past the start of {:?} at {}",
+                                next.name, next.at
+                            ),
+                        )));
+                    }
+                }
+            }
+            for (route_name, set) in &phase.routes {
+                let Some(route) = self.routes.get(route_name) else {
+                    let known: Vec<&str> = self.routes.keys().map(String::as_str).collect();
+                    return Err(at(Invalid::new(
+                        format!("routes.{route_name}"),
+                        format!(
+                            "no route named {route_name:?} (routes: {})",
+                            known.join(", ")
+                        ),
+                    )));
+                };
+                if let PhaseRoute::Set(b) = set {
+                    b.over(&route.base())
+                        .validate()
+                        .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Multiplies every duration by `factor` (phase starts, ramps, delays, the bucket) and divides every rate by
+    /// it (slow-body rates); counts and shares are unchanged.
+    pub fn scale_time(&mut self, factor: f64) {
+        if let Some(b) = &mut self.bucket {
+            *b = Dur(b.scaled(factor).get().max(Duration::from_millis(1)));
+        }
+        for route in self.routes.values_mut() {
+            let mut base = route.base();
+            base.scale_time(factor);
+            route.set_base(base);
+        }
+        for phase in &mut self.phases {
+            phase.at = phase.at.scaled(factor);
+            phase.ramp = phase.ramp.map(|r| r.scaled(factor));
+            for set in phase.routes.values_mut() {
+                if let PhaseRoute::Set(b) = set {
+                    b.scale_time(factor);
+                }
+            }
+        }
+    }
+
+    /// Each phase's name and start, for the runner's expectations.
+    pub fn phase_names(&self) -> Vec<(String, Duration)> {
+        self.phases
+            .iter()
+            .map(|p| (p.name.clone(), p.at.get()))
+            .collect()
+    }
+
+    /// The recording step.
+    pub fn bucket(&self) -> Duration {
+        self.bucket.map_or(DEFAULT_BUCKET, Dur::get)
+    }
+}
+
+/// The first line of a parser message, without its trailing " at line L, column C" (the error prints those
+/// up front already).
+fn first_line_of(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or(text)
+        .trim();
+    match line.rfind(" at line ") {
+        Some(i) if line[i..].contains(", column ") => line[..i].to_string(),
+        _ => line.to_string(),
+    }
+}

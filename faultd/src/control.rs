@@ -1,0 +1,413 @@
+//! The control API: an HTTP listener of its own (loopback by default) to read and change faultd while it runs,
+//! and the same operations as plain functions for the library API.
+//!
+//! For: reading and replacing the whole configuration, setting one route's behaviour, starting, stopping and
+//! resetting the schedule, reading the phase and the origin, the recorder as JSON, and `/metrics` in Prometheus
+//! text format. A bad body gets 400 with the path of the field that failed. Every handler takes the live-state
+//! lock only to swap small values, so control calls never stall the data plane. Not for: the data plane.
+//!
+//! | method | path | body | answer |
+//! | --- | --- | --- | --- |
+//! | GET | /config | | the configuration (JSON) |
+//! | PUT | /config | a configuration (JSON) | 204, or 400 naming the field |
+//! | PUT | /routes/{name} | `"healthy"` or a behaviour (JSON) | 204, 400, or 404 for an unknown route |
+//! | POST | /schedule/start | | 204: t = 0 is now |
+//! | POST | /schedule/stop | | 204: frozen at the current phase |
+//! | POST | /schedule/reset | | 204: every route back to its base behaviour |
+//! | GET | /schedule | | state, phase, origin (Unix ms), phases |
+//! | GET | /recording | | the [`Recording`] (JSON) |
+//! | GET | /metrics | | Prometheus text |
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use crate::config::{Config, ConfigError, PhaseRoute};
+use crate::recorder::Recording;
+use crate::schedule::{Clock, Plan};
+use crate::server::Shared;
+use crate::FaultdError;
+
+/// Parses JSON, naming the path of the field that failed (`routes.pricing.latency.fixed`).
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, String)> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        (field, e.into_inner().to_string())
+    })
+}
+
+/// Starts the schedule at `origin`.
+pub fn start_schedule(shared: &Shared, origin: Instant) {
+    let ago = Instant::now().saturating_duration_since(origin);
+    let ahead = origin.saturating_duration_since(Instant::now());
+    let unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let unix_ms = (unix.as_millis() as i128 - ago.as_millis() as i128 + ahead.as_millis() as i128)
+        .max(1) as u64;
+    let mut live = shared.live_mut();
+    shared.recorder.set_origin(origin, unix_ms);
+    live.start(origin);
+}
+
+/// A snapshot of the recorder with the schedule's phases entered.
+pub fn recording(shared: &Shared) -> Recording {
+    let entered = shared.live().phases_entered(Instant::now());
+    shared.recorder.set_phases_entered(entered);
+    shared.recorder.snapshot()
+}
+
+/// Replaces the configuration, keeping the clock and the seed unless the new configuration sets one.
+pub fn replace_config(shared: &Shared, config: Config) -> Result<(), ConfigError> {
+    let seed = config.seed.unwrap_or_else(|| shared.live().plan.seed);
+    let plan = Arc::new(Plan::compile(config, seed, &shared.recorder)?);
+    shared.live_mut().replace_plan(plan);
+    Ok(())
+}
+
+/// Sets one route's behaviour until the schedule enters another phase.
+pub fn set_route(shared: &Shared, route: &str, set: &PhaseRoute) -> Result<(), FaultdError> {
+    let mut live = shared.live_mut();
+    let index = live
+        .plan
+        .route_index(route)
+        .ok_or_else(|| FaultdError::UnknownRoute(route.to_string()))?;
+    live.set_override(index, set, Instant::now()).map_err(|e| {
+        FaultdError::Config(ConfigError {
+            field: prefix(&format!("routes.{route}"), &e.field),
+            ..e
+        })
+    })
+}
+
+fn prefix(p: &str, field: &str) -> String {
+    if field.is_empty() {
+        p.to_string()
+    } else {
+        format!("{p}.{field}")
+    }
+}
+
+/// A 4xx answer with a JSON body `{"error": ..., "field": ...}`.
+#[derive(Debug, Serialize)]
+struct Problem {
+    error: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    field: String,
+    #[serde(skip)]
+    status: StatusCode,
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        (self.status, Json(&self)).into_response()
+    }
+}
+
+fn bad_request(field: String, error: String) -> Problem {
+    Problem {
+        error,
+        field,
+        status: StatusCode::BAD_REQUEST,
+    }
+}
+
+impl From<ConfigError> for Problem {
+    fn from(e: ConfigError) -> Problem {
+        bad_request(e.field, e.message)
+    }
+}
+
+/// The control API's router.
+pub fn router(shared: Arc<Shared>, token: Option<String>) -> Router {
+    let routes = Router::new()
+        .route("/config", get(get_config).put(put_config))
+        .route("/routes/{name}", put(put_route))
+        .route("/schedule", get(get_schedule))
+        .route("/schedule/start", post(post_start))
+        .route("/schedule/stop", post(post_stop))
+        .route("/schedule/reset", post(post_reset))
+        .route("/recording", get(get_recording))
+        .route("/metrics", get(get_metrics))
+        .with_state(shared);
+    match token {
+        Some(token) => routes.layer(middleware::from_fn_with_state(
+            Arc::new(token),
+            require_token,
+        )),
+        None => routes,
+    }
+}
+
+async fn require_token(State(token): State<Arc<String>>, request: Request, next: Next) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    let expected = format!("Bearer {token}");
+    if given.map(str::as_bytes) == Some(expected.as_bytes()) {
+        next.run(request).await
+    } else {
+        Problem {
+            error: "missing or wrong bearer token".into(),
+            field: String::new(),
+            status: StatusCode::UNAUTHORIZED,
+        }
+        .into_response()
+    }
+}
+
+async fn get_config(State(shared): State<Arc<Shared>>) -> Json<Config> {
+    Json(shared.live().plan.config.clone())
+}
+
+async fn put_config(State(shared): State<Arc<Shared>>, body: Bytes) -> Result<StatusCode, Problem> {
+    let config = Config::from_json(&body, "control API body")?;
+    replace_config(&shared, config)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn put_route(
+    State(shared): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<StatusCode, Problem> {
+    let set: PhaseRoute = parse_json(&body).map_err(|(field, error)| bad_request(field, error))?;
+    match set_route(&shared, &name, &set) {
+        Ok(()) => Ok(StatusCode::NO_CONTENT),
+        Err(FaultdError::UnknownRoute(r)) => Err(Problem {
+            error: format!("no route named {r:?}"),
+            field: String::new(),
+            status: StatusCode::NOT_FOUND,
+        }),
+        Err(FaultdError::Config(e)) => Err(e.into()),
+        Err(other) => Err(bad_request(String::new(), other.to_string())),
+    }
+}
+
+/// The schedule as the control API reports it.
+#[derive(Debug, Serialize)]
+struct ScheduleView {
+    state: &'static str,
+    phase: Option<String>,
+    schedule_started_unix_ms: Option<u64>,
+    phases: Vec<crate::recorder::PhaseEntry>,
+    phases_entered: Vec<crate::recorder::PhaseEntry>,
+}
+
+async fn get_schedule(State(shared): State<Arc<Shared>>) -> Json<ScheduleView> {
+    let now = Instant::now();
+    let live = shared.live();
+    let state = match live.clock {
+        Clock::NotStarted => "not-started",
+        Clock::Running { .. } => "running",
+        Clock::Frozen { .. } => "stopped",
+        Clock::Healthy { .. } => "healthy-reset",
+    };
+    let phases = live
+        .plan
+        .config
+        .phase_names()
+        .into_iter()
+        .map(|(name, at)| crate::recorder::PhaseEntry {
+            name,
+            at: at.into(),
+        })
+        .collect();
+    let view = ScheduleView {
+        state,
+        phase: live.current_phase(now),
+        schedule_started_unix_ms: None,
+        phases,
+        phases_entered: live.phases_entered(now),
+    };
+    drop(live);
+    Json(ScheduleView {
+        schedule_started_unix_ms: shared.recorder.snapshot_started_unix_ms(),
+        ..view
+    })
+}
+
+async fn post_start(State(shared): State<Arc<Shared>>) -> StatusCode {
+    start_schedule(&shared, Instant::now());
+    StatusCode::NO_CONTENT
+}
+
+async fn post_stop(State(shared): State<Arc<Shared>>) -> StatusCode {
+    shared.live_mut().stop(Instant::now());
+    StatusCode::NO_CONTENT
+}
+
+async fn post_reset(State(shared): State<Arc<Shared>>) -> StatusCode {
+    shared.live_mut().reset_to_healthy(Instant::now());
+    StatusCode::NO_CONTENT
+}
+
+async fn get_recording(State(shared): State<Arc<Shared>>) -> Json<Recording> {
+    Json(recording(&shared))
+}
+
+async fn get_metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let snapshot = MetricsSnapshot {
+        recording: recording(&shared),
+        open_connections: shared.recorder.open_connections(),
+    };
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(snapshot));
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &registry) {
+        Ok(()) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// The recorder's totals, encoded at scrape time (nothing is counted twice on the hot path).
+#[derive(Debug)]
+struct MetricsSnapshot {
+    recording: Recording,
+    open_connections: u64,
+}
+
+impl prometheus_client::collector::Collector for MetricsSnapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let routes = &self.recording.routes;
+        let gauge = |encoder: &mut DescriptorEncoder,
+                     name: &str,
+                     help: &str,
+                     values: Vec<(Vec<(&str, &str)>, i64)>| {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+            for (labels, v) in values {
+                ConstGauge::new(v).encode(family.encode_family(&labels)?)?;
+            }
+            Ok::<(), std::fmt::Error>(())
+        };
+        let counter = |encoder: &mut DescriptorEncoder,
+                       name: &str,
+                       help: &str,
+                       values: Vec<(Vec<(&str, &str)>, u64)>| {
+            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (labels, v) in values {
+                ConstCounter::new(v).encode(family.encode_family(&labels)?)?;
+            }
+            Ok::<(), std::fmt::Error>(())
+        };
+        gauge(
+            &mut encoder,
+            "faultd_in_flight",
+            "Calls faultd holds now",
+            routes
+                .iter()
+                .map(|(r, v)| (vec![("route", r.as_str())], v.in_flight as i64))
+                .collect(),
+        )?;
+        gauge(
+            &mut encoder,
+            "faultd_max_in_flight",
+            "The most calls held at once since start",
+            routes
+                .iter()
+                .map(|(r, v)| (vec![("route", r.as_str())], v.max_in_flight as i64))
+                .collect(),
+        )?;
+        counter(
+            &mut encoder,
+            "faultd_arrivals",
+            "Calls that arrived",
+            routes
+                .iter()
+                .map(|(r, v)| (vec![("route", r.as_str())], v.totals.arrivals))
+                .collect(),
+        )?;
+        let mut completed = Vec::new();
+        let mut faults = Vec::new();
+        for (r, v) in routes {
+            let t = &v.totals;
+            for (class, n) in [
+                ("2xx", t.completed.c2xx),
+                ("3xx", t.completed.c3xx),
+                ("4xx", t.completed.c4xx),
+                ("5xx", t.completed.c5xx),
+            ] {
+                completed.push((vec![("route", r.as_str()), ("class", class)], n));
+            }
+            for (kind, n) in [
+                ("reset", t.resets),
+                ("hang", t.hangs),
+                ("empty", t.empty),
+                ("malformed", t.malformed),
+                ("abandoned", t.abandoned),
+            ] {
+                faults.push((vec![("route", r.as_str()), ("kind", kind)], n));
+            }
+        }
+        counter(
+            &mut encoder,
+            "faultd_completed",
+            "Calls answered in full, by status class",
+            completed,
+        )?;
+        counter(
+            &mut encoder,
+            "faultd_ended_without_answer",
+            "Calls that ended without a full answer, by kind",
+            faults,
+        )?;
+        counter(
+            &mut encoder,
+            "faultd_unmatched",
+            "Calls no route matched (answered 404)",
+            vec![(vec![], self.recording.unmatched)],
+        )?;
+        counter(
+            &mut encoder,
+            "faultd_shed_connections",
+            "Connections shed over the connection limit (answered 503)",
+            vec![(
+                vec![],
+                self.recording.connections.iter().map(|c| c.shed).sum(),
+            )],
+        )?;
+        gauge(
+            &mut encoder,
+            "faultd_open_connections",
+            "Connections open now",
+            vec![(vec![], self.open_connections as i64)],
+        )?;
+        let phase = self
+            .recording
+            .phases_entered
+            .last()
+            .map(|p| p.name.as_str())
+            .unwrap_or("");
+        gauge(
+            &mut encoder,
+            "faultd_phase",
+            "The phase in force (value 1, phase as label)",
+            vec![(vec![("phase", phase)], 1)],
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,256 @@
+//! The `faultd` binary: thin wiring over the library. It owns argument parsing, error reporting and exit codes
+//! (0 ok, 2 bad input, 3 the run broke); everything else is `faultd::start` and the control API.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+const EXAMPLE: &str = r#"EXAMPLE
+
+  A pricing route that answers in ~40 ms, slows to 2 s after 10 s, and recovers after 40 s:
+
+    cat > faultd.yaml <<'YAML'
+    seed: 7
+    routes:
+      pricing: { path: /price/*, latency: { p50: 40ms, p99: 80ms } }
+      payments: { method: POST, path: /payments/charge, latency: { fixed: 100ms },
+                  response: { status: 200, body_size: 2KiB, headers: { content-type: application/json } } }
+    phases:
+      - { name: healthy,   at: 0s }
+      - { name: brownout,  at: 10s, routes: { pricing: { latency: { fixed: 2s } } } }
+      - { name: degrading, at: 20s, ramp: 10s,
+          routes: { pricing: { latency: { fixed: 5s }, errors: [ { share: 70%, status: 503, headers: { retry-after: "5" } } ] } } }
+      - { name: recovered, at: 40s, routes: { pricing: healthy } }
+      - { name: flaky,     at: 50s, routes: { pricing: { fail_first: { calls: 20, status: 503 } } } }
+    YAML
+    faultd validate faultd.yaml
+    faultd --config faultd.yaml --listen 127.0.0.1:9000 --control 127.0.0.1:9001
+
+    curl -s http://127.0.0.1:9000/price/42                      # the data plane
+    curl -s http://127.0.0.1:9001/schedule                      # phase in force, origin
+    curl -s http://127.0.0.1:9001/metrics | grep in_flight      # calls held now and at most
+    curl -s http://127.0.0.1:9001/recording > recording.json    # everything, per 100 ms bucket
+
+BEHAVIOURS (per route, or set by a phase)
+  latency     {fixed: 100ms} | {uniform: [10ms, 50ms]} | {normal: {mean: 50ms, stddev: 10ms}}
+              | {lognormal: {median: 40ms, sigma: 0.5}} | {p50: 40ms, p90: 50ms, p99: 80ms, p999: 200ms}
+  errors      [{share: 30%, status: 503, body: "...", headers: {retry-after: "5"}}, ...]
+  hang        20%       held until the caller gives up
+  reset       5%        connection reset (RST)
+  empty       5%        connection closed, no response
+  malformed   5%        bytes that are not HTTP
+  slow_body   {rate: 1KiB/s}
+  proxy       http://127.0.0.1:8080   forward healthy calls to a real upstream
+  response    {status: 200, headers: {...}, body_size: 2KiB}
+  fail_first  {calls: 20, status: 503}   the first N calls of the phase fail
+
+CONTROL API
+  GET/PUT /config   PUT /routes/{name}   POST /schedule/start|stop|reset   GET /schedule   GET /recording   GET /metrics
+
+EXIT CODES
+  0 stopped cleanly   2 bad configuration or flags   3 could not listen or run"#;
+
+/// A controllable fake HTTP dependency: latency, errors, hangs and resets on a schedule, and a recorder of the
+/// calls it holds.
+#[derive(Debug, Parser)]
+#[command(name = "faultd", version, after_long_help = EXAMPLE, args_conflicts_with_subcommands = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// The configuration file (YAML or JSON).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// The data plane's address: where the service under test sends its calls.
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    /// The control API's address (loopback unless you mean otherwise).
+    #[arg(long)]
+    control: Option<SocketAddr>,
+    /// A bearer token the control API requires.
+    #[arg(long, env = "FAULTD_TOKEN")]
+    token: Option<String>,
+    /// Serve at most this many connections at once; more are shed with 503 and counted.
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// The listen backlog.
+    #[arg(long, default_value_t = 8192)]
+    backlog: u32,
+    /// Run the schedule F times as long (durations x F, rates / F).
+    #[arg(long, value_name = "F")]
+    time_scale: Option<f64>,
+    /// Override the configuration's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Do not start the schedule at launch; wait for POST /schedule/start.
+    #[arg(long)]
+    no_start: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check a configuration file and exit (0 valid, 2 invalid).
+    Validate {
+        /// The file.
+        file: PathBuf,
+    },
+    /// Print the JSON Schema of the configuration.
+    Schema,
+}
+
+/// An error with the exit code it deserves.
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+fn bad_input(error: impl Into<anyhow::Error>) -> Failure {
+    Failure {
+        code: 2,
+        error: error.into(),
+    }
+}
+
+fn load(path: &PathBuf, time_scale: Option<f64>) -> Result<faultd::Config, Failure> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read {}", path.display()))
+        .map_err(bad_input)?;
+    let mut config =
+        faultd::Config::from_yaml(&text, &path.display().to_string()).map_err(bad_input)?;
+    if let Some(f) = time_scale {
+        if !(f.is_finite() && f > 0.0) {
+            return Err(bad_input(anyhow::anyhow!(
+                "--time-scale {f}: must be a number above 0"
+            )));
+        }
+        config.scale_time(f);
+    }
+    Ok(config)
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    match cli.command {
+        Some(Command::Validate { file }) => {
+            let config = load(&file, None)?;
+            println!(
+                "{}: ok ({} routes, {} phases: {})",
+                file.display(),
+                config.routes.len(),
+                config.phases.len(),
+                config
+                    .phase_names()
+                    .iter()
+                    .map(|(n, at)| format!("{n}@{}", faultd::Dur(*at)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return Ok(());
+        }
+        Some(Command::Schema) => {
+            let schema = schemars::schema_for!(faultd::Config);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&schema).map_err(|e| Failure {
+                    code: 3,
+                    error: e.into()
+                })?
+            );
+            return Ok(());
+        }
+        None => {}
+    }
+    let path = cli
+        .config
+        .ok_or_else(|| bad_input(anyhow::anyhow!("give --config FILE (see faultd --help)")))?;
+    let mut config = load(&path, cli.time_scale)?;
+    if cli.seed.is_some() {
+        config.seed = cli.seed;
+    }
+    let options = faultd::Options {
+        listen: cli.listen,
+        control: cli.control,
+        token: cli.token,
+        max_connections: cli.max_connections,
+        backlog: cli.backlog,
+        precise_delays: true,
+    };
+    let faultd = faultd::start(config, options).await.map_err(|e| match e {
+        faultd::FaultdError::Config(_) => bad_input(e),
+        other => Failure {
+            code: 3,
+            error: other.into(),
+        },
+    })?;
+    if !cli.no_start {
+        faultd.start_schedule(tokio::time::Instant::now());
+    }
+    eprintln!(
+        "faultd: data plane on http://{} (seed {})",
+        faultd.data_addr(),
+        faultd.seed()
+    );
+    if let Some(c) = faultd.control_addr() {
+        eprintln!("faultd: control API on http://{c} (GET /schedule, /recording, /metrics)");
+    }
+    wait_for_stop().await;
+    faultd.reset_to_healthy();
+    let recording = faultd.recording();
+    for (name, route) in &recording.routes {
+        eprintln!(
+            "faultd: {name}: {} calls, at most {} in flight, {} completed, {} hung, {} reset",
+            route.totals.arrivals,
+            route.max_in_flight,
+            route.totals.completed.total(),
+            route.totals.hangs,
+            route.totals.resets
+        );
+    }
+    faultd.shutdown().await;
+    Ok(())
+}
+
+async fn wait_for_stop() {
+    #[cfg(unix)]
+    {
+        if let Ok(mut term) =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("faultd: cannot start the runtime: {e}");
+            return ExitCode::from(3);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure { code, error }) => {
+            eprintln!("faultd: error: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,829 @@
+//! The recorder: what reached faultd and what it did, per time bucket and per route, exact under concurrency.
+//!
+//! For: arrivals, completions by status class, resets, hangs, empty and malformed answers, calls abandoned by
+//! their caller, calls in flight (maximum and time-weighted mean per bucket), open connections, and an HDR
+//! histogram of the latency served per phase and route. This is the measurement that later proves "the pool
+//! stayed under the limit" whatever the service under test claims. Not for: deciding anything; recordings never
+//! feed back into behaviour.
+//!
+//! How counts stay exact: every call holds a [`CallGuard`] from arrival to departure. Arrival increments the
+//! route's in-flight counter and `fetch_max`es it into the arrival bucket; the guard's `Drop` decrements it, so a
+//! call abandoned by its caller (a hang, a client timeout) still leaves. A bucket's maximum is the larger of the
+//! maxima seen at arrivals in it and the level it started with (arrivals minus departures before it), so a bucket
+//! in which 200 hung calls simply sit still reports 200. The mean is exact too: the integral of the in-flight
+//! level over a bucket is the level at its start times its length plus, per arrival, the time from the arrival
+//! to the bucket's end, minus the same per departure; both sums are kept per bucket.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use faultline_units::Dur;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// Buckets are allocated in chunks of this many, on first use, so an idle long run costs nothing.
+const CHUNK: usize = 1024;
+/// At most this many chunks: ~29 h at the default 100 ms step. Later samples land in the last bucket.
+const MAX_CHUNKS: usize = 1024;
+
+/// A lazily allocated, fixed-capacity array of buckets that concurrent writers index without a lock.
+struct Buckets<T> {
+    chunks: Box<[OnceLock<Box<[T]>>]>,
+    used: AtomicUsize,
+}
+
+impl<T: Default> Buckets<T> {
+    fn new() -> Self {
+        Buckets {
+            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            used: AtomicUsize::new(0),
+        }
+    }
+
+    fn at(&self, index: usize) -> &T {
+        let index = index.min(CHUNK * MAX_CHUNKS - 1);
+        self.used.fetch_max(index + 1, Ordering::Relaxed);
+        let chunk =
+            self.chunks[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| T::default()).collect());
+        &chunk[index % CHUNK]
+    }
+
+    /// The bucket if it was ever allocated.
+    fn peek(&self, index: usize) -> Option<&T> {
+        self.chunks
+            .get(index / CHUNK)?
+            .get()
+            .map(|c| &c[index % CHUNK])
+    }
+
+    fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A response was sent in full with this status.
+    Completed(u16),
+    /// The connection was reset.
+    Reset,
+    /// The call hung until its caller gave up.
+    Hang,
+    /// The connection was closed with no response.
+    Empty,
+    /// Bytes that are not HTTP were sent.
+    Malformed,
+    /// The caller left before faultd answered (during the delay or a slow body).
+    Abandoned,
+}
+
+#[derive(Default)]
+struct RouteCell {
+    arrivals: AtomicU64,
+    /// Offsets in the bucket (us) of its first arrivals, so that sparse calls (half-open probes) can be placed
+    /// more finely than the bucket.
+    first: [AtomicU32; FIRST_ARRIVALS],
+    departures: AtomicU64,
+    class: [AtomicU64; 4],
+    resets: AtomicU64,
+    hangs: AtomicU64,
+    empty: AtomicU64,
+    malformed: AtomicU64,
+    abandoned: AtomicU64,
+    in_flight_max: AtomicU64,
+    /// Sum over arrivals in the bucket of (bucket end - arrival), ns.
+    arrival_residual: AtomicU64,
+    /// Sum over departures in the bucket of (bucket end - departure), ns.
+    departure_residual: AtomicU64,
+}
+
+#[derive(Default)]
+struct ConnectionCell {
+    opened: AtomicU64,
+    closed: AtomicU64,
+    open_max: AtomicU64,
+    shed: AtomicU64,
+}
+
+/// How many arrivals per bucket and route are timed individually.
+pub const FIRST_ARRIVALS: usize = 8;
+
+/// The recorder of one route.
+pub struct RouteRecorder {
+    bucket_ns: u64,
+    cells: Buckets<RouteCell>,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+    latency: Mutex<BTreeMap<Arc<str>, Histogram<u64>>>,
+}
+
+/// The run's clock as the recorder sees it: times are nanoseconds since the schedule's origin, and everything
+/// before the schedule starts is at 0 (bucket 0).
+struct RecordClock {
+    base: Instant,
+    /// Origin minus base in ns; `i64::MIN` while the schedule has not started.
+    origin_offset: AtomicI64,
+    started_unix_ms: AtomicU64,
+}
+
+impl RecordClock {
+    fn ns(&self, now: Instant) -> u64 {
+        let offset = self.origin_offset.load(Ordering::Relaxed);
+        if offset == i64::MIN {
+            return 0;
+        }
+        let since_base = now.saturating_duration_since(self.base).as_nanos() as i128;
+        let before_base = self.base.saturating_duration_since(now).as_nanos() as i128;
+        (since_base - before_base - i128::from(offset)).clamp(0, i128::from(u64::MAX)) as u64
+    }
+}
+
+/// Everything faultd records, shared by the data plane and the control API.
+pub struct Recorder {
+    bucket: Duration,
+    clock: RecordClock,
+    routes: RwLock<BTreeMap<String, Arc<RouteRecorder>>>,
+    connections: Buckets<ConnectionCell>,
+    open_connections: AtomicU64,
+    shed: AtomicU64,
+    unmatched: AtomicU64,
+    phases_entered: Mutex<Vec<PhaseEntry>>,
+}
+
+/// A phase the schedule entered, at its time from the origin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseEntry {
+    /// The phase's name.
+    pub name: String,
+    /// When it began, from the schedule's origin.
+    pub at: Dur,
+}
+
+impl Recorder {
+    /// A recorder with this bucket step.
+    pub fn new(bucket: Duration) -> Recorder {
+        Recorder {
+            bucket: bucket.max(Duration::from_micros(1)),
+            clock: RecordClock {
+                base: Instant::now(),
+                origin_offset: AtomicI64::new(i64::MIN),
+                started_unix_ms: AtomicU64::new(0),
+            },
+            routes: RwLock::new(BTreeMap::new()),
+            connections: Buckets::new(),
+            open_connections: AtomicU64::new(0),
+            shed: AtomicU64::new(0),
+            unmatched: AtomicU64::new(0),
+            phases_entered: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The recording step.
+    pub fn bucket(&self) -> Duration {
+        self.bucket
+    }
+
+    fn bucket_ns(&self) -> u64 {
+        self.bucket.as_nanos().max(1) as u64
+    }
+
+    /// Sets the origin (t = 0) that every later sample is measured from.
+    pub fn set_origin(&self, origin: Instant, unix_ms: u64) {
+        let after = origin.saturating_duration_since(self.clock.base).as_nanos() as i128;
+        let before = self.clock.base.saturating_duration_since(origin).as_nanos() as i128;
+        let offset = (after - before).clamp(i128::from(i64::MIN + 1), i128::from(i64::MAX)) as i64;
+        self.clock.origin_offset.store(offset, Ordering::Relaxed);
+        self.clock.started_unix_ms.store(unix_ms, Ordering::Relaxed);
+    }
+
+    /// Nanoseconds from the origin to `now` (0 before the schedule starts).
+    pub fn time_ns(&self, now: Instant) -> u64 {
+        self.clock.ns(now)
+    }
+
+    /// Replaces the list of phases entered (the schedule owns what it means).
+    pub fn set_phases_entered(&self, entries: Vec<PhaseEntry>) {
+        if let Ok(mut p) = self.phases_entered.lock() {
+            *p = entries;
+        }
+    }
+
+    /// The recorder of route `name`, created on first use and kept across configuration changes.
+    pub fn route(&self, name: &str) -> Arc<RouteRecorder> {
+        if let Some(r) = self.routes.read().ok().and_then(|m| m.get(name).cloned()) {
+            return r;
+        }
+        let mut routes = match self.routes.write() {
+            Ok(r) => r,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        routes
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                Arc::new(RouteRecorder {
+                    bucket_ns: self.bucket_ns(),
+                    cells: Buckets::new(),
+                    in_flight: AtomicU64::new(0),
+                    max_in_flight: AtomicU64::new(0),
+                    latency: Mutex::new(BTreeMap::new()),
+                })
+            })
+            .clone()
+    }
+
+    /// Counts a call that no route matched.
+    pub fn unmatched(&self) {
+        self.unmatched.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection opening; the returned guard counts it closing.
+    pub fn connection_opened(self: &Arc<Self>) -> ConnectionGuard {
+        let open = self.open_connections.fetch_add(1, Ordering::Relaxed) + 1;
+        let cell = self
+            .connections
+            .at((self.time_ns(Instant::now()) / self.bucket_ns()) as usize);
+        cell.opened.fetch_add(1, Ordering::Relaxed);
+        cell.open_max.fetch_max(open, Ordering::Relaxed);
+        ConnectionGuard {
+            recorder: self.clone(),
+        }
+    }
+
+    /// Counts a connection shed over the connection limit (answered 503 and closed, never served).
+    pub fn connection_shed(&self) {
+        self.shed.fetch_add(1, Ordering::Relaxed);
+        let cell = self
+            .connections
+            .at((self.time_ns(Instant::now()) / self.bucket_ns()) as usize);
+        cell.shed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Connections shed over the connection limit so far.
+    pub fn shed_count(&self) -> u64 {
+        self.shed.load(Ordering::Relaxed)
+    }
+
+    /// Records a call's arrival on `route` during phase `phase`; the guard records its departure.
+    pub fn arrive(self: &Arc<Self>, route: Arc<RouteRecorder>, phase: Arc<str>) -> CallGuard {
+        let arrival = Instant::now();
+        let t = self.time_ns(arrival);
+        let level = route.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        route.max_in_flight.fetch_max(level, Ordering::Relaxed);
+        let b = route.bucket_ns;
+        let cell = route.cells.at((t / b) as usize);
+        let nth = cell.arrivals.fetch_add(1, Ordering::Relaxed) as usize;
+        if let Some(slot) = cell.first.get(nth) {
+            slot.store(
+                ((t % b) / 1_000).min(u64::from(u32::MAX)) as u32,
+                Ordering::Relaxed,
+            );
+        }
+        cell.arrival_residual
+            .fetch_add(b - t % b, Ordering::Relaxed);
+        cell.in_flight_max.fetch_max(level, Ordering::Relaxed);
+        CallGuard {
+            recorder: self.clone(),
+            route,
+            phase,
+            arrival,
+            outcome: Outcome::Abandoned,
+        }
+    }
+
+    /// Calls in flight now, over all routes.
+    pub fn in_flight(&self) -> u64 {
+        self.routes
+            .read()
+            .map(|r| {
+                r.values()
+                    .map(|r| r.in_flight.load(Ordering::Relaxed))
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Open connections now.
+    pub fn open_connections(&self) -> u64 {
+        self.open_connections.load(Ordering::Relaxed)
+    }
+
+    /// The origin as Unix milliseconds, once the schedule has started.
+    pub fn snapshot_started_unix_ms(&self) -> Option<u64> {
+        let started = self.clock.started_unix_ms.load(Ordering::Relaxed);
+        (started > 0).then_some(started)
+    }
+
+    /// Calls no route matched, so far.
+    pub fn unmatched_count(&self) -> u64 {
+        self.unmatched.load(Ordering::Relaxed)
+    }
+
+    /// A consistent-enough snapshot: every counter is read once; calls still running are in flight.
+    pub fn snapshot(&self) -> Recording {
+        let now_ns = self.time_ns(Instant::now());
+        let b = self.bucket_ns();
+        let current = (now_ns / b) as usize;
+        let routes = self.routes.read().map(|r| r.clone()).unwrap_or_default();
+        let routes = routes
+            .into_iter()
+            .map(|(name, r)| (name, r.snapshot(now_ns, current)))
+            .collect();
+        let mut connections = Vec::new();
+        let mut open = 0u64;
+        let n = self
+            .connections
+            .used()
+            .max(current + 1)
+            .min(CHUNK * MAX_CHUNKS);
+        for i in 0..n {
+            let (opened, closed, max, shed) = match self.connections.peek(i) {
+                Some(c) => (
+                    c.opened.load(Ordering::Relaxed),
+                    c.closed.load(Ordering::Relaxed),
+                    c.open_max.load(Ordering::Relaxed),
+                    c.shed.load(Ordering::Relaxed),
+                ),
+                None => (0, 0, 0, 0),
+            };
+            connections.push(ConnectionBucket {
+                opened,
+                closed,
+                max_open: max.max(open),
+                shed,
+            });
+            open = (open + opened).saturating_sub(closed);
+        }
+        let started = self.clock.started_unix_ms.load(Ordering::Relaxed);
+        Recording {
+            bucket: Dur(self.bucket),
+            schedule_started_unix_ms: (started > 0).then_some(started),
+            phases_entered: self
+                .phases_entered
+                .lock()
+                .map(|p| p.clone())
+                .unwrap_or_default(),
+            routes,
+            connections,
+            unmatched: self.unmatched_count(),
+        }
+    }
+}
+
+impl RouteRecorder {
+    /// Calls in flight on this route now.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// The most calls this route has held at once.
+    pub fn max_in_flight(&self) -> u64 {
+        self.max_in_flight.load(Ordering::Relaxed)
+    }
+
+    fn snapshot(&self, now_ns: u64, current: usize) -> RouteRecording {
+        let b = self.bucket_ns;
+        let n = self.cells.used().max(current + 1).min(CHUNK * MAX_CHUNKS);
+        let mut buckets = Vec::with_capacity(n);
+        let mut totals = RouteBucket::default();
+        let mut level: u64 = 0;
+        let mut integral_total = 0.0_f64;
+        for i in 0..n {
+            let mut out = RouteBucket::default();
+            let integral;
+            let start = i as u64 * b;
+            // The bucket that holds `now` has only run until now; later ones (there are none) would be empty.
+            let length = if i == current {
+                now_ns.saturating_sub(start).min(b)
+            } else {
+                b
+            };
+            let unrun = b - length;
+            if let Some(c) = self.cells.peek(i) {
+                let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                out.arrivals = load(&c.arrivals);
+                out.first_arrivals_us = c
+                    .first
+                    .iter()
+                    .take(out.arrivals.min(FIRST_ARRIVALS as u64) as usize)
+                    .map(|a| a.load(Ordering::Relaxed))
+                    .collect();
+                let departures = load(&c.departures);
+                out.completed = StatusClasses {
+                    c2xx: load(&c.class[0]),
+                    c3xx: load(&c.class[1]),
+                    c4xx: load(&c.class[2]),
+                    c5xx: load(&c.class[3]),
+                };
+                out.resets = load(&c.resets);
+                out.hangs = load(&c.hangs);
+                out.empty = load(&c.empty);
+                out.malformed = load(&c.malformed);
+                out.abandoned = load(&c.abandoned);
+                out.in_flight_max = load(&c.in_flight_max).max(level);
+                integral = level as f64 * length as f64
+                    + (load(&c.arrival_residual) as f64 - out.arrivals as f64 * unrun as f64)
+                    - (load(&c.departure_residual) as f64 - departures as f64 * unrun as f64);
+                level = (level + out.arrivals).saturating_sub(departures);
+            } else {
+                out.in_flight_max = level;
+                integral = level as f64 * length as f64;
+            }
+            out.in_flight_mean = if length > 0 {
+                (integral / length as f64).max(0.0)
+            } else {
+                level as f64
+            };
+            integral_total += integral.max(0.0);
+            totals.add(&out);
+            buckets.push(out);
+        }
+        let run = (n as u64 - 1) * b + now_ns.saturating_sub((n as u64 - 1) * b).min(b);
+        totals.in_flight_max = self.max_in_flight();
+        totals.in_flight_mean = if run > 0 {
+            integral_total / run as f64
+        } else {
+            0.0
+        };
+        let latency = self
+            .latency
+            .lock()
+            .map(|h| h.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+            .unwrap_or_default();
+        RouteRecording {
+            buckets,
+            totals,
+            max_in_flight: self.max_in_flight(),
+            in_flight: self.in_flight(),
+            latency,
+        }
+    }
+}
+
+/// Held by a connection from accept to close.
+pub struct ConnectionGuard {
+    recorder: Arc<Recorder>,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        let r = &self.recorder;
+        r.open_connections.fetch_sub(1, Ordering::Relaxed);
+        let cell = r
+            .connections
+            .at((r.time_ns(Instant::now()) / r.bucket_ns()) as usize);
+        cell.closed.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Held by a call from arrival to departure; dropping it records the departure with the outcome set last.
+pub struct CallGuard {
+    recorder: Arc<Recorder>,
+    route: Arc<RouteRecorder>,
+    phase: Arc<str>,
+    arrival: Instant,
+    outcome: Outcome,
+}
+
+impl CallGuard {
+    /// Sets how the call ends if nothing changes it again (the default is `Abandoned`).
+    pub fn set_outcome(&mut self, outcome: Outcome) {
+        self.outcome = outcome;
+    }
+
+    /// The outcome recorded if the call left now.
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    /// When the call arrived.
+    pub fn arrival(&self) -> Instant {
+        self.arrival
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        let t = self.recorder.time_ns(now);
+        let route = &self.route;
+        let b = route.bucket_ns;
+        let cell = route.cells.at((t / b) as usize);
+        match self.outcome {
+            Outcome::Completed(status) => {
+                let class = match status {
+                    300..=399 => 1,
+                    400..=499 => 2,
+                    500..=599 => 3,
+                    _ => 0,
+                };
+                cell.class[class].fetch_add(1, Ordering::Relaxed);
+                let served = now
+                    .saturating_duration_since(self.arrival)
+                    .as_nanos()
+                    .min(u128::from(u64::MAX)) as u64;
+                if let Ok(mut h) = route.latency.lock() {
+                    let histogram = h.entry(self.phase.clone()).or_insert_with(new_histogram);
+                    // `record` grows the histogram; it can only fail past u64 range, where saturating is right.
+                    if histogram.record(served.max(1)).is_err() {
+                        histogram.saturating_record(served.max(1));
+                    }
+                }
+            }
+            Outcome::Reset => {
+                cell.resets.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Hang => {
+                cell.hangs.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Empty => {
+                cell.empty.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Malformed => {
+                cell.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+            Outcome::Abandoned => {
+                cell.abandoned.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        cell.departures.fetch_add(1, Ordering::Relaxed);
+        cell.departure_residual
+            .fetch_add(b - t % b, Ordering::Relaxed);
+        route.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// An HDR histogram of nanoseconds with 3 significant digits that grows as needed.
+pub fn new_histogram() -> Histogram<u64> {
+    // Only more than 5 significant digits can fail, and 3 is a constant.
+    let mut h = Histogram::new(3).expect("3 significant digits is within hdrhistogram's range");
+    h.auto(true);
+    h
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The recording as data
+
+/// Everything recorded so far; the control API serves this as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Recording {
+    /// The bucket step: bucket i covers [i*bucket, (i+1)*bucket) from the origin.
+    pub bucket: Dur,
+    /// The origin as Unix milliseconds, once the schedule has started.
+    pub schedule_started_unix_ms: Option<u64>,
+    /// The phases entered, with their times from the origin.
+    pub phases_entered: Vec<PhaseEntry>,
+    /// Per route.
+    pub routes: BTreeMap<String, RouteRecording>,
+    /// Connections per bucket.
+    pub connections: Vec<ConnectionBucket>,
+    /// Calls no route matched (answered 404).
+    pub unmatched: u64,
+}
+
+/// What one route recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouteRecording {
+    /// Per bucket from the origin.
+    pub buckets: Vec<RouteBucket>,
+    /// Sums over the run; `in_flight_max` is the run's maximum, `in_flight_mean` the time-weighted mean.
+    pub totals: RouteBucket,
+    /// The most calls held at once over the run.
+    pub max_in_flight: u64,
+    /// Calls in flight when the snapshot was taken.
+    pub in_flight: u64,
+    /// Served latency (arrival to last byte handed to the socket) in ns, per phase name, 3 significant digits;
+    /// in JSON, base64 of the HdrHistogram V2+DEFLATE encoding.
+    #[serde(with = "histogram_map")]
+    pub latency: BTreeMap<String, Histogram<u64>>,
+}
+
+/// Completed calls by status class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusClasses {
+    /// 2xx answers.
+    #[serde(rename = "2xx")]
+    pub c2xx: u64,
+    /// 3xx answers.
+    #[serde(rename = "3xx")]
+    pub c3xx: u64,
+    /// 4xx answers.
+    #[serde(rename = "4xx")]
+    pub c4xx: u64,
+    /// 5xx answers.
+    #[serde(rename = "5xx")]
+    pub c5xx: u64,
+}
+
+impl StatusClasses {
+    /// All completed calls.
+    pub fn total(&self) -> u64 {
+        self.c2xx + self.c3xx + self.c4xx + self.c5xx
+    }
+}
+
+/// One route's counts over one bucket. Arrivals count in the bucket they arrive in, every other count in the
+/// bucket the call leaves in.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouteBucket {
+    /// Calls that arrived.
+    pub arrivals: u64,
+    /// When the bucket's first arrivals (at most `FIRST_ARRIVALS`) came, in microseconds from the bucket's start.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_arrivals_us: Vec<u32>,
+    /// Calls answered in full, by status class.
+    pub completed: StatusClasses,
+    /// Connections reset.
+    pub resets: u64,
+    /// Hung calls whose caller gave up.
+    pub hangs: u64,
+    /// Connections closed with no response.
+    pub empty: u64,
+    /// Malformed answers.
+    pub malformed: u64,
+    /// Calls whose caller left before the answer was complete (not hangs).
+    pub abandoned: u64,
+    /// The most calls in flight at any instant of the bucket.
+    pub in_flight_max: u64,
+    /// The time-weighted mean of calls in flight over the bucket.
+    pub in_flight_mean: f64,
+}
+
+impl RouteBucket {
+    fn add(&mut self, o: &RouteBucket) {
+        self.arrivals += o.arrivals;
+        self.completed.c2xx += o.completed.c2xx;
+        self.completed.c3xx += o.completed.c3xx;
+        self.completed.c4xx += o.completed.c4xx;
+        self.completed.c5xx += o.completed.c5xx;
+        self.resets += o.resets;
+        self.hangs += o.hangs;
+        self.empty += o.empty;
+        self.malformed += o.malformed;
+        self.abandoned += o.abandoned;
+    }
+
+    /// Calls that left, whatever the way.
+    pub fn departures(&self) -> u64 {
+        self.completed.total()
+            + self.resets
+            + self.hangs
+            + self.empty
+            + self.malformed
+            + self.abandoned
+    }
+}
+
+/// Connections over one bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionBucket {
+    /// Connections accepted.
+    pub opened: u64,
+    /// Connections closed.
+    pub closed: u64,
+    /// The most connections open at once.
+    pub max_open: u64,
+    /// Connections shed over the connection limit (answered 503, never served); absent in older recordings.
+    #[serde(default)]
+    pub shed: u64,
+}
+
+/// Serialises `BTreeMap<String, Histogram<u64>>` as base64 of V2+DEFLATE per entry.
+mod histogram_map {
+    use std::collections::BTreeMap;
+
+    use base64::Engine;
+    use hdrhistogram::serialization::{
+        Deserializer as HdrDeserializer, Serializer as _, V2DeflateSerializer,
+    };
+    use hdrhistogram::Histogram;
+    use serde::{
+        de::Error as _, ser::Error as _, Deserialize, Deserializer, Serialize, Serializer,
+    };
+
+    pub fn serialize<S: Serializer>(
+        map: &BTreeMap<String, Histogram<u64>>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut out = BTreeMap::new();
+        let mut serializer = V2DeflateSerializer::new();
+        for (phase, h) in map {
+            let mut bytes = Vec::new();
+            serializer
+                .serialize(h, &mut bytes)
+                .map_err(|e| S::Error::custom(format!("{e:?}")))?;
+            out.insert(
+                phase.as_str(),
+                base64::engine::general_purpose::STANDARD.encode(bytes),
+            );
+        }
+        out.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Histogram<u64>>, D::Error> {
+        let encoded = BTreeMap::<String, String>::deserialize(d)?;
+        let mut deserializer = HdrDeserializer::new();
+        encoded
+            .into_iter()
+            .map(|(phase, text)| {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(text.as_bytes())
+                    .map_err(|e| D::Error::custom(format!("latency.{phase}: not base64: {e}")))?;
+                let h = deserializer
+                    .deserialize(&mut bytes.as_slice())
+                    .map_err(|e| {
+                        D::Error::custom(format!("latency.{phase}: not an HDR histogram: {e:?}"))
+                    })?;
+                Ok((phase, h))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn buckets_count_arrivals_departures_and_exact_in_flight() {
+        let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+        recorder.set_origin(Instant::now(), 1);
+        let route = recorder.route("pricing");
+        let phase: Arc<str> = Arc::from("healthy");
+        // Two calls arrive at t=0; one completes at 50ms, the other hangs until 250ms.
+        let mut a = recorder.arrive(route.clone(), phase.clone());
+        let mut b = recorder.arrive(route.clone(), phase.clone());
+        tokio::time::advance(Duration::from_millis(50)).await;
+        a.set_outcome(Outcome::Completed(200));
+        drop(a);
+        tokio::time::advance(Duration::from_millis(200)).await;
+        b.set_outcome(Outcome::Hang);
+        drop(b);
+        tokio::time::advance(Duration::from_millis(100)).await;
+        let r = recorder.snapshot();
+        let p = &r.routes["pricing"];
+        assert_eq!(p.buckets.len(), 4);
+        assert_eq!(p.buckets[0].arrivals, 2);
+        assert_eq!(p.buckets[0].completed.c2xx, 1);
+        assert_eq!(p.buckets[0].in_flight_max, 2);
+        // Bucket 1 had no arrival but still held the hung call.
+        assert_eq!(p.buckets[1].in_flight_max, 1);
+        assert_eq!(p.buckets[2].hangs, 1);
+        assert_eq!(p.buckets[3].in_flight_max, 0);
+        // Means: 2 calls for 50ms + 1 for 50ms over 100ms = 1.5; then 1, then 0.5, then 0.
+        assert!(
+            (p.buckets[0].in_flight_mean - 1.5).abs() < 1e-9,
+            "{:?}",
+            p.buckets[0]
+        );
+        assert!((p.buckets[1].in_flight_mean - 1.0).abs() < 1e-9);
+        assert!((p.buckets[2].in_flight_mean - 0.5).abs() < 1e-9);
+        assert_eq!(p.totals.arrivals, 2);
+        assert_eq!(p.totals.departures(), 2);
+        assert_eq!(p.max_in_flight, 2);
+        assert_eq!(p.latency["healthy"].len(), 1);
+        assert_eq!(
+            p.latency["healthy"].max(),
+            recorder_ns(Duration::from_millis(50))
+        );
+    }
+
+    fn recorder_ns(d: Duration) -> u64 {
+        let mut h = new_histogram();
+        h.record(d.as_nanos() as u64).unwrap();
+        h.max()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn calls_before_the_schedule_starts_land_in_bucket_zero() {
+        let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+        let route = recorder.route("r");
+        tokio::time::advance(Duration::from_secs(5)).await;
+        drop(recorder.arrive(route, Arc::from("before-start")));
+        let r = recorder.snapshot();
+        assert_eq!(r.routes["r"].buckets[0].arrivals, 1);
+        assert_eq!(r.routes["r"].buckets[0].abandoned, 1);
+        assert_eq!(r.schedule_started_unix_ms, None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn recording_round_trips_through_json_with_histograms() {
+        let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+        recorder.set_origin(Instant::now(), 1_700_000_000_000);
+        let route = recorder.route("r");
+        let mut g = recorder.arrive(route, Arc::from("p"));
+        tokio::time::advance(Duration::from_millis(40)).await;
+        g.set_outcome(Outcome::Completed(503));
+        drop(g);
+        let r = recorder.snapshot();
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(json.contains("\"5xx\":1"), "{json}");
+        let back: Recording = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, r);
+    }
+}

@@ -1,0 +1,221 @@
+//! The control API over loopback: bearer token, 400s that name the field, run-time changes, the schedule, the
+//! recording and /metrics.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{call, get, Reply};
+use faultd::{Config, Options, Recording};
+
+const TOKEN: &str = "s3cret";
+const AUTH: (&str, &str) = ("authorization", "Bearer s3cret");
+
+async fn start() -> faultd::Faultd {
+    let config = Config::from_yaml(
+        "seed: 1\nroutes:\n  pricing: { path: /price/* }\nphases:\n  - { name: healthy, at: 0s }\n  - { name: brownout, at: 1h, routes: { pricing: { errors: [ { share: 100%, status: 503 } ] } } }\n",
+        "control.yaml",
+    )
+    .unwrap();
+    let options = Options {
+        control: Some(SocketAddr::from(([127, 0, 0, 1], 0))),
+        token: Some(TOKEN.to_string()),
+        ..Options::default()
+    };
+    faultd::start(config, options).await.unwrap()
+}
+
+fn json(reply: &Reply) -> serde_json::Value {
+    serde_json::from_slice(reply.body())
+        .unwrap_or_else(|e| panic!("{e}: {:?}", String::from_utf8_lossy(reply.body())))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_without_the_bearer_token_are_refused() {
+    let f = start().await;
+    let control = f.control_addr().unwrap();
+    assert_eq!(get(control, "/schedule").await.status(), Some(401));
+    assert_eq!(
+        call(
+            control,
+            "GET",
+            "/schedule",
+            &[("authorization", "Bearer wrong")],
+            b""
+        )
+        .await
+        .status(),
+        Some(401)
+    );
+    assert_eq!(
+        call(control, "GET", "/schedule", &[AUTH], b"")
+            .await
+            .status(),
+        Some(200)
+    );
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bodies_get_400_naming_the_field() {
+    let f = start().await;
+    let control = f.control_addr().unwrap();
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "/routes/pricing",
+            r#"{"latency": {"fixed": "5 sec"}}"#,
+            "latency.fixed",
+            "is not a duration",
+        ),
+        (
+            "/routes/pricing",
+            r#"{"latncy": {}}"#,
+            "latncy",
+            "unknown field",
+        ),
+        (
+            "/routes/pricing",
+            r#"{"hang": "60%", "reset": "60%"}"#,
+            "routes.pricing",
+            "over 100%",
+        ),
+        (
+            "/routes/pricing",
+            r#"{"errors": [{"share": "10%", "status": 42}]}"#,
+            "routes.pricing.errors[0].status",
+            "final HTTP status",
+        ),
+        ("/routes/pricing", r#"{"latency": "#, "latency", "EOF"),
+        (
+            "/config",
+            r#"{"routes": {"p": {"path": "/p", "latency": {"fixed": "-1s"}}}}"#,
+            "routes.p.latency.fixed",
+            "negative",
+        ),
+        (
+            "/config",
+            r#"{"routes": {"p": {"path": "/p"}}, "phases": [{"name": "a", "at": "0s", "routes": {"q": "healthy"}}]}"#,
+            "phases[0].routes.q",
+            "no route named",
+        ),
+    ];
+    for (path, body, field, phrase) in cases {
+        let reply = call(
+            control,
+            "PUT",
+            path,
+            &[AUTH, ("content-type", "application/json")],
+            body.as_bytes(),
+        )
+        .await;
+        assert_eq!(
+            reply.status(),
+            Some(400),
+            "{path} {body}: {:?}",
+            String::from_utf8_lossy(reply.body())
+        );
+        let problem = json(&reply);
+        assert_eq!(
+            problem["field"].as_str().unwrap_or(""),
+            *field,
+            "{body}: {problem}"
+        );
+        assert!(
+            problem["error"].as_str().unwrap().contains(phrase),
+            "{body}: {problem}"
+        );
+    }
+    let unknown = call(control, "PUT", "/routes/nope", &[AUTH], b"\"healthy\"").await;
+    assert_eq!(unknown.status(), Some(404));
+    // Nothing bad was applied: the data plane still answers 200.
+    assert_eq!(get(f.data_addr(), "/price/1").await.status(), Some(200));
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_can_be_changed_and_the_schedule_driven_at_run_time() {
+    let f = start().await;
+    let control = f.control_addr().unwrap();
+    let schedule = json(&call(control, "GET", "/schedule", &[AUTH], b"").await);
+    assert_eq!(schedule["state"], "not-started");
+    assert_eq!(
+        call(control, "POST", "/schedule/start", &[AUTH], b"")
+            .await
+            .status(),
+        Some(204)
+    );
+    let schedule = json(&call(control, "GET", "/schedule", &[AUTH], b"").await);
+    assert_eq!(schedule["state"], "running");
+    assert_eq!(schedule["phase"], "healthy");
+    assert!(schedule["schedule_started_unix_ms"].as_u64().unwrap() > 1_600_000_000_000);
+
+    let set = br#"{"errors": [{"share": "100%", "status": 429, "headers": {"retry-after": "3"}}]}"#;
+    assert_eq!(
+        call(control, "PUT", "/routes/pricing", &[AUTH], set)
+            .await
+            .status(),
+        Some(204)
+    );
+    let reply = get(f.data_addr(), "/price/1").await;
+    assert_eq!(
+        (reply.status(), reply.header("retry-after").as_deref()),
+        (Some(429), Some("3"))
+    );
+
+    assert_eq!(
+        call(control, "POST", "/schedule/reset", &[AUTH], b"")
+            .await
+            .status(),
+        Some(204)
+    );
+    assert_eq!(get(f.data_addr(), "/price/1").await.status(), Some(200));
+    assert_eq!(f.current_phase().as_deref(), Some(faultd::HEALTHY_RESET));
+
+    let recording: Recording = serde_json::from_slice(
+        call(control, "GET", "/recording", &[AUTH], b"")
+            .await
+            .body(),
+    )
+    .unwrap();
+    let totals = &recording.routes["pricing"].totals;
+    assert_eq!(
+        (
+            totals.arrivals,
+            totals.completed.c4xx,
+            totals.completed.c2xx
+        ),
+        (2, 1, 1)
+    );
+    let entered: Vec<_> = recording
+        .phases_entered
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(entered, ["healthy", faultd::HEALTHY_RESET]);
+
+    let metrics = call(control, "GET", "/metrics", &[AUTH], b"").await;
+    let text = String::from_utf8_lossy(metrics.body());
+    assert!(
+        text.contains("faultd_arrivals_total{route=\"pricing\"} 2"),
+        "{text}"
+    );
+    assert!(
+        text.contains("faultd_max_in_flight{route=\"pricing\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("faultd_completed_total{route=\"pricing\",class=\"4xx\"} 1"),
+        "{text}"
+    );
+
+    let config = br#"{"routes": {"pricing": {"path": "/price/*", "errors": [{"share": "100%", "status": 500}]}}}"#;
+    assert_eq!(
+        call(control, "PUT", "/config", &[AUTH], config)
+            .await
+            .status(),
+        Some(204)
+    );
+    let got = json(&call(control, "GET", "/config", &[AUTH], b"").await);
+    assert_eq!(got["routes"]["pricing"]["errors"][0]["status"], 500);
+    f.shutdown().await;
+}

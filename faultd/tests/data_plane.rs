@@ -1,0 +1,178 @@
+//! End-to-end tests of the data plane over loopback: each behaviour as a client sees it, and what the recorder
+//! counted. Real time, but every delay is short and every assertion is an exact count or a physical bound.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{call, get, Reply};
+use faultd::{Config, Options};
+
+async fn start(yaml: &str) -> faultd::Faultd {
+    let config = Config::from_yaml(yaml, "test.yaml").unwrap();
+    faultd::start(config, Options::default()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_response_has_the_configured_status_headers_and_body_size() {
+    let f = start(
+        "routes:\n  payments: { method: POST, path: /payments/charge,\n    response: { status: 201, body_size: 2KiB, headers: { content-type: application/json, x-dep: payments } } }\n",
+    )
+    .await;
+    let reply = call(
+        f.data_addr(),
+        "POST",
+        "/payments/charge",
+        &[],
+        b"{\"amount\":1}",
+    )
+    .await;
+    assert_eq!(reply.status(), Some(201));
+    assert_eq!(reply.body().len(), 2048);
+    assert_eq!(reply.header("x-dep").as_deref(), Some("payments"));
+    serde_json::from_slice::<serde_json::Value>(reply.body()).unwrap();
+    // The method is part of the route: a GET on the same path matches nothing.
+    assert_eq!(
+        get(f.data_addr(), "/payments/charge").await.status(),
+        Some(404)
+    );
+    let r = f.recording();
+    assert_eq!(r.routes["payments"].totals.completed.c2xx, 1);
+    assert_eq!(r.unmatched, 1);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_answer_with_their_status_body_and_headers() {
+    let f = start(
+        "routes:\n  reviews: { path: /reviews/*, errors: [ { share: 100%, status: 503, body: busy, headers: { retry-after: '5' } } ] }\n",
+    )
+    .await;
+    let reply = get(f.data_addr(), "/reviews/1").await;
+    assert_eq!(reply.status(), Some(503));
+    assert_eq!(reply.body(), b"busy");
+    assert_eq!(reply.header("retry-after").as_deref(), Some("5"));
+    assert_eq!(f.recording().routes["reviews"].totals.completed.c5xx, 1);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fixed_latency_delays_the_answer_by_at_least_the_delay() {
+    let f = start("routes:\n  pricing: { path: /price/*, latency: { fixed: 150ms } }\n").await;
+    let started = Instant::now();
+    assert_eq!(get(f.data_addr(), "/price/1").await.status(), Some(200));
+    let took = started.elapsed();
+    // Never early; late by scheduling noise only (a loose bound: this machine is shared).
+    assert!(took >= Duration::from_millis(150), "{took:?}");
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    let h = &f.recording().routes["pricing"].latency["before-start"];
+    // The histogram keeps 3 significant digits: the recorded value's bucket must reach 150 ms.
+    assert!(
+        h.highest_equivalent(h.min()) >= 150_000_000,
+        "served {}",
+        h.min()
+    );
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_empty_and_malformed_reach_the_client_as_such() {
+    let f = start(
+        "routes:\n  reset: { path: /reset, reset: 100% }\n  empty: { path: /empty, empty: 100% }\n  malformed: { path: /malformed, malformed: 100% }\n",
+    )
+    .await;
+    assert!(matches!(get(f.data_addr(), "/reset").await, Reply::Reset));
+    assert!(matches!(get(f.data_addr(), "/empty").await, Reply::Empty));
+    assert!(matches!(
+        get(f.data_addr(), "/malformed").await,
+        Reply::Garbage(_)
+    ));
+    let r = f.recording();
+    assert_eq!(r.routes["reset"].totals.resets, 1);
+    assert_eq!(r.routes["empty"].totals.empty, 1);
+    assert_eq!(r.routes["malformed"].totals.malformed, 1);
+    assert_eq!(f.in_flight(), 0);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_body_takes_size_over_rate() {
+    let f = start("routes:\n  report: { path: /report, slow_body: { rate: 4KiB/s }, response: { body_size: 1KiB } }\n").await;
+    let started = Instant::now();
+    let reply = get(f.data_addr(), "/report").await;
+    let took = started.elapsed();
+    assert_eq!(reply.body().len(), 1024);
+    // 1 KiB at 4 KiB/s: the last byte leaves at 250 ms.
+    assert!(took >= Duration::from_millis(250), "{took:?}");
+    assert!(took < Duration::from_millis(2000), "{took:?}");
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_forwards_to_the_upstream_with_faults_in_the_path() {
+    let upstream = start(
+        "routes:\n  accounts: { path: /accounts/*, response: { status: 202, body_size: 100B } }\n",
+    )
+    .await;
+    let proxy = start(&format!(
+        "routes:\n  accounts: {{ path: /accounts/*, proxy: 'http://{}', errors: [ {{ share: 0%, status: 500 }} ] }}\n",
+        upstream.data_addr()
+    ))
+    .await;
+    let reply = get(proxy.data_addr(), "/accounts/7?x=1").await;
+    assert_eq!(reply.status(), Some(202));
+    assert_eq!(reply.body().len(), 100);
+    assert_eq!(upstream.recording().routes["accounts"].totals.arrivals, 1);
+    proxy.shutdown().await;
+    upstream.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_first_fails_the_first_calls_then_recovers() {
+    let f = start(
+        "routes:\n  accounts: { path: /accounts/*, fail_first: { calls: 3, status: 503 } }\n",
+    )
+    .await;
+    let mut statuses = Vec::new();
+    for i in 0..5 {
+        statuses.push(
+            get(f.data_addr(), &format!("/accounts/{i}"))
+                .await
+                .status()
+                .unwrap(),
+        );
+    }
+    assert_eq!(statuses, [503, 503, 503, 200, 200]);
+    f.shutdown().await;
+}
+
+async fn fault_sequence(seed: u64) -> Vec<String> {
+    let f = start(&format!(
+        "seed: {seed}\nroutes:\n  mix: {{ path: /mix, errors: [ {{ share: 30%, status: 503 }}, {{ share: 20%, status: 429 }} ], reset: 10%, empty: 10% }}\n"
+    ))
+    .await;
+    let mut seen = Vec::new();
+    for _ in 0..40 {
+        seen.push(match get(f.data_addr(), "/mix").await {
+            Reply::Http { status, .. } => status.to_string(),
+            Reply::Reset => "reset".to_string(),
+            Reply::Empty => "empty".to_string(),
+            Reply::Garbage(_) => "garbage".to_string(),
+        });
+    }
+    f.shutdown().await;
+    seen
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_seed_gives_the_same_fault_sequence() {
+    let a = fault_sequence(11).await;
+    let b = fault_sequence(11).await;
+    let c = fault_sequence(12).await;
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    // The mix really is mixed: every kind shows up in 40 calls.
+    for kind in ["200", "503", "429", "reset", "empty"] {
+        assert!(a.iter().any(|s| s == kind), "{kind} missing from {a:?}");
+    }
+}

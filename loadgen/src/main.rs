@@ -1,0 +1,290 @@
+//! The `loadgen` command: thin wiring over the library. It parses flags, starts the load, shows a live line,
+//! and prints the summary, the JSON recording or the `.hgrm` distribution. Exit codes: 0 done, 2 bad input,
+//! 3 the run itself broke.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use faultline_units::{Dur, Rate};
+use loadgen::{
+    hgrm, summary, Arrivals, LoadSpec, Measure, Outcome, RateSpec, RequestTemplate, RunOptions,
+};
+
+const EXAMPLES: &str = "\
+Examples:
+  # 500 requests per second for 30 s, latency from the intended send time (wrk2-style table)
+  loadgen --url http://127.0.0.1:8080/product/1 --rate 500/s --duration 30s
+
+  # Poisson arrivals, random product ids, 2 s timeout, percentile distribution in milliseconds to a file
+  loadgen --url 'http://127.0.0.1:8080/product/{rand:1..1000}' --rate 200/s --arrivals poisson \\
+          --duration 1m --timeout 2s --hgrm product.hgrm
+
+  # A POST with a body and a header, machine-readable output
+  loadgen --url http://127.0.0.1:8080/checkout --method POST --body '{\"amount\": 10}' \\
+          -H 'content-type: application/json' --rate 50/s --duration 10s --json > run.json
+
+  # The scenario's load section (steps, ramps, weighted mix) against a base URL
+  loadgen --spec load.yaml --url http://127.0.0.1:8080 --duration 60s
+
+  # The same incident seen by a closed model (8 users waiting for their answers): compare the tables
+  loadgen --url http://127.0.0.1:8080/product/1 --users 8 --duration 30s
+
+Only loopback targets are allowed unless the host is named with --allow-host.
+Exit codes: 0 done, 2 bad input, 3 the run itself broke.";
+
+/// Open-model HTTP load generator: sends on a timetable, measures latency from the intended send time.
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", version, after_help = EXAMPLES)]
+struct Args {
+    /// Target URL; its path (with {seq} and {rand:1..1000} generators) is the request unless --spec is given.
+    #[arg(long)]
+    url: String,
+    /// Arrival rate, e.g. 500/s, 6/min, 0.1/s.
+    #[arg(long, required_unless_present_any = ["users", "spec"])]
+    rate: Option<Rate>,
+    /// How long to run, e.g. 30s, 2m.
+    #[arg(long)]
+    duration: Dur,
+    /// Client timeout per request, from dispatch.
+    #[arg(long)]
+    timeout: Option<Dur>,
+    /// Cap on requests in flight; arrivals over it are counted as dropped.
+    #[arg(long)]
+    max_in_flight: Option<u64>,
+    /// Keep-alive connections to the target.
+    #[arg(long)]
+    connections: Option<u32>,
+    /// Arrival spacing.
+    #[arg(long, value_enum)]
+    arrivals: Option<ArrivalsArg>,
+    /// Seed for Poisson arrivals and random path values.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// HTTP method of the request built from --url.
+    #[arg(long, default_value = "GET")]
+    method: String,
+    /// Extra request header, "name: value" (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body.
+    #[arg(long)]
+    body: Option<String>,
+    /// A response with this header counts as a fallback (e.g. X-Fallback).
+    #[arg(long)]
+    fallback_header: Option<String>,
+    /// Closed model for comparison: N users, each waiting for its answer (ignores --rate).
+    #[arg(long, conflicts_with = "rate")]
+    users: Option<u32>,
+    /// A YAML load spec (the scenario's `load:` section); --url then gives only the base.
+    #[arg(long)]
+    spec: Option<PathBuf>,
+    /// Write the corrected latency's percentile distribution (.hgrm, milliseconds) to FILE.
+    #[arg(long, value_name = "FILE")]
+    hgrm: Option<PathBuf>,
+    /// Print the recording as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Allow a non-loopback target host (repeatable).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
+    /// Time-series bucket width.
+    #[arg(long, default_value = "100ms")]
+    bucket: Dur,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ArrivalsArg {
+    Uniform,
+    Poisson,
+}
+
+/// A failure with its exit code: 2 for bad input, 3 for a broken run.
+struct Failure(u8, anyhow::Error);
+
+fn bad_input(e: impl Into<anyhow::Error>) -> Failure {
+    Failure(2, e.into())
+}
+
+fn broken(e: impl Into<anyhow::Error>) -> Failure {
+    Failure(3, e.into())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")
+        .map_err(broken)
+        .and_then(|runtime| runtime.block_on(run(args)));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(code, error)) => {
+            eprintln!("loadgen: error: {error:#}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn build_spec(args: &Args, path: String) -> Result<LoadSpec, Failure> {
+    let mut spec = match &args.spec {
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read {}", file.display()))
+                .map_err(bad_input)?;
+            serde_saphyr::from_str::<LoadSpec>(&text)
+                .with_context(|| format!("{} is not a valid load spec", file.display()))
+                .map_err(bad_input)?
+        }
+        None => {
+            let mut template = RequestTemplate {
+                body: args.body.clone(),
+                ..Default::default()
+            };
+            let slot = match args.method.to_ascii_uppercase().as_str() {
+                "GET" => &mut template.get,
+                "POST" => &mut template.post,
+                "PUT" => &mut template.put,
+                "PATCH" => &mut template.patch,
+                "DELETE" => &mut template.delete,
+                "HEAD" => &mut template.head,
+                other => {
+                    return Err(bad_input(anyhow::anyhow!(
+                        "--method {other}: use GET, POST, PUT, PATCH, DELETE or HEAD"
+                    )))
+                }
+            };
+            *slot = Some(path);
+            for h in &args.headers {
+                let (name, value) = h.split_once(':').ok_or_else(|| {
+                    bad_input(anyhow::anyhow!(
+                        "--header {h:?}: write it as \"name: value\""
+                    ))
+                })?;
+                template
+                    .headers
+                    .insert(name.trim().to_string(), value.trim().to_string());
+            }
+            let mut spec = LoadSpec::constant(Rate::per_second(1.0), "/");
+            spec.requests = vec![template];
+            spec
+        }
+    };
+    if let Some(rate) = args.rate {
+        spec.rate = RateSpec::Constant(rate);
+    }
+    if let Some(t) = args.timeout {
+        spec.timeout = t;
+    }
+    if let Some(n) = args.max_in_flight {
+        spec.max_in_flight = n;
+    }
+    if let Some(n) = args.connections {
+        spec.connections = n;
+    }
+    if let Some(a) = args.arrivals {
+        spec.arrivals = match a {
+            ArrivalsArg::Uniform => Arrivals::Uniform,
+            ArrivalsArg::Poisson => Arrivals::Poisson,
+        };
+    }
+    if args.fallback_header.is_some() {
+        spec.fallback_header = args.fallback_header.clone();
+    }
+    spec.validate().map_err(bad_input)?;
+    Ok(spec)
+}
+
+async fn run(args: Args) -> Result<(), Failure> {
+    let (base, path) = loadgen::split_url(&args.url, &args.allow_hosts).map_err(bad_input)?;
+    let spec = build_spec(&args, path)?;
+    if args.duration.get().is_zero() {
+        return Err(bad_input(anyhow::anyhow!(
+            "--duration must be longer than 0s"
+        )));
+    }
+    let options = RunOptions {
+        seed: args.seed,
+        bucket: args.bucket.get(),
+        allow_hosts: args.allow_hosts.clone(),
+        ..RunOptions::new(base, args.duration.get())
+    };
+    let origin = tokio::time::Instant::now();
+    let run = match args.users {
+        Some(users) => loadgen::start_closed(spec, options, users, origin),
+        None => loadgen::start(spec, options, origin),
+    }
+    .map_err(bad_input)?;
+    let live = std::io::stderr().is_terminal() && !args.json;
+    let watch = run.watch();
+    let watcher = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick(), if live => progress_line(&watch.progress()),
+                _ = tokio::signal::ctrl_c() => {
+                    watch.stop();
+                    eprintln!("\n  stopping: waiting for requests in flight to finish");
+                    break;
+                }
+            }
+        }
+    });
+    let recording = run.finish().await;
+    watcher.abort();
+    if live {
+        eprintln!();
+    }
+
+    if let Some(file) = &args.hgrm {
+        let corrected = recording.histogram(Measure::Corrected, None, |o| o != Outcome::Dropped);
+        let text = hgrm::write(
+            &corrected,
+            hgrm::MILLISECONDS,
+            hgrm::DEFAULT_TICKS_PER_HALF_DISTANCE,
+        );
+        std::fs::write(file, text)
+            .with_context(|| format!("cannot write {}", file.display()))
+            .map_err(broken)?;
+    }
+    if args.json {
+        let json = serde_json::to_string_pretty(&recording)
+            .context("cannot serialise the recording")
+            .map_err(broken)?;
+        println!("{json}");
+    } else {
+        print!("{}", summary::render(&recording, &args.url));
+    }
+    if !recording.conservation.holds {
+        return Err(broken(anyhow::anyhow!(
+            "request conservation failed: {:?}",
+            recording.conservation
+        )));
+    }
+    Ok(())
+}
+
+fn progress_line(p: &loadgen::Progress) {
+    let c = &p.by_class;
+    let errors = c.client_error + c.server_error + c.timeout + c.connect_error;
+    let p99 = p
+        .p99_last_second
+        .map(|d| summary::human(d.get().as_nanos() as u64))
+        .unwrap_or_else(|| "-".into());
+    eprint!(
+        "\r  {:>6.1}s  sent {}  in flight {}  dropped {}  errors {}  fallback {}  p99 (last 1s) {}    ",
+        p.elapsed.as_secs_f64(),
+        p.sent,
+        p.in_flight,
+        p.dropped,
+        errors,
+        c.fallback,
+        p99
+    );
+    let _ = std::io::stderr().flush();
+}

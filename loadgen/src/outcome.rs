@@ -1,0 +1,210 @@
+//! Outcome classes: exactly one per request, and the counts of each.
+//!
+//! Not for timing: the recorder attaches latencies; this module only decides which class an answer falls in.
+
+use hyper::header::HeaderName;
+use hyper::http::response::Parts;
+use serde::{Deserialize, Serialize};
+
+/// How a request ended. Every request the schedule issues ends in exactly one of these.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A response below 400 without the fallback marker.
+    Ok,
+    /// A response the service marked as degraded: the configured header, or one of the configured statuses.
+    Fallback,
+    /// 4xx: says nothing about the dependency's health, kept apart for that reason.
+    ClientError,
+    /// 5xx.
+    ServerError,
+    /// No complete response within the client timeout.
+    Timeout,
+    /// The connection could not be opened, or broke before the response was complete.
+    ConnectError,
+    /// Never sent: the cap on requests in flight was reached at its intended time.
+    Dropped,
+}
+
+impl Outcome {
+    /// Every class, in report order.
+    pub const ALL: [Outcome; 7] = [
+        Outcome::Ok,
+        Outcome::Fallback,
+        Outcome::ClientError,
+        Outcome::ServerError,
+        Outcome::Timeout,
+        Outcome::ConnectError,
+        Outcome::Dropped,
+    ];
+
+    /// The snake_case name used in JSON and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Fallback => "fallback",
+            Outcome::ClientError => "client_error",
+            Outcome::ServerError => "server_error",
+            Outcome::Timeout => "timeout",
+            Outcome::ConnectError => "connect_error",
+            Outcome::Dropped => "dropped",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A count per outcome class.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
+pub struct ClassCounts {
+    /// See [`Outcome::Ok`].
+    pub ok: u64,
+    /// See [`Outcome::Fallback`].
+    pub fallback: u64,
+    /// See [`Outcome::ClientError`].
+    pub client_error: u64,
+    /// See [`Outcome::ServerError`].
+    pub server_error: u64,
+    /// See [`Outcome::Timeout`].
+    pub timeout: u64,
+    /// See [`Outcome::ConnectError`].
+    pub connect_error: u64,
+    /// See [`Outcome::Dropped`].
+    pub dropped: u64,
+}
+
+impl ClassCounts {
+    /// The count of one class.
+    pub fn get(&self, outcome: Outcome) -> u64 {
+        match outcome {
+            Outcome::Ok => self.ok,
+            Outcome::Fallback => self.fallback,
+            Outcome::ClientError => self.client_error,
+            Outcome::ServerError => self.server_error,
+            Outcome::Timeout => self.timeout,
+            Outcome::ConnectError => self.connect_error,
+            Outcome::Dropped => self.dropped,
+        }
+    }
+
+    /// Adds one to a class.
+    pub fn add(&mut self, outcome: Outcome) {
+        let slot = match outcome {
+            Outcome::Ok => &mut self.ok,
+            Outcome::Fallback => &mut self.fallback,
+            Outcome::ClientError => &mut self.client_error,
+            Outcome::ServerError => &mut self.server_error,
+            Outcome::Timeout => &mut self.timeout,
+            Outcome::ConnectError => &mut self.connect_error,
+            Outcome::Dropped => &mut self.dropped,
+        };
+        *slot += 1;
+    }
+
+    /// The sum over every class, dropped included.
+    pub fn total(&self) -> u64 {
+        Outcome::ALL.iter().map(|&o| self.get(o)).sum()
+    }
+
+    /// The requests that got an answer or an error back, i.e. every class but `dropped`.
+    pub fn completed(&self) -> u64 {
+        self.total() - self.dropped
+    }
+}
+
+/// Decides between ok, fallback, client and server error for a response, from the spec's fallback rules.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Classifier {
+    pub(crate) fallback_header: Option<HeaderName>,
+    pub(crate) fallback_status: Vec<u16>,
+}
+
+impl Classifier {
+    /// The class of a complete response. The fallback marker wins over the status: a 503 the service marks as a
+    /// fallback is the service degrading on purpose, which is what a scenario asks about.
+    pub(crate) fn classify(&self, response: &Parts) -> Outcome {
+        let status = response.status.as_u16();
+        let marked = self
+            .fallback_header
+            .as_ref()
+            .is_some_and(|h| response.headers.contains_key(h));
+        if marked || self.fallback_status.contains(&status) {
+            Outcome::Fallback
+        } else if status >= 500 {
+            Outcome::ServerError
+        } else if status >= 400 {
+            Outcome::ClientError
+        } else {
+            Outcome::Ok
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(status: u16, header: Option<(&str, &str)>) -> Parts {
+        let mut b = hyper::Response::builder().status(status);
+        if let Some((k, v)) = header {
+            b = b.header(k, v);
+        }
+        b.body(()).unwrap().into_parts().0
+    }
+
+    #[test]
+    fn each_response_falls_in_exactly_one_class_with_the_fallback_marker_first() {
+        let c = Classifier {
+            fallback_header: Some(HeaderName::from_static("x-fallback")),
+            fallback_status: vec![503],
+        };
+        assert_eq!(c.classify(&parts(200, None)), Outcome::Ok);
+        assert_eq!(c.classify(&parts(304, None)), Outcome::Ok);
+        assert_eq!(
+            c.classify(&parts(200, Some(("X-Fallback", "stale")))),
+            Outcome::Fallback
+        );
+        assert_eq!(
+            c.classify(&parts(500, Some(("x-fallback", "default")))),
+            Outcome::Fallback
+        );
+        assert_eq!(c.classify(&parts(503, None)), Outcome::Fallback);
+        assert_eq!(c.classify(&parts(404, None)), Outcome::ClientError);
+        assert_eq!(c.classify(&parts(502, None)), Outcome::ServerError);
+        assert_eq!(
+            Classifier::default().classify(&parts(200, Some(("x-fallback", "stale")))),
+            Outcome::Ok
+        );
+    }
+
+    #[test]
+    fn counts_sum_every_class_and_completed_leaves_out_dropped() {
+        let mut c = ClassCounts::default();
+        for o in Outcome::ALL {
+            c.add(o);
+        }
+        c.add(Outcome::Dropped);
+        assert_eq!(c.total(), 8);
+        assert_eq!(c.completed(), 6);
+        assert_eq!(
+            serde_json::to_string(&Outcome::ConnectError).unwrap(),
+            "\"connect_error\""
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! Deterministic tests of the dispatcher and recorder together: a mock transport that "serves" by sleeping,
+//! under paused tokio time, so arrivals, service times and the in-flight level are exact.
+
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::http::response::Parts;
+use hyper::Request;
+use tokio::time::Instant;
+
+use crate::send::{Transport, TransportError};
+use crate::*;
+
+/// A fake service: `serve` gives, for the moment a request reaches it, how long it takes and its status.
+struct MockService<F>(F);
+
+impl<F: Fn(Instant) -> (Duration, u16) + Send + Sync + 'static> Transport for MockService<F> {
+    fn exchange(
+        &self,
+        _request: Request<Full<Bytes>>,
+    ) -> impl Future<Output = Result<Parts, TransportError>> + Send {
+        let (delay, status) = (self.0)(Instant::now());
+        async move {
+            tokio::time::sleep(delay).await;
+            if status == 0 {
+                return Err(TransportError("connection reset".into()));
+            }
+            Ok(hyper::Response::builder()
+                .status(status)
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0)
+        }
+    }
+}
+
+fn service(
+    f: impl Fn(Instant) -> (Duration, u16) + Send + Sync + 'static,
+) -> MockService<impl Fn(Instant) -> (Duration, u16) + Send + Sync + 'static> {
+    MockService(f)
+}
+
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v)
+}
+
+fn open_run<T: Transport>(spec: LoadSpec, duration: Duration, transport: T) -> LoadRun {
+    let options = RunOptions::new("http://127.0.0.1:9", duration);
+    launch(
+        spec,
+        options,
+        Instant::now(),
+        transport,
+        Pacing::Timer,
+        None,
+    )
+    .unwrap()
+}
+
+fn assert_conserved(r: &Recording) {
+    assert!(r.conservation.holds, "{:?}", r.conservation);
+    assert_eq!(r.conservation.sent, r.totals.total() + r.still_in_flight);
+    assert_eq!(r.intended, r.sent + r.totals.dropped);
+    let by_bucket: u64 = r.buckets.iter().map(|b| b.intended).sum();
+    assert_eq!(
+        by_bucket, r.intended,
+        "every arrival is in exactly one bucket"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn in_flight_settles_at_rate_times_service_time() {
+    let spec = LoadSpec::constant("100/s".parse().unwrap(), "/");
+    let run = open_run(spec, ms(5000), service(|_| (ms(200), 200)));
+    let r = run.finish().await;
+    assert_conserved(&r);
+    assert_eq!(r.intended, 500);
+    assert_eq!(r.totals.ok, 500);
+    // Little's law: L = λW = 100/s × 0.2 s = 20. An arrival and a completion can share an instant, so the
+    // bucket maximum is 20 or 21.
+    for b in &r.buckets[3..49] {
+        assert!(
+            (20..=21).contains(&b.in_flight),
+            "{:?} in flight at {}",
+            b.in_flight,
+            b.start
+        );
+        assert_eq!(b.intended, 10, "100/s is exactly 10 per 100 ms bucket");
+    }
+    let corrected = r.histogram(Measure::Corrected, None, |_| true);
+    assert_eq!(
+        corrected.value_at_quantile(1.0),
+        corrected.highest_equivalent(200_000_000)
+    );
+    let lag = r.histogram(Measure::SendLag, None, |_| true);
+    assert_eq!(
+        lag.max(),
+        0,
+        "paused time: every request goes out at its intended instant"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn queueing_behind_a_stall_goes_into_corrected_latency_and_not_uncorrected() {
+    // One connection, a 1 ms service that stalls for 1 s once, for the first request it sees after t = 1 s.
+    let origin = Instant::now();
+    let stalled = AtomicBool::new(false);
+    let mock = service(move |now| {
+        if now >= origin + ms(1000) && !stalled.swap(true, Ordering::SeqCst) {
+            (ms(1000), 200)
+        } else {
+            (ms(1), 200)
+        }
+    });
+    let mut spec = LoadSpec::constant("100/s".parse().unwrap(), "/");
+    spec.connections = 1;
+    let options = RunOptions {
+        phases: vec![
+            ("before".into(), ms(0)),
+            ("stall".into(), ms(1000)),
+            ("drain".into(), ms(2000)),
+            ("after".into(), ms(2500)),
+        ],
+        ..RunOptions::new("http://127.0.0.1:9", ms(3000))
+    };
+    let run = launch(spec, options, origin, mock, Pacing::Timer, None).unwrap();
+    let r = run.finish().await;
+    assert_conserved(&r);
+    assert_eq!(r.totals.ok, 300);
+
+    let stall = |m| r.histogram(m, Some("stall"), |_| true);
+    // The request at 1.00 s takes 1 s; the k-th one due after it (at 1 s + 10k ms) waits for the connection
+    // until 2 s + k ms: a corrected latency of 1 s - 9k ms, so ~0.55 s at the median of the 100 in the phase.
+    let corrected = stall(Measure::Corrected);
+    assert!(corrected.max() >= 999_000_000, "{}", corrected.max());
+    let median = corrected.value_at_quantile(0.5);
+    assert!(
+        (540_000_000..=560_000_000).contains(&median),
+        "median {median}"
+    );
+    // Uncorrected sees one slow request (the stalled one itself) and service times of 1 ms for the queued ones.
+    let uncorrected = stall(Measure::Uncorrected);
+    assert!(
+        uncorrected.value_at_quantile(0.99) <= 1_002_000,
+        "p99 {}",
+        uncorrected.value_at_quantile(0.99)
+    );
+    assert_eq!(
+        uncorrected.count_between(2_000_000, u64::MAX),
+        1,
+        "only the stalled request itself is slow"
+    );
+    // Their send lag is the queueing time: it is what the two histograms differ by.
+    assert!(r.histogram(Measure::SendLag, Some("stall"), |_| true).max() >= 980_000_000);
+    // Before the stall, and once the backlog of ~100 queued requests has drained (1 ms each against arrivals
+    // every 10 ms: ~0.11 s after the stall ends), both agree on ~1 ms.
+    for phase in ["before", "after"] {
+        let c = r.histogram(Measure::Corrected, Some(phase), |_| true);
+        assert!(c.max() <= 1_002_000, "{phase}: {}", c.max());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn arrivals_over_the_in_flight_cap_are_dropped_at_their_intended_time_not_delayed() {
+    let mut spec = LoadSpec::constant("10/s".parse().unwrap(), "/");
+    spec.max_in_flight = 5;
+    let run = open_run(spec, ms(2000), service(|_| (ms(1000), 200)));
+    let r = run.finish().await;
+    assert_conserved(&r);
+    assert_eq!(r.intended, 20, "the timetable is not slowed by the cap");
+    // 0.0-0.4 s go out, 0.5-0.9 s find 5 in flight and are dropped; from 1.0 s each completion frees a place
+    // for the arrival due at the same instant (completion and arrival share it, so it may be either).
+    assert_eq!(r.buckets[..5].iter().map(|b| b.sent).sum::<u64>(), 5);
+    assert_eq!(r.buckets[5..10].iter().map(|b| b.dropped).sum::<u64>(), 5);
+    assert!(
+        r.totals.dropped >= 5 && r.totals.dropped <= 10,
+        "{}",
+        r.totals.dropped
+    );
+    assert!(r.buckets.iter().all(|b| b.in_flight <= 5));
+    assert!(!r.phases[0].classes.contains_key(&Outcome::Dropped));
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_request_ends_in_exactly_one_class() {
+    let mut spec = LoadSpec::constant("100/s".parse().unwrap(), "/");
+    spec.timeout = "300ms".parse().unwrap();
+    spec.fallback_status = vec![503];
+    let origin = Instant::now();
+    // Cycle through the behaviours by arrival time: ok, 404, 500, 503 (fallback), reset, hang.
+    let mock = service(move |now| match (now - origin).as_millis() / 10 % 6 {
+        0 => (ms(5), 200),
+        1 => (ms(5), 404),
+        2 => (ms(5), 500),
+        3 => (ms(5), 503),
+        4 => (ms(5), 0),
+        _ => (ms(10_000), 200),
+    });
+    let run = launch(
+        spec,
+        RunOptions::new("http://127.0.0.1:9", ms(600)),
+        origin,
+        mock,
+        Pacing::Timer,
+        None,
+    )
+    .unwrap();
+    let r = run.finish().await;
+    assert_conserved(&r);
+    let t = r.totals;
+    assert_eq!(
+        (
+            t.ok,
+            t.client_error,
+            t.server_error,
+            t.fallback,
+            t.connect_error,
+            t.timeout
+        ),
+        (10, 10, 10, 10, 10, 10)
+    );
+    let timeouts = r.histogram(Measure::Corrected, None, |o| o == Outcome::Timeout);
+    assert_eq!(
+        timeouts.min(),
+        timeouts.lowest_equivalent(300_000_000),
+        "a timeout is charged its full wait"
+    );
+    assert_eq!(r.still_in_flight, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stop_ends_the_schedule_and_requests_in_flight_still_finish() {
+    let spec = LoadSpec::constant("10/s".parse().unwrap(), "/");
+    let run = open_run(spec, ms(60_000), service(|_| (ms(500), 200)));
+    tokio::time::sleep(ms(1050)).await;
+    let progress = run.progress();
+    assert_eq!(progress.intended, 11);
+    assert_eq!(progress.in_flight, 5);
+    assert_eq!(progress.completed, 6);
+    assert!(progress.p99_last_second.is_some());
+    run.stop();
+    let r = run.finish().await;
+    assert_conserved(&r);
+    assert!(r.stopped_early);
+    assert_eq!(r.intended, 11);
+    assert_eq!(r.totals.ok, 11, "requests in flight at the stop complete");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_closed_model_slows_down_with_the_service_and_hides_the_queueing() {
+    let spec = LoadSpec::constant("1000/s".parse().unwrap(), "/");
+    let options = RunOptions::new("http://127.0.0.1:9", ms(2000));
+    let run = launch(
+        spec,
+        options,
+        Instant::now(),
+        service(|_| (ms(100), 200)),
+        Pacing::Timer,
+        Some(4),
+    )
+    .unwrap();
+    let r = run.finish().await;
+    assert_conserved(&r);
+    assert_eq!(r.model, Model::Closed { users: 4 });
+    // 4 users × 2 s / 100 ms = 80 requests, however high the "rate": the load follows the service.
+    assert_eq!(r.totals.ok, 80);
+    let c = r.histogram(Measure::Corrected, None, |_| true);
+    let u = r.histogram(Measure::Uncorrected, None, |_| true);
+    assert_eq!(
+        c.max(),
+        u.max(),
+        "the closed model cannot tell queueing from service"
+    );
+}
+
+#[test]
+fn starting_outside_a_runtime_or_with_a_foreign_host_is_refused() {
+    let spec = LoadSpec::constant("10/s".parse().unwrap(), "/");
+    let e = start(
+        spec.clone(),
+        RunOptions::new("http://127.0.0.1:9", ms(10)),
+        Instant::now(),
+    );
+    assert!(matches!(e, Err(LoadError::NoRuntime)));
+    let e = start(
+        spec,
+        RunOptions::new("http://192.0.2.1:80", ms(10)),
+        Instant::now(),
+    );
+    assert!(matches!(e, Err(LoadError::HostNotAllowed { .. })));
+}

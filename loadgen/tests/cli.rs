@@ -1,0 +1,251 @@
+//! The `loadgen` binary: bad input exits 2 with a message that says what is wrong; a real run prints the
+//! wrk2-style table, valid JSON and an .hgrm file that matches the recording.
+
+mod common;
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use axum::routing::get;
+use axum::Router;
+use loadgen::{hgrm, Measure, Outcome, Recording};
+
+fn loadgen(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_loadgen"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn assert_bad_input(args: &[&str], says: &str) {
+    let out = loadgen(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(
+        stderr.contains(says),
+        "{args:?}: expected {says:?} in {stderr}"
+    );
+}
+
+#[test]
+fn bad_rates_durations_urls_and_foreign_hosts_exit_2_with_the_reason() {
+    let url = "http://127.0.0.1:9/";
+    assert_bad_input(
+        &["--url", url, "--rate", "500", "--duration", "1s"],
+        "not a rate",
+    );
+    assert_bad_input(
+        &["--url", url, "--rate", "fast/s", "--duration", "1s"],
+        "not a rate",
+    );
+    assert_bad_input(
+        &["--url", url, "--rate", "5/s", "--duration", "5 sec"],
+        "not a duration",
+    );
+    assert_bad_input(
+        &[
+            "--url",
+            url,
+            "--rate",
+            "5/s",
+            "--duration",
+            "1s",
+            "--timeout",
+            "2",
+        ],
+        "needs a unit",
+    );
+    assert_bad_input(
+        &[
+            "--url",
+            "127.0.0.1:9/x",
+            "--rate",
+            "5/s",
+            "--duration",
+            "1s",
+        ],
+        "scheme",
+    );
+    assert_bad_input(
+        &[
+            "--url",
+            "https://127.0.0.1:9/",
+            "--rate",
+            "5/s",
+            "--duration",
+            "1s",
+        ],
+        "https",
+    );
+    assert_bad_input(
+        &[
+            "--url",
+            "http://127.0.0.1:9/{uuid}",
+            "--rate",
+            "5/s",
+            "--duration",
+            "1s",
+        ],
+        "unknown generator",
+    );
+    assert_bad_input(
+        &[
+            "--url",
+            "http://10.0.0.1:80/",
+            "--rate",
+            "5/s",
+            "--duration",
+            "1s",
+        ],
+        "--allow-host",
+    );
+    assert_bad_input(
+        &[
+            "--url",
+            url,
+            "--rate",
+            "5/s",
+            "--duration",
+            "1s",
+            "--max-in-flight",
+            "0",
+        ],
+        "max_in_flight",
+    );
+    assert_bad_input(
+        &[
+            "--url",
+            url,
+            "--rate",
+            "5/s",
+            "--duration",
+            "1s",
+            "-H",
+            "no colon",
+        ],
+        "name: value",
+    );
+    assert_bad_input(&["--url", url, "--duration", "1s"], "--rate");
+    assert_bad_input(
+        &[
+            "--url",
+            url,
+            "--rate",
+            "5/s",
+            "--users",
+            "3",
+            "--duration",
+            "1s",
+        ],
+        "cannot be used with",
+    );
+}
+
+#[test]
+fn a_spec_file_with_an_unknown_field_exits_2_naming_it() {
+    let file =
+        std::env::temp_dir().join(format!("loadgen-cli-bad-spec-{}.yaml", std::process::id()));
+    std::fs::write(&file, "rate: 5/s\nrequests: [ { get: / } ]\nburst: 3\n").unwrap();
+    let path = file.to_str().unwrap();
+    assert_bad_input(
+        &[
+            "--spec",
+            path,
+            "--url",
+            "http://127.0.0.1:9",
+            "--duration",
+            "1s",
+        ],
+        "burst",
+    );
+    std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn help_shows_examples() {
+    let out = loadgen(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("Examples:") && text.contains("--rate 500/s --duration 30s"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_prints_the_table_and_writes_json_and_a_matching_hgrm() {
+    let base = common::serve(Router::new().route(
+        "/p/{id}",
+        get(|| async {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            "ok"
+        }),
+    ))
+    .await;
+    let url = format!("{base}/p/{{rand:1..100}}");
+    let hgrm_file = std::env::temp_dir().join(format!("loadgen-cli-{}.hgrm", std::process::id()));
+    let hgrm_path = hgrm_file.to_str().unwrap().to_string();
+
+    let args = [
+        "--url",
+        &url,
+        "--rate",
+        "50/s",
+        "--duration",
+        "1s",
+        "--json",
+        "--hgrm",
+        &hgrm_path,
+    ];
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(&args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let recording: Recording = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(recording.conservation.holds);
+    assert_eq!(recording.totals.ok, 50);
+
+    let text = std::fs::read_to_string(&hgrm_file).unwrap();
+    std::fs::remove_file(&hgrm_file).unwrap();
+    let parsed = hgrm::parse(&text).unwrap();
+    let corrected = recording.histogram(Measure::Corrected, None, |o| o != Outcome::Dropped);
+    assert_eq!(parsed.total_count, 50);
+    assert!((parsed.max - corrected.max() as f64 / 1e6).abs() < 0.001);
+
+    let table_args: Vec<String> = ["--url", &url, "--rate", "20/s", "--duration", "500ms"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(env!("CARGO_BIN_EXE_loadgen"))
+            .args(&table_args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{table}");
+    for line in [
+        "corrected",
+        "uncorrected",
+        "99.900%",
+        "Send lag",
+        "Conservation: holds",
+        "ok 10",
+    ] {
+        assert!(table.contains(line), "{line:?} missing from\n{table}");
+    }
+    println!("{table}");
+}

@@ -1,0 +1,578 @@
+//! Expectations evaluated on synthetic recordings: a 30 s run at 100 ms buckets, phases healthy (0-10 s),
+//! brownout (10-20 s), recovered (20-30 s), 50 SUT requests and (when closed) 50 dependency calls per bucket.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use super::*;
+use crate::breaker::{BreakerState::*, BreakerTimeline, Source};
+use crate::record::{ByClass, DependencyBucket, PhaseSpan, RunRecord, SutBucket};
+
+const BUCKETS: usize = 300;
+
+fn s(secs: f64) -> Duration {
+    Duration::from_secs_f64(secs)
+}
+
+fn phases() -> Vec<PhaseSpan> {
+    vec![
+        PhaseSpan {
+            name: "healthy".into(),
+            start: s(0.0),
+            end: s(10.0),
+        },
+        PhaseSpan {
+            name: "brownout".into(),
+            start: s(10.0),
+            end: s(20.0),
+        },
+        PhaseSpan {
+            name: "recovered".into(),
+            start: s(20.0),
+            end: s(30.0),
+        },
+    ]
+}
+
+/// A record whose breaker `pricing` follows `states` (observed by webhook, exact), with dependency traffic that
+/// follows the breaker: full when closed, none when open, one probe at the start of each half-open window.
+fn record_with(
+    states: &[(f64, BreakerState)],
+    in_flight: impl Fn(usize) -> u64,
+    latency_ms: impl Fn(usize) -> u64,
+) -> RunRecord {
+    let obs: Vec<(Duration, BreakerState)> = states.iter().map(|&(t, st)| (s(t), st)).collect();
+    let timeline = BreakerTimeline::from_observations(&obs, Source::Webhook, Duration::ZERO);
+    let bucket = Duration::from_millis(100);
+    let mut dependency = Vec::new();
+    let mut sut = Vec::new();
+    let mut hist = Vec::new();
+    for i in 0..BUCKETS {
+        let t = bucket * i as u32;
+        let state = timeline.state_at(t);
+        let just_half_open =
+            state == HalfOpen && timeline.state_at(t.saturating_sub(bucket)) != HalfOpen;
+        let arrivals = match state {
+            Closed => 50,
+            Open => 0,
+            HalfOpen if just_half_open => 1,
+            HalfOpen => 0,
+        };
+        dependency.push(DependencyBucket {
+            arrivals,
+            in_flight_max: in_flight(i),
+            first_arrivals: Vec::new(),
+        });
+        let mut completed = ByClass::default();
+        completed.add(
+            if state == Open {
+                OutcomeClass::Fallback
+            } else {
+                OutcomeClass::Ok
+            },
+            50,
+        );
+        sut.push(SutBucket {
+            offered: 50,
+            completed,
+            in_flight: 3,
+            ..Default::default()
+        });
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        h.record_n(latency_ms(i) * 1_000_000, 50).unwrap();
+        hist.push(h);
+    }
+    RunRecord {
+        bucket,
+        duration: s(30.0),
+        phases: phases(),
+        sut,
+        sut_latency: hist,
+        dependency: BTreeMap::from([("pricing".to_string(), dependency)]),
+        breakers: BTreeMap::from([("pricing".to_string(), timeline)]),
+    }
+}
+
+fn healthy_record(states: &[(f64, BreakerState)]) -> RunRecord {
+    record_with(states, |_| 5, |_| 40)
+}
+
+fn names() -> (Vec<String>, Vec<String>, Vec<String>) {
+    (
+        vec!["healthy".into(), "brownout".into(), "recovered".into()],
+        vec!["pricing".into()],
+        vec!["pricing".into(), "reviews".into()],
+    )
+}
+
+fn resolve(spec: &str) -> Result<Expectation, String> {
+    let spec: ExpectationSpec = serde_saphyr::from_str(spec).map_err(|e| e.to_string())?;
+    let (phases, breakers, routes) = names();
+    let routes_of = |b: &str| (b == "pricing").then(|| "pricing".to_string());
+    spec.resolve(&Names {
+        phases: &phases,
+        breakers: &breakers,
+        routes: &routes,
+        breaker_routes: &routes_of,
+    })
+}
+
+fn verdict(spec: &str, record: &RunRecord) -> Verdict {
+    resolve(spec).unwrap().evaluate(record)
+}
+
+#[test]
+fn opens_within_passes_when_the_breaker_opens_in_time_and_says_how_late() {
+    let r = healthy_record(&[(15.3, Open)]);
+    let v = verdict(
+        "{ breaker: pricing, opens_within: 6s, after: brownout }",
+        &r,
+    );
+    assert!(v.passed, "{}", v.sentence);
+    assert!((v.measured.unwrap() - 5.3).abs() < 1e-6);
+    assert!(
+        v.sentence
+            .starts_with("breaker pricing opened 5.3 s after brownout began"),
+        "{}",
+        v.sentence
+    );
+    assert!(
+        v.sentence.ends_with("expected within 6s: PASS"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn opens_within_fails_when_the_breaker_opens_too_late() {
+    let r = healthy_record(&[(17.3, Open)]);
+    let v = verdict(
+        "{ breaker: pricing, opens_within: 5s, after: brownout }",
+        &r,
+    );
+    assert!(!v.passed);
+    assert!(
+        v.sentence.contains("opened 7.3 s after brownout began"),
+        "{}",
+        v.sentence
+    );
+    assert!(
+        v.sentence.ends_with("expected within 5s: FAIL"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn opens_within_fails_with_no_transition_at_all() {
+    let r = healthy_record(&[]);
+    let v = verdict(
+        "{ breaker: pricing, opens_within: 6s, after: brownout }",
+        &r,
+    );
+    assert!(!v.passed);
+    assert!(
+        v.sentence.contains("never opened after brownout began"),
+        "{}",
+        v.sentence
+    );
+    assert_eq!(v.measured, None);
+}
+
+#[test]
+fn a_breaker_already_open_before_the_fault_does_not_count_as_opening_for_it() {
+    let r = healthy_record(&[(3.0, Open)]);
+    let v = verdict(
+        "{ breaker: pricing, opens_within: 6s, after: brownout }",
+        &r,
+    );
+    assert!(!v.passed);
+    assert!(
+        v.sentence.contains("already open when brownout began"),
+        "{}",
+        v.sentence
+    );
+    assert!(v.sentence.contains("opened at 3.0 s"), "{}", v.sentence);
+}
+
+#[test]
+fn a_breaker_that_opens_closes_and_reopens_is_judged_on_each_count() {
+    let r = healthy_record(&[
+        (12.0, Open),
+        (15.0, HalfOpen),
+        (15.05, Closed),
+        (16.0, Open),
+        (19.0, HalfOpen),
+        (21.0, Closed),
+    ]);
+    let opens = verdict(
+        "{ breaker: pricing, opens_within: 3s, after: brownout }",
+        &r,
+    );
+    assert!(opens.passed, "{}", opens.sentence);
+    let closes = verdict(
+        "{ breaker: pricing, closes_within: 2s, after: recovered }",
+        &r,
+    );
+    assert!(closes.passed, "{}", closes.sentence);
+    assert!(
+        closes
+            .sentence
+            .contains("closed 1.0 s after recovered began"),
+        "{}",
+        closes.sentence
+    );
+    let flapping = verdict(
+        "{ breaker: pricing, transitions_at_most: 3, during: brownout }",
+        &r,
+    );
+    assert!(!flapping.passed);
+    assert!(
+        flapping
+            .sentence
+            .contains("changed state 5 times during brownout; expected at most 3"),
+        "{}",
+        flapping.sentence
+    );
+    let whole = verdict("{ breaker: pricing, transitions_at_most: 6 }", &r);
+    assert!(whole.passed, "{}", whole.sentence);
+    assert!(
+        whole.sentence.contains("over the run"),
+        "{}",
+        whole.sentence
+    );
+}
+
+#[test]
+fn closes_within_passes_when_already_closed_and_fails_when_stuck_open() {
+    let never_opened = healthy_record(&[]);
+    assert!(
+        verdict(
+            "{ breaker: pricing, closes_within: 5s, after: recovered }",
+            &never_opened
+        )
+        .passed
+    );
+    let stuck = healthy_record(&[(12.0, Open)]);
+    let v = verdict(
+        "{ breaker: pricing, closes_within: 5s, after: recovered }",
+        &stuck,
+    );
+    assert!(!v.passed);
+    assert!(
+        v.sentence.contains("never closed after recovered began"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn gaps_in_scraping_show_as_the_resolution_of_the_transition() {
+    let obs = [
+        (s(9.5), Closed),
+        (s(10.0), Closed),
+        (s(14.0), Open),
+        (s(14.5), Open),
+    ];
+    let mut r = healthy_record(&[]);
+    r.breakers.insert(
+        "pricing".into(),
+        BreakerTimeline::from_observations(&obs, Source::Metrics, s(0.5)),
+    );
+    let v = verdict(
+        "{ breaker: pricing, opens_within: 5s, after: brownout }",
+        &r,
+    );
+    assert!(v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .contains("opened 4.0 s after brownout began (metrics scrape, ±4.0 s)"),
+        "{}",
+        v.sentence
+    );
+    assert_eq!(r.breakers["pricing"].transitions[0].resolution, s(4.0));
+}
+
+#[test]
+fn stays_closed_passes_on_a_quiet_breaker_and_names_the_moment_it_opened_otherwise() {
+    let quiet = healthy_record(&[]);
+    let v = verdict(
+        "{ breaker: pricing, stays_closed: true, during: brownout }",
+        &quiet,
+    );
+    assert!(v.passed, "{}", v.sentence);
+    let tripped = healthy_record(&[(12.5, Open)]);
+    let v = verdict(
+        "{ breaker: pricing, stays_closed: true, during: brownout }",
+        &tripped,
+    );
+    assert!(!v.passed);
+    assert!(
+        v.sentence
+            .contains("was open at 12.5 s, 2.5 s into brownout"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn probes_per_half_open_window_count_calls_at_the_dependency() {
+    let r = healthy_record(&[
+        (12.0, Open),
+        (15.0, HalfOpen),
+        (15.3, Open),
+        (18.0, HalfOpen),
+        (18.3, Closed),
+    ]);
+    let v = verdict("{ breaker: pricing, probes_per_half_open_at_most: 1 }", &r);
+    assert!(v.passed, "{}", v.sentence);
+    assert!(v.sentence.contains("2 half-open windows"), "{}", v.sentence);
+
+    // A stampede: in the half-open window every call goes through.
+    let mut stampede = r.clone();
+    let series = stampede.dependency.get_mut("pricing").unwrap();
+    for b in &mut series[150..153] {
+        b.arrivals = 50;
+    }
+    let v = verdict(
+        "{ breaker: pricing, probes_per_half_open_at_most: 1 }",
+        &stampede,
+    );
+    assert!(!v.passed);
+    assert!(
+        v.sentence.contains("at most 150 calls reached pricing"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn probes_cannot_be_counted_without_a_half_open_window() {
+    let v = verdict(
+        "{ breaker: pricing, probes_per_half_open_at_most: 1 }",
+        &healthy_record(&[]),
+    );
+    assert!(!v.passed);
+    assert!(
+        v.sentence.contains("never went half-open"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn max_in_flight_reports_the_peak_and_when() {
+    let r = record_with(&[], |i| if i == 123 { 200 } else { 25 }, |_| 40);
+    let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
+    assert!(!v.passed);
+    assert_eq!(
+        v.sentence,
+        "calls in flight at pricing peaked at 200 at 12.3 s over the run; expected below 200: FAIL"
+    );
+    let at_most = verdict("{ dependency: pricing, max_in_flight_at_most: 200 }", &r);
+    assert!(at_most.passed, "{}", at_most.sentence);
+    let healthy_only = verdict(
+        "{ dependency: pricing, max_in_flight_below: 200, during: healthy }",
+        &r,
+    );
+    assert!(healthy_only.passed);
+    assert!(
+        healthy_only.sentence.contains("peaked at 25"),
+        "{}",
+        healthy_only.sentence
+    );
+}
+
+#[test]
+fn the_dependency_rate_while_open_skips_the_first_bucket_and_fails_a_leaky_breaker() {
+    let r = healthy_record(&[(12.0, Open), (22.0, Closed)]);
+    let v = verdict(
+        "{ dependency: pricing, rate_while_open_below: 1/s, while_open: pricing }",
+        &r,
+    );
+    assert!(v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence.contains("received 0 calls in 9.9 s"),
+        "{}",
+        v.sentence
+    );
+    let mut leaky = r.clone();
+    for b in &mut leaky.dependency.get_mut("pricing").unwrap()[130..200] {
+        b.arrivals = 2;
+    }
+    let v = verdict(
+        "{ dependency: pricing, rate_while_open_below: 5/s, while_open: true }",
+        &leaky,
+    );
+    assert!(!v.passed, "{}", v.sentence);
+    assert!((v.measured.unwrap() - 140.0 / 9.9).abs() < 0.01);
+}
+
+#[test]
+fn amplification_is_dependency_calls_per_sut_request() {
+    let mut r = healthy_record(&[]);
+    for b in &mut r.dependency.get_mut("pricing").unwrap()[100..200] {
+        b.arrivals = 150;
+    }
+    let v = verdict(
+        "{ dependency: pricing, amplification_at_most: 1.1, during: brownout }",
+        &r,
+    );
+    assert!(!v.passed);
+    assert!(v.sentence.contains("(3 per request)"), "{}", v.sentence);
+    let v = verdict(
+        "{ dependency: pricing, amplification_at_most: 1.1, during: healthy }",
+        &r,
+    );
+    assert!(v.passed, "{}", v.sentence);
+}
+
+#[test]
+fn sut_latency_can_be_judged_only_while_the_breaker_is_open() {
+    // Slow (2 s) until the breaker opens at 15 s, fast (1 ms) while it is open.
+    let r = record_with(
+        &[(15.0, Open), (25.0, Closed)],
+        |_| 5,
+        |i| {
+            if (150..250).contains(&i) {
+                1
+            } else if i >= 100 {
+                2000
+            } else {
+                40
+            }
+        },
+    );
+    let whole_phase = verdict("{ sut_latency: p99, below: 50ms, during: brownout }", &r);
+    assert!(!whole_phase.passed);
+    let open_only = verdict(
+        "{ sut_latency: p99, below: 50ms, during: brownout, while_open: true }",
+        &r,
+    );
+    assert!(open_only.passed, "{}", open_only.sentence);
+    assert!(
+        open_only
+            .sentence
+            .contains("SUT p99 was 1 ms during brownout while pricing was open"),
+        "{}",
+        open_only.sentence
+    );
+}
+
+#[test]
+fn outcome_shares_count_completed_requests_in_the_phase() {
+    let r = healthy_record(&[(15.0, Open)]);
+    let v = verdict("{ sut_share: fallback, above: 40%, during: brownout }", &r);
+    assert!(v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .contains("fallback share was 50% during brownout (2500 of 5000 requests)"),
+        "{}",
+        v.sentence
+    );
+    let v = verdict("{ sut_share: error, below: 1%, during: brownout }", &r);
+    assert!(v.passed, "{}", v.sentence);
+}
+
+#[test]
+fn resolving_rejects_unknown_names_and_incomplete_entries_with_the_field() {
+    let unknown_phase =
+        resolve("{ breaker: pricing, opens_within: 6s, after: brownuot }").unwrap_err();
+    assert!(
+        unknown_phase.contains("`after` names phase `brownuot`"),
+        "{unknown_phase}"
+    );
+    assert!(
+        unknown_phase.contains("healthy, brownout, recovered"),
+        "{unknown_phase}"
+    );
+    let unknown_breaker = resolve("{ breaker: pricng, stays_closed: true }").unwrap_err();
+    assert!(
+        unknown_breaker.contains("`breaker` names `pricng`"),
+        "{unknown_breaker}"
+    );
+    let missing_after = resolve("{ breaker: pricing, opens_within: 6s }").unwrap_err();
+    assert!(
+        missing_after.contains("needs `after: <phase>`"),
+        "{missing_after}"
+    );
+    let two_subjects = resolve("{ sut_latency: p99, sut_share: ok, below: 5ms }").unwrap_err();
+    assert!(
+        two_subjects.contains("exactly one subject"),
+        "{two_subjects}"
+    );
+    let bad_percentile = resolve("{ sut_latency: p100, below: 5ms }").unwrap_err();
+    assert!(bad_percentile.contains("p99.9"), "{bad_percentile}");
+    let bad_unit = resolve("{ sut_latency: p99, below: 5 }").unwrap_err();
+    assert!(
+        bad_unit.contains("`below`") && bad_unit.contains("needs a unit"),
+        "{bad_unit}"
+    );
+    let unknown_field = resolve("{ breaker: pricing, opens_whithin: 6s }").unwrap_err();
+    assert!(
+        unknown_field.contains("unknown field `opens_whithin`"),
+        "{unknown_field}"
+    );
+    let no_check = resolve("{ dependency: pricing }").unwrap_err();
+    assert!(no_check.contains("max_in_flight_below"), "{no_check}");
+}
+
+#[test]
+fn a_probe_and_returning_traffic_in_one_bucket_are_told_apart_by_their_arrival_times() {
+    // Half-open at 18.25 s; the probe arrives at 18.251 s, succeeds, and the breaker closes at 18.292 s; full
+    // traffic returns in the same 100 ms bucket. Only the probe counts.
+    let mut r = healthy_record(&[(12.0, Open), (18.25, HalfOpen), (18.292, Closed)]);
+    let series = r.dependency.get_mut("pricing").unwrap();
+    series[182] = DependencyBucket {
+        arrivals: 5,
+        in_flight_max: 2,
+        first_arrivals: [51, 93, 95, 97, 99]
+            .iter()
+            .map(|ms| Duration::from_millis(*ms))
+            .collect(),
+    };
+    let v = verdict("{ breaker: pricing, probes_per_half_open_at_most: 1 }", &r);
+    assert!(v.passed, "{}", v.sentence);
+    assert_eq!(r.arrivals_between("pricing", s(18.25), s(18.292)), 1);
+    assert_eq!(r.arrivals_between("pricing", s(18.2), s(18.3)), 5);
+    // Arrivals beyond the timed ones are counted whenever a bucket is cut, so the count errs upwards only.
+    r.dependency.get_mut("pricing").unwrap()[182].arrivals = 40;
+    assert_eq!(r.arrivals_between("pricing", s(18.25), s(18.292)), 36);
+}
+
+#[test]
+fn a_half_open_window_that_closes_within_one_scrape_is_reported_not_judged() {
+    // Scraped every 100 ms: half-open seen at 18.3 s, closed at 18.4 s; the close and the returning traffic fall
+    // in the same interval, so the probes of that window cannot be counted.
+    let obs = [
+        (s(12.0), Open),
+        (s(15.1), HalfOpen),
+        (s(15.5), Open),
+        (s(18.3), HalfOpen),
+        (s(18.4), Closed),
+    ];
+    let mut r = healthy_record(&[]);
+    r.breakers.insert(
+        "pricing".into(),
+        BreakerTimeline::from_observations(&obs, Source::Metrics, s(0.1)),
+    );
+    let series = r.dependency.get_mut("pricing").unwrap();
+    for (i, b) in series.iter_mut().enumerate() {
+        b.arrivals = match i {
+            120..=150 | 152..=182 => 0,
+            151 => 1,
+            _ => 50,
+        };
+    }
+    let v = verdict("{ breaker: pricing, probes_per_half_open_at_most: 1 }", &r);
+    assert!(v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence.contains(
+            "(counts: 1, 1 more closed within the ±100 ms resolution and were not counted)"
+        ),
+        "{}",
+        v.sentence
+    );
+}

@@ -1,0 +1,14 @@
+//! faultline: the runner. It reads a scenario, starts faultd, the SUT and loadgen on one clock, observes the SUT's
+//! breakers, and judges the recordings against the scenario's expectations.
+//!
+//! The components are libraries of their own (`faultd`, `loadgen`, `demo`); this crate only talks to them through
+//! their public APIs. Data flows one way: scenario -> components -> recordings -> verdict -> reports.
+
+pub mod breaker;
+pub mod expect;
+pub mod observe;
+pub mod record;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod sut;

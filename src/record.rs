@@ -1,0 +1,239 @@
+//! What a run recorded, lined up on one clock: the phases as they happened, the SUT's traffic as loadgen saw it,
+//! the dependency's traffic as faultd saw it, and one breaker timeline per breaker.
+//!
+//! This is the only input of expectation evaluation and of the reports, so that both can be tested on synthetic
+//! recordings. It is not where recording happens: faultd and loadgen record; `observe` turns their recordings into
+//! this shape once the run is over.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::BreakerTimeline;
+
+/// The outcome classes of a request to the SUT, as loadgen classifies them.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeClass {
+    Ok,
+    Fallback,
+    ClientError,
+    ServerError,
+    Timeout,
+    ConnectError,
+    Dropped,
+}
+
+impl OutcomeClass {
+    pub const ALL: [OutcomeClass; 7] = [
+        OutcomeClass::Ok,
+        OutcomeClass::Fallback,
+        OutcomeClass::ClientError,
+        OutcomeClass::ServerError,
+        OutcomeClass::Timeout,
+        OutcomeClass::ConnectError,
+        OutcomeClass::Dropped,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OutcomeClass::Ok => "ok",
+            OutcomeClass::Fallback => "fallback",
+            OutcomeClass::ClientError => "client_error",
+            OutcomeClass::ServerError => "server_error",
+            OutcomeClass::Timeout => "timeout",
+            OutcomeClass::ConnectError => "connect_error",
+            OutcomeClass::Dropped => "dropped",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counts per outcome class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ByClass(pub [u64; 7]);
+
+impl ByClass {
+    pub fn get(&self, class: OutcomeClass) -> u64 {
+        self.0[class.index()]
+    }
+
+    pub fn add(&mut self, class: OutcomeClass, n: u64) {
+        self.0[class.index()] += n;
+    }
+
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    pub fn merge(&mut self, other: &ByClass) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+}
+
+/// A phase of the scenario's timeline as it ran: `[start, end)` from the run's origin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseSpan {
+    pub name: String,
+    pub start: Duration,
+    pub end: Duration,
+}
+
+/// One bucket of the SUT's traffic, as the load generator saw it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SutBucket {
+    /// Requests whose intended send time falls in this bucket (sent or dropped).
+    pub offered: u64,
+    /// Requests that completed in this bucket, by class (dropped ones by their intended time).
+    pub completed: ByClass,
+    /// Most requests in flight at once during the bucket.
+    pub in_flight: u64,
+    pub p50: Option<Duration>,
+    pub p90: Option<Duration>,
+    pub p99: Option<Duration>,
+    pub max: Option<Duration>,
+}
+
+/// One bucket of one dependency route, as faultd saw it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DependencyBucket {
+    pub arrivals: u64,
+    pub in_flight_max: u64,
+    /// When the bucket's first few arrivals came, from the bucket's start (faultd times a handful per bucket so
+    /// that sparse calls such as half-open probes can be placed within a bucket).
+    #[serde(default)]
+    pub first_arrivals: Vec<Duration>,
+}
+
+/// Everything an expectation may look at.
+#[derive(Debug, Clone)]
+pub struct RunRecord {
+    /// The width of every bucket series below.
+    pub bucket: Duration,
+    /// How long the run lasted (shorter than the scenario if it was aborted).
+    pub duration: Duration,
+    pub phases: Vec<PhaseSpan>,
+    pub sut: Vec<SutBucket>,
+    /// Corrected SUT latency per bucket (from the intended send time), for percentiles over any set of buckets.
+    pub sut_latency: Vec<Histogram<u64>>,
+    /// Per dependency route.
+    pub dependency: BTreeMap<String, Vec<DependencyBucket>>,
+    pub breakers: BTreeMap<String, BreakerTimeline>,
+}
+
+impl RunRecord {
+    /// The span of a phase. A phase followed by sub-phases named `name.1`, `name.2`, ... (a replayed trace) spans
+    /// them all.
+    pub fn phase(&self, name: &str) -> Option<PhaseSpan> {
+        let i = self.phases.iter().position(|p| p.name == name)?;
+        let prefix = format!("{name}.");
+        let mut span = self.phases[i].clone();
+        for next in &self.phases[i + 1..] {
+            if !next.name.starts_with(&prefix) {
+                break;
+            }
+            span.end = next.end;
+        }
+        Some(span)
+    }
+
+    /// The buckets whose start lies in `[start, end)`.
+    pub fn buckets_in(&self, start: Duration, end: Duration) -> Range<usize> {
+        let step = self.bucket.as_nanos().max(1);
+        let first = start.as_nanos().div_ceil(step) as usize;
+        let last = end.as_nanos().div_ceil(step) as usize;
+        first..last.max(first)
+    }
+
+    /// The start time of bucket `i`.
+    pub fn bucket_start(&self, i: usize) -> Duration {
+        self.bucket * i as u32
+    }
+
+    /// The whole run as a span, for expectations without `during`.
+    pub fn whole_run(&self) -> PhaseSpan {
+        PhaseSpan {
+            name: "the run".into(),
+            start: Duration::ZERO,
+            end: self.duration,
+        }
+    }
+
+    /// Calls that reached `route` in `[from, to)`. Whole buckets count in full; in a bucket cut by either end, the
+    /// individually timed arrivals count where they fall, and any arrivals beyond those are counted too, so the
+    /// figure can only err upwards.
+    pub fn arrivals_between(&self, route: &str, from: Duration, to: Duration) -> u64 {
+        let Some(series) = self.dependency.get(route) else {
+            return 0;
+        };
+        let step = self.bucket.as_nanos().max(1);
+        let first = (from.as_nanos() / step) as usize;
+        let last = to.as_nanos().div_ceil(step) as usize;
+        let mut n = 0;
+        for (i, b) in series.iter().enumerate().take(last).skip(first) {
+            let start = self.bucket_start(i);
+            let end = start + self.bucket;
+            if from <= start && end <= to {
+                n += b.arrivals;
+            } else {
+                let timed = b
+                    .first_arrivals
+                    .iter()
+                    .filter(|off| (from..to).contains(&(start + **off)))
+                    .count() as u64;
+                n += timed + b.arrivals.saturating_sub(b.first_arrivals.len() as u64);
+            }
+        }
+        n
+    }
+
+    /// SUT latency percentile over the given buckets; `None` when nothing completed there.
+    pub fn sut_percentile(
+        &self,
+        buckets: impl Iterator<Item = usize>,
+        quantile: f64,
+    ) -> Option<Duration> {
+        let mut merged: Option<Histogram<u64>> = None;
+        for i in buckets {
+            let Some(h) = self.sut_latency.get(i) else {
+                continue;
+            };
+            if h.is_empty() {
+                continue;
+            }
+            match merged.as_mut() {
+                Some(m) => {
+                    let _ = m.add(h);
+                }
+                None => merged = Some(h.clone()),
+            }
+        }
+        let m = merged?;
+        let v = if quantile >= 1.0 {
+            m.max()
+        } else {
+            m.value_at_quantile(quantile)
+        };
+        Some(Duration::from_nanos(v))
+    }
+}

@@ -1,0 +1,475 @@
+//! `report.html`: the run on one page that opens offline. Charts of SUT latency percentiles over time (log scale),
+//! offered vs achieved vs fallback vs error rates, calls in flight at the dependency against the pool limit, the
+//! breaker state as a coloured band per breaker, phases shaded and named on every time chart, the verdict table,
+//! and HdrHistogram's percentile distribution plot per phase (latency against percentile on a 1/(1-p) axis).
+//!
+//! The page carries everything it needs: the vendored uPlot library (src/report/assets, MIT, from the npm
+//! registry) and its stylesheet are inlined, and the figures travel as one compact JSON blob in a
+//! `<script type="application/json">` element. The tables are rendered here, so they read without JavaScript.
+//! Not for computing figures: every number comes from result.json or the saved recordings.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde_json::{json, Value};
+
+use super::hdr;
+use super::result::ResultFile;
+use crate::breaker::{BreakerState, BreakerTimeline};
+use crate::run::Ending;
+
+/// uPlot 1.6.32, `dist/uPlot.iife.min.js` from `npm pack uplot` (MIT, see assets/uPlot.LICENSE).
+const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
+/// uPlot's stylesheet, same package.
+const UPLOT_CSS: &str = include_str!("assets/uPlot.min.css");
+/// The page's own drawing code: builds the charts from the JSON blob.
+const REPORT_JS: &str = include_str!("assets/report.js");
+
+/// Percentile rows per halving of the distance to 100% in the distribution plots, as HdrHistogram prints them.
+const TICKS_PER_HALF_DISTANCE: u32 = 5;
+
+/// The limit a `max_in_flight_below` / `max_in_flight_at_most` expectation put on a route's calls in flight.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PoolLimit {
+    /// The bound, in calls.
+    pub bound: f64,
+    /// True for "at or under" (`max_in_flight_at_most`), false for "below".
+    pub inclusive: bool,
+}
+
+/// The pool limit per route, read from the verdicts of the in-flight expectations (their name says the route,
+/// their bound the limit). With several expectations on one route the tightest wins.
+pub fn pool_limits(result: &ResultFile) -> BTreeMap<String, PoolLimit> {
+    let mut limits: BTreeMap<String, PoolLimit> = BTreeMap::new();
+    for v in &result.verdicts {
+        let Some(bound) = v.bound else { continue };
+        let Some((route, rest)) = v
+            .name
+            .strip_prefix("calls in flight at ")
+            .and_then(|r| r.split_once(" stay "))
+        else {
+            continue;
+        };
+        let limit = PoolLimit {
+            bound,
+            inclusive: rest.starts_with("at or under"),
+        };
+        limits
+            .entry(route.to_string())
+            .and_modify(|l| {
+                if bound < l.bound {
+                    *l = limit
+                }
+            })
+            .or_insert(limit);
+    }
+    limits
+}
+
+/// Rounds to `digits` significant digits, so the JSON carries "12.3", not "12.300000001".
+fn sig(v: f64, digits: i32) -> f64 {
+    if v == 0.0 || !v.is_finite() {
+        return v;
+    }
+    let magnitude = v.abs().log10().floor() as i32 + 1;
+    let shift = digits - magnitude;
+    if shift >= 0 {
+        let f = 10f64.powi(shift);
+        (v * f).round() / f
+    } else {
+        let f = 10f64.powi(-shift);
+        (v / f).round() * f
+    }
+}
+
+/// A latency series for a log axis: zero and missing both become null (a log scale has no zero).
+fn latency_series(values: &[Option<f64>]) -> Value {
+    Value::Array(
+        values
+            .iter()
+            .map(|v| {
+                v.filter(|v| *v > 0.0)
+                    .map_or(Value::Null, |v| json!(sig(v, 3)))
+            })
+            .collect(),
+    )
+}
+
+/// The breaker's life as spans `[start s, end s, state]` (0 closed, 1 half-open, 2 open) up to `end_s`.
+fn spans(t: &BreakerTimeline, end_s: f64) -> Value {
+    let code = |s: BreakerState| match s {
+        BreakerState::Closed => 0,
+        BreakerState::HalfOpen => 1,
+        BreakerState::Open => 2,
+    };
+    let mut out = Vec::new();
+    let (mut from, mut state) = (0.0, BreakerState::Closed);
+    for tr in &t.transitions {
+        let at = tr.at.as_secs_f64().min(end_s);
+        if at > from {
+            out.push(json!([sig(from, 6), sig(at, 6), code(state)]));
+        }
+        from = at;
+        state = tr.to;
+    }
+    if end_s > from {
+        out.push(json!([sig(from, 6), sig(end_s, 6), code(state)]));
+    }
+    Value::Array(out)
+}
+
+/// HdrHistogram's percentile distribution as plot points: x = 1/(1-p), y = latency in ms. The 100% row has no
+/// finite x and is left out, as HdrHistogram's plotter does.
+fn distribution(h: &hdrhistogram::Histogram<u64>) -> Value {
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    if !h.is_empty() {
+        let mut last_x = 0.0;
+        for v in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
+            let q = v.quantile_iterated_to();
+            if q >= 1.0 {
+                continue;
+            }
+            let x = sig(1.0 / (1.0 - q), 4);
+            if x <= last_x {
+                continue;
+            }
+            last_x = x;
+            xs.push(x);
+            ys.push(sig(v.value_iterated_to() as f64 / hdr::NANOS_PER_MS, 4));
+        }
+    }
+    json!({ "x": xs, "y": ys })
+}
+
+/// The JSON blob the page's script draws from. Counts stay counts (whole numbers print short); the script
+/// divides by the bucket width to get rates.
+pub fn data(
+    result: &ResultFile,
+    load: &loadgen::Recording,
+    dependency: &faultd::Recording,
+) -> Value {
+    let s = &result.series;
+    let n = s.offered.len();
+    let bucket_s = if s.bucket_s > 0.0 { s.bucket_s } else { 0.1 };
+    let end_s = result
+        .phases
+        .iter()
+        .map(|p| p.end_s)
+        .fold(n as f64 * bucket_s, f64::max);
+    let class = |name: &str| s.completed.get(name).cloned().unwrap_or_else(|| vec![0; n]);
+    let sum = |names: &[&str]| -> Vec<u64> {
+        (0..n)
+            .map(|i| {
+                names
+                    .iter()
+                    .map(|c| {
+                        s.completed
+                            .get(*c)
+                            .and_then(|v| v.get(i))
+                            .copied()
+                            .unwrap_or(0)
+                    })
+                    .sum()
+            })
+            .collect()
+    };
+    let achieved = sum(&[
+        "ok",
+        "fallback",
+        "client_error",
+        "server_error",
+        "timeout",
+        "connect_error",
+    ]);
+    let errors = sum(&["client_error", "server_error", "timeout", "connect_error"]);
+    let phases: Vec<Value> = result
+        .phases
+        .iter()
+        .map(|p| json!([p.name, sig(p.start_s, 6), sig(p.end_s, 6)]))
+        .collect();
+    let limits: BTreeMap<String, Value> = pool_limits(result)
+        .into_iter()
+        .map(|(route, l)| (route, json!({ "bound": l.bound, "inclusive": l.inclusive })))
+        .collect();
+    let mut breakers = Vec::new();
+    for (name, b) in &result.breakers {
+        let gaps: Vec<Value> = b
+            .observed
+            .gaps
+            .iter()
+            .map(|(a, z)| json!([sig(*a, 6), sig(*z, 6)]))
+            .collect();
+        breakers.push(json!({ "label": name, "spans": spans(&b.observed, end_s), "gaps": gaps }));
+        if let Some(inferred) = &b.inferred {
+            breakers.push(json!({ "label": format!("{name} (inferred)"), "spans": spans(inferred, end_s), "gaps": [] }));
+        }
+    }
+    let mut distributions = Vec::new();
+    for phase in &result.phases {
+        let mut lines = vec![
+            json!({ "label": "SUT, from intended send", "points": distribution(&hdr::sut_histogram(load, &phase.name, loadgen::Measure::Corrected)) }),
+            json!({ "label": "SUT, service time", "points": distribution(&hdr::sut_histogram(load, &phase.name, loadgen::Measure::Uncorrected)) }),
+        ];
+        for (route, r) in &dependency.routes {
+            if let Some(h) = r.latency.get(&phase.name) {
+                lines.push(json!({ "label": format!("{route} served (faultd)"), "points": distribution(h) }));
+            }
+        }
+        distributions.push(json!({ "phase": phase.name, "lines": lines }));
+    }
+    json!({
+        "bucket_s": bucket_s,
+        "n": n,
+        "end_s": sig(end_s, 6),
+        "phases": phases,
+        "latency": {
+            "p50": latency_series(&s.p50_ms),
+            "p90": latency_series(&s.p90_ms),
+            "p99": latency_series(&s.p99_ms),
+            "max": latency_series(&s.max_ms),
+        },
+        "counts": {
+            "offered": s.offered,
+            "achieved": achieved,
+            "fallback": class("fallback"),
+            "error": errors,
+            "dropped": class("dropped"),
+        },
+        "dependency_calls": s.dependency_arrivals,
+        "in_flight": s.dependency_in_flight,
+        "sut_in_flight": s.sut_in_flight,
+        "limits": limits,
+        "breakers": breakers,
+        "distributions": distributions,
+    })
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// JSON that is safe inside a `<script>` element: `<` only occurs in strings, where `\u003c` means the same, so
+/// no `</script>` or `<!--` in a scenario's text can end the element early.
+fn script_json(v: &Value) -> String {
+    v.to_string().replace('<', "\\u003c")
+}
+
+fn ms(v: f64, count: u64) -> String {
+    if count == 0 {
+        "-".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn ending_text(e: &Ending) -> Option<String> {
+    match e {
+        Ending::Completed => None,
+        Ending::Aborted { signal } => Some(format!(
+            "Aborted by {signal}: the figures cover the run up to then."
+        )),
+        Ending::Deadline => Some("Stopped at the hard deadline.".into()),
+        Ending::SutDied { status, .. } => Some(format!("The SUT died during the run ({status}).")),
+    }
+}
+
+/// The whole page.
+pub fn page(
+    result: &ResultFile,
+    load: &loadgen::Recording,
+    dependency: &faultd::Recording,
+) -> String {
+    let r = result;
+    let mut h = String::with_capacity(256 * 1024);
+    let title = format!("faultline: {}", r.scenario.name);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <link rel=\"icon\" href=\"data:,\">\n<style>{}</style>\n<style>{}</style>\n</head><body>\n",
+        escape(&title),
+        UPLOT_CSS,
+        PAGE_CSS
+    );
+    let passed = r.verdicts.iter().filter(|v| v.passed).count();
+    let _ = write!(
+        h,
+        "<header><h1>{} <span class=\"badge {}\">{}</span></h1>",
+        escape(&r.scenario.name),
+        if r.passed { "pass" } else { "fail" },
+        if r.passed { "PASSED" } else { "FAILED" }
+    );
+    if let Some(d) = &r.scenario.description {
+        let _ = write!(h, "<p class=\"desc\">{}</p>", escape(d.trim()));
+    }
+    let scale = if r.scenario.time_scale != 1.0 {
+        format!(" · time scale {}", r.scenario.time_scale)
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        h,
+        "<p class=\"meta\">{} · started {} · {:.1} s{} · seed {} · {} of {} expectations held · exit code {}</p>",
+        escape(&r.scenario.file),
+        escape(&r.started_at),
+        r.scenario.duration_s,
+        escape(&scale),
+        r.scenario.seed.map_or_else(|| "-".to_string(), |s| s.to_string()),
+        passed,
+        r.verdicts.len(),
+        r.exit_code
+    );
+    if let Some(e) = ending_text(&r.ending) {
+        let _ = write!(h, "<p class=\"warn\">{}</p>", escape(&e));
+    }
+    h.push_str("</header>\n");
+
+    h.push_str("<section><h2>Expectations</h2><table class=\"verdicts\"><thead><tr><th></th><th>expectation: what was measured against its bound</th></tr></thead><tbody>");
+    for v in &r.verdicts {
+        let (class, word) = if v.passed {
+            ("pass", "PASS")
+        } else {
+            ("fail", "FAIL")
+        };
+        let sentence = v
+            .sentence
+            .trim_end_matches(": PASS")
+            .trim_end_matches(": FAIL");
+        // The sentence carries the measured value and the bound with their units; the bare numbers of
+        // result.json (seconds, fractions) would only be misread here.
+        let _ = write!(
+            h,
+            "<tr class=\"{class}\"><td><span class=\"badge {class}\">{word}</span></td><td><div class=\"vname\">{}</div><div class=\"sentence\">{}</div></td></tr>",
+            escape(&v.name),
+            escape(sentence)
+        );
+    }
+    for e in &r.run_errors {
+        let _ = write!(
+            h,
+            "<tr class=\"fail\"><td><span class=\"badge fail\">RUN</span></td><td>{}</td></tr>",
+            escape(e)
+        );
+    }
+    if r.verdicts.is_empty() && r.run_errors.is_empty() {
+        h.push_str("<tr><td></td><td>no expectations</td></tr>");
+    }
+    h.push_str("</tbody></table></section>\n");
+
+    h.push_str(
+        "<section><h2>Phases</h2><table class=\"phases\"><thead><tr><th>phase</th><th>from s</th><th>to s</th><th>offered/s</th><th>done/s</th>\
+         <th>answered</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>fallback</th><th>errors</th><th>dependency peak in flight</th></tr></thead><tbody>",
+    );
+    for p in &r.phases {
+        let l = &p.sut_latency;
+        let count = |names: &[&str]| {
+            names
+                .iter()
+                .map(|c| p.outcomes.get(*c).copied().unwrap_or(0))
+                .sum::<u64>()
+        };
+        let peaks: Vec<String> = p
+            .dependency_max_in_flight
+            .iter()
+            .map(|(route, n)| format!("{} {n}", escape(route)))
+            .collect();
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{:.1}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            escape(&p.name),
+            p.start_s,
+            p.end_s,
+            p.offered_rate,
+            p.achieved_rate,
+            l.count,
+            ms(l.p50_ms, l.count),
+            ms(l.p90_ms, l.count),
+            ms(l.p99_ms, l.count),
+            ms(l.p999_ms, l.count),
+            ms(l.max_ms, l.count),
+            count(&["fallback"]),
+            count(&["client_error", "server_error", "timeout", "connect_error"]),
+            peaks.join(", ")
+        );
+    }
+    h.push_str("</tbody></table></section>\n");
+
+    h.push_str(
+        "<section><h2>Over time</h2>\
+         <h3>SUT latency from the intended send time, ms (log scale)</h3><div class=\"chart\" id=\"chart-latency\"></div>\
+         <h3>Requests per second: offered, achieved, fallback, errors; calls per second at the dependency</h3><div class=\"chart\" id=\"chart-rates\"></div>\
+         <h3>Calls in flight at the dependency (measured by faultd) against the pool limit</h3><div class=\"chart\" id=\"chart-inflight\"></div>\
+         <h3>Breaker state</h3><div class=\"chart\" id=\"chart-breakers\"></div>\
+         <p class=\"legend\"><span class=\"sw closed\"></span>closed <span class=\"sw half\"></span>half-open <span class=\"sw open\"></span>open \
+         <span class=\"sw gap\"></span>not observed</p></section>\n\
+         <section><h2>Percentile distribution per phase</h2><p class=\"note\">Latency against percentile on HdrHistogram's 1/(1-p) axis; \
+         the same data as the .hgrm files beside this page.</p><div id=\"distributions\"></div></section>\n",
+    );
+    let _ = writeln!(
+        h,
+        "<section><details><summary>summary.txt</summary><pre>{}</pre></details></section>",
+        escape(&super::summary::text(r))
+    );
+    let _ = writeln!(
+        h,
+        "<script type=\"application/json\" id=\"report-data\">{}</script>",
+        script_json(&data(r, load, dependency))
+    );
+    let _ = write!(
+        h,
+        "<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body></html>\n"
+    );
+    h
+}
+
+const PAGE_CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1d2330;margin:0 auto;padding:16px 24px;max-width:1360px;background:#fff}\
+h1{font-size:22px;margin:4px 0}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid #e3e6ec;padding-bottom:4px}h3{font-size:14px;font-weight:600;margin:14px 0 2px;color:#394150}\
+.desc{color:#4a5263;margin:4px 0;max-width:1100px}.meta{color:#6a7283;font-size:13px;margin:4px 0}.warn{background:#fff3cd;padding:6px 10px;border-radius:4px}\
+.badge{display:inline-block;padding:1px 7px;border-radius:4px;font-size:12px;font-weight:700;color:#fff;vertical-align:middle}.badge.pass{background:#1e8e3e}.badge.fail{background:#c5221f}\
+table{border-collapse:collapse;font-size:13px}th,td{padding:4px 8px;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}th{color:#5a6273;font-weight:600}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{background:#fdf0ef}.vname{font-weight:600}.sentence{color:#4a5263}\
+.chart{min-height:40px}.legend{font-size:12px;color:#5a6273;margin:2px 0 0 70px}.sw{display:inline-block;width:14px;height:10px;margin:0 4px 0 10px;vertical-align:middle;border-radius:2px}\
+.sw.closed{background:#7cc68d}.sw.half{background:#f2b33d}.sw.open{background:#d9534f}.sw.gap{background:repeating-linear-gradient(45deg,#bbb 0 3px,#eee 3px 6px)}\
+#distributions{display:grid;grid-template-columns:repeat(auto-fill,minmax(620px,1fr));gap:8px 24px}.note{color:#6a7283;font-size:12px;margin:0}\
+pre{font-size:12px;background:#f6f7f9;padding:10px;overflow:auto}.error{color:#c5221f;font-weight:600}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn significant_digits_round_both_ways() {
+        assert_eq!(sig(12.3456, 3), 12.3);
+        assert_eq!(sig(0.0012345, 3), 0.00123);
+        assert_eq!(sig(123456.0, 3), 123000.0);
+        assert_eq!(sig(0.0, 3), 0.0);
+        assert_eq!(json!(sig(41.99999, 3)).to_string(), "42.0");
+    }
+
+    #[test]
+    fn markup_in_text_is_escaped() {
+        assert_eq!(
+            escape("<b>\"x\" & 'y'</b>"),
+            "&lt;b&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/b&gt;"
+        );
+        assert_eq!(
+            script_json(&json!({ "a": "</script><!--" })),
+            r#"{"a":"\u003c/script>\u003c!--"}"#
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! The files a run leaves behind, under `reports/<scenario>/<UTC timestamp>/`: `result.json` (every figure and
+//! verdict, versioned), `summary.txt` (also printed), `junit.xml`, the HdrHistogram files (`.hgrm` per phase,
+//! `sut.hlog`), the self-contained `report.html`, and the raw recordings (`load.json`, `dependency.json`) that
+//! let `faultline report` render everything again. `compare` sets two saved runs side by side.
+//!
+//! Not for judging: verdicts arrive already made. Rendering reads only what was saved, so a report can be rebuilt
+//! from a run directory on another machine.
+
+pub mod compare;
+pub mod hdr;
+pub mod html;
+pub mod result;
+pub mod summary;
+
+use std::path::{Path, PathBuf};
+
+use crate::run::RunOutput;
+use crate::scenario::Validated;
+
+pub use compare::{compare, Comparison};
+pub use result::{ResultFile, RESULT_VERSION};
+
+/// Why the report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read {path}: {message}")]
+    Read { path: PathBuf, message: String },
+}
+
+/// The default folder of a run: `reports/<scenario>/<UTC timestamp>`.
+pub fn default_dir(root: &Path, scenario: &str, started: std::time::SystemTime) -> PathBuf {
+    let stamp = humantime::format_rfc3339_seconds(started)
+        .to_string()
+        .replace(':', "-");
+    root.join(scenario).join(stamp)
+}
+
+/// Writes every file of the report into `dir` and returns the result that was saved.
+pub fn write(
+    dir: &Path,
+    v: &Validated,
+    out: &RunOutput,
+    time_scale: f64,
+    exit_code: i32,
+) -> Result<ResultFile, ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::Write {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let result = ResultFile::build(v, out, time_scale, exit_code);
+    write_json(&dir.join("result.json"), &result)?;
+    write_json(&dir.join("load.json"), &out.load)?;
+    write_json(&dir.join("dependency.json"), &out.dependency)?;
+    render(dir, &result, &out.load, &out.dependency)?;
+    Ok(result)
+}
+
+/// Renders every human-facing file from a saved result and the saved recordings: summary.txt, junit.xml, the
+/// `.hgrm` files, sut.hlog and report.html.
+pub fn render(
+    dir: &Path,
+    result: &ResultFile,
+    load: &loadgen::Recording,
+    dependency: &faultd::Recording,
+) -> Result<(), ReportError> {
+    write_text(&dir.join("summary.txt"), &summary::text(result))?;
+    write_text(&dir.join("junit.xml"), &result::junit(result))?;
+    hdr::write_files(dir, load, dependency, started(result))?;
+    write_text(
+        &dir.join("report.html"),
+        &html::page(result, load, dependency),
+    )?;
+    Ok(())
+}
+
+/// Rebuilds every file of a run directory from its result.json, load.json and dependency.json (what
+/// `faultline report RUN_DIR` does), and returns the result.
+pub fn rerender(dir: &Path) -> Result<ResultFile, ReportError> {
+    let result = read(dir)?;
+    let load: loadgen::Recording = read_json(&dir.join("load.json"))?;
+    let dependency: faultd::Recording = read_json(&dir.join("dependency.json"))?;
+    render(dir, &result, &load, &dependency)?;
+    Ok(result)
+}
+
+/// The run's origin from result.json's `started_at` (RFC 3339), for the interval log's StartTime; the Unix
+/// epoch if it does not parse, so a hand-edited result still renders.
+fn started(result: &ResultFile) -> std::time::SystemTime {
+    humantime::parse_rfc3339_weak(&result.started_at).unwrap_or(std::time::UNIX_EPOCH)
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ReportError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ReportError::Read {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    serde_json::from_str(&text).map_err(|e| ReportError::Read {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })
+}
+
+/// Reads a run directory's result.json.
+pub fn read(dir: &Path) -> Result<ResultFile, ReportError> {
+    read_json(&dir.join("result.json"))
+}
+
+fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ReportError> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| ReportError::Write {
+        path: path.to_path_buf(),
+        source: std::io::Error::other(e),
+    })?;
+    write_text(path, &text)
+}
+
+fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
+    std::fs::write(path, text).map_err(|source| ReportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,359 @@
+//! `result.json`: every figure and verdict of a run, versioned, and the JUnit rendering of its verdicts.
+//!
+//! The schema is documented in docs/result-json.md; bump `RESULT_VERSION` on any change a reader could notice.
+//! Durations are seconds and latencies milliseconds, as floating point numbers, so that a reader needs no unit
+//! parsing.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::BreakerTimeline;
+use crate::expect::Verdict;
+use crate::record::{OutcomeClass, RunRecord};
+use crate::run::{Ending, RunOutput};
+use crate::scenario::Validated;
+
+/// The version of the result.json schema.
+pub const RESULT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ResultFile {
+    pub version: u32,
+    pub scenario: ScenarioInfo,
+    /// UTC, RFC 3339.
+    pub started_at: String,
+    pub ending: Ending,
+    pub exit_code: i32,
+    /// True when every expectation held and the run itself was sound.
+    pub passed: bool,
+    pub verdicts: Vec<Verdict>,
+    /// Failures of the run itself (conservation of requests, a SUT that died), as sentences.
+    pub run_errors: Vec<String>,
+    pub phases: Vec<PhaseSummary>,
+    pub totals: Totals,
+    pub dependency: BTreeMap<String, RouteSummary>,
+    pub breakers: BTreeMap<String, BreakerSummary>,
+    pub series: Series,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScenarioInfo {
+    pub name: String,
+    pub description: Option<String>,
+    pub file: String,
+    pub seed: Option<u64>,
+    pub time_scale: f64,
+    /// Seconds, after time scaling.
+    pub duration_s: f64,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Percentiles {
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Percentiles::default();
+        }
+        let ms = |v: u64| v as f64 / 1e6;
+        Percentiles {
+            count: h.len(),
+            p50_ms: ms(h.value_at_quantile(0.5)),
+            p90_ms: ms(h.value_at_quantile(0.9)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
+            max_ms: ms(h.max()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PhaseSummary {
+    pub name: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// Requests per second the schedule offered during the phase.
+    pub offered_rate: f64,
+    /// Requests per second that completed during the phase.
+    pub achieved_rate: f64,
+    /// SUT latency from the intended send time (corrected), requests that got an answer.
+    pub sut_latency: Percentiles,
+    /// SUT service time from the actual send (uncorrected).
+    pub sut_service_time: Percentiles,
+    /// Outcomes of the requests scheduled in the phase.
+    pub outcomes: BTreeMap<String, u64>,
+    /// Most calls in flight at each dependency route during the phase.
+    pub dependency_max_in_flight: BTreeMap<String, u64>,
+    /// The latency faultd served on each route during the phase.
+    pub dependency_latency: BTreeMap<String, Percentiles>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Totals {
+    pub intended: u64,
+    pub sent: u64,
+    pub outcomes: BTreeMap<String, u64>,
+    pub still_in_flight: u64,
+    pub conserved: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RouteSummary {
+    pub arrivals: u64,
+    pub max_in_flight: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BreakerSummary {
+    /// The timeline the verdicts used.
+    pub observed: BreakerTimeline,
+    /// The timeline inferred from traffic, for comparison, where the breaker's route is known.
+    pub inferred: Option<BreakerTimeline>,
+}
+
+/// The time series behind the charts, one value per bucket.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Series {
+    pub bucket_s: f64,
+    pub offered: Vec<u64>,
+    pub completed: BTreeMap<String, Vec<u64>>,
+    pub sut_in_flight: Vec<u64>,
+    pub p50_ms: Vec<Option<f64>>,
+    pub p90_ms: Vec<Option<f64>>,
+    pub p99_ms: Vec<Option<f64>>,
+    pub max_ms: Vec<Option<f64>>,
+    pub dependency_arrivals: BTreeMap<String, Vec<u64>>,
+    pub dependency_in_flight: BTreeMap<String, Vec<u64>>,
+}
+
+impl ResultFile {
+    pub fn build(v: &Validated, out: &RunOutput, time_scale: f64, exit_code: i32) -> Self {
+        let s = &v.scenario;
+        let rec = &out.record;
+        let phases = rec
+            .phases
+            .iter()
+            .map(|p| {
+                let range = rec.buckets_in(p.start, p.end);
+                let secs = (p.end - p.start).as_secs_f64().max(f64::MIN_POSITIVE);
+                let offered: u64 = range
+                    .clone()
+                    .filter_map(|i| rec.sut.get(i))
+                    .map(|b| b.offered)
+                    .sum();
+                let completed: u64 = range
+                    .clone()
+                    .filter_map(|i| rec.sut.get(i))
+                    .map(|b| b.completed.total() - b.completed.get(OutcomeClass::Dropped))
+                    .sum();
+                let answered = |o: loadgen::Outcome| o != loadgen::Outcome::Dropped;
+                let corrected =
+                    out.load
+                        .histogram(loadgen::Measure::Corrected, Some(&p.name), answered);
+                let uncorrected =
+                    out.load
+                        .histogram(loadgen::Measure::Uncorrected, Some(&p.name), answered);
+                let outcomes = out
+                    .load
+                    .phases
+                    .iter()
+                    .find(|lp| lp.name == p.name)
+                    .map(|lp| class_map(|c| lp.counts.get(to_loadgen(c))))
+                    .unwrap_or_default();
+                let dependency_max_in_flight = rec
+                    .dependency
+                    .iter()
+                    .map(|(route, series)| {
+                        (
+                            route.clone(),
+                            range
+                                .clone()
+                                .filter_map(|i| series.get(i))
+                                .map(|b| b.in_flight_max)
+                                .max()
+                                .unwrap_or(0),
+                        )
+                    })
+                    .collect();
+                let dependency_latency = out
+                    .dependency
+                    .routes
+                    .iter()
+                    .filter_map(|(route, r)| {
+                        r.latency
+                            .get(&p.name)
+                            .map(|h| (route.clone(), Percentiles::of(h)))
+                    })
+                    .collect();
+                PhaseSummary {
+                    name: p.name.clone(),
+                    start_s: p.start.as_secs_f64(),
+                    end_s: p.end.as_secs_f64(),
+                    offered_rate: offered as f64 / secs,
+                    achieved_rate: completed as f64 / secs,
+                    sut_latency: Percentiles::of(&corrected),
+                    sut_service_time: Percentiles::of(&uncorrected),
+                    outcomes,
+                    dependency_max_in_flight,
+                    dependency_latency,
+                }
+            })
+            .collect();
+        let load = &out.load;
+        let totals = Totals {
+            intended: load.intended,
+            sent: load.sent,
+            outcomes: class_map(|c| load.totals.get(to_loadgen(c))),
+            still_in_flight: load.still_in_flight,
+            conserved: load.conservation.holds,
+        };
+        let dependency = rec
+            .dependency
+            .iter()
+            .map(|(route, series)| {
+                (
+                    route.clone(),
+                    RouteSummary {
+                        arrivals: series.iter().map(|b| b.arrivals).sum(),
+                        max_in_flight: series.iter().map(|b| b.in_flight_max).max().unwrap_or(0),
+                    },
+                )
+            })
+            .collect();
+        let breakers = rec
+            .breakers
+            .iter()
+            .map(|(name, t)| {
+                (
+                    name.clone(),
+                    BreakerSummary {
+                        observed: t.clone(),
+                        inferred: out.inferred.get(name).cloned(),
+                    },
+                )
+            })
+            .collect();
+        let passed = exit_code == 0;
+        ResultFile {
+            version: RESULT_VERSION,
+            scenario: ScenarioInfo {
+                name: s.name.clone(),
+                description: s.description.clone(),
+                file: v.file.clone(),
+                seed: Some(s.seed.unwrap_or(crate::run::DEFAULT_SEED)),
+                time_scale,
+                duration_s: s.duration.as_secs_f64(),
+            },
+            started_at: humantime::format_rfc3339_millis(out.started).to_string(),
+            ending: out.ending.clone(),
+            exit_code,
+            passed,
+            verdicts: out.verdicts.clone(),
+            run_errors: out.run_errors.clone(),
+            phases,
+            totals,
+            dependency,
+            breakers,
+            series: series(rec),
+        }
+    }
+}
+
+fn series(rec: &RunRecord) -> Series {
+    let ms = |d: Option<std::time::Duration>| d.map(|d| (d.as_secs_f64() * 1e6).round() / 1e3);
+    Series {
+        bucket_s: rec.bucket.as_secs_f64(),
+        offered: rec.sut.iter().map(|b| b.offered).collect(),
+        completed: OutcomeClass::ALL
+            .iter()
+            .map(|&c| {
+                (
+                    c.name().to_string(),
+                    rec.sut.iter().map(|b| b.completed.get(c)).collect(),
+                )
+            })
+            .collect(),
+        sut_in_flight: rec.sut.iter().map(|b| b.in_flight).collect(),
+        p50_ms: rec.sut.iter().map(|b| ms(b.p50)).collect(),
+        p90_ms: rec.sut.iter().map(|b| ms(b.p90)).collect(),
+        p99_ms: rec.sut.iter().map(|b| ms(b.p99)).collect(),
+        max_ms: rec.sut.iter().map(|b| ms(b.max)).collect(),
+        dependency_arrivals: rec
+            .dependency
+            .iter()
+            .map(|(r, s)| (r.clone(), s.iter().map(|b| b.arrivals).collect()))
+            .collect(),
+        dependency_in_flight: rec
+            .dependency
+            .iter()
+            .map(|(r, s)| (r.clone(), s.iter().map(|b| b.in_flight_max).collect()))
+            .collect(),
+    }
+}
+
+fn class_map(count: impl Fn(OutcomeClass) -> u64) -> BTreeMap<String, u64> {
+    OutcomeClass::ALL
+        .iter()
+        .map(|&c| (c.name().to_string(), count(c)))
+        .collect()
+}
+
+pub(crate) fn to_loadgen(class: OutcomeClass) -> loadgen::Outcome {
+    match class {
+        OutcomeClass::Ok => loadgen::Outcome::Ok,
+        OutcomeClass::Fallback => loadgen::Outcome::Fallback,
+        OutcomeClass::ClientError => loadgen::Outcome::ClientError,
+        OutcomeClass::ServerError => loadgen::Outcome::ServerError,
+        OutcomeClass::Timeout => loadgen::Outcome::Timeout,
+        OutcomeClass::ConnectError => loadgen::Outcome::ConnectError,
+        OutcomeClass::Dropped => loadgen::Outcome::Dropped,
+    }
+}
+
+/// One testsuite per scenario, one testcase per expectation; a failure carries the sentence. Run errors and an
+/// abnormal ending are a testcase of their own, so CI shows them too.
+pub fn junit(r: &ResultFile) -> String {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut suite = TestSuite::new(r.scenario.name.clone());
+    for v in &r.verdicts {
+        let status = if v.passed {
+            TestCaseStatus::success()
+        } else {
+            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            s.set_message(v.sentence.clone()).set_type("expectation");
+            s
+        };
+        let mut case = TestCase::new(v.name.clone(), status);
+        case.set_classname(format!("faultline.{}", r.scenario.name));
+        case.set_system_out(v.sentence.clone());
+        suite.add_test_case(case);
+    }
+    let mut problems = r.run_errors.clone();
+    match &r.ending {
+        Ending::Completed => {}
+        Ending::Aborted { signal } => problems.push(format!("the run was aborted by {signal}")),
+        Ending::Deadline => problems.push("the run hit its hard deadline".into()),
+        Ending::SutDied { status, last_lines } => problems.push(format!(
+            "the SUT died during the run ({status}); last output:\n{last_lines}"
+        )),
+    }
+    if !problems.is_empty() {
+        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+        s.set_message(problems.join("\n")).set_type("run");
+        let mut case = TestCase::new("the run itself", s);
+        case.set_classname(format!("faultline.{}", r.scenario.name));
+        suite.add_test_case(case);
+    }
+    let mut report = Report::new("faultline");
+    report.add_test_suite(suite);
+    report.to_string().unwrap_or_default()
+}

@@ -1,0 +1,195 @@
+//! `summary.txt`: the run in plain text, as printed at the end of `faultline run`: phases with their rates, a
+//! percentile table per phase, the dependency's peak in flight, the breaker timelines and the verdict table.
+
+use std::fmt::Write;
+
+use super::result::ResultFile;
+use crate::run::Ending;
+
+/// The summary of a saved result.
+pub fn text(r: &ResultFile) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "scenario {} ({})", r.scenario.name, r.scenario.file);
+    if r.scenario.time_scale != 1.0 {
+        let _ = writeln!(
+            o,
+            "time scale {} (every duration x{}, every rate /{})",
+            r.scenario.time_scale, r.scenario.time_scale, r.scenario.time_scale
+        );
+    }
+    let _ = writeln!(
+        o,
+        "started {}, {:.1} s, seed {}",
+        r.started_at,
+        r.scenario.duration_s,
+        r.scenario
+            .seed
+            .map(|s| s.to_string())
+            .unwrap_or_else(|| "-".into())
+    );
+    match &r.ending {
+        Ending::Completed => {}
+        Ending::Aborted { signal } => {
+            let _ = writeln!(
+                o,
+                "ABORTED by {signal}: the figures below cover the run up to then"
+            );
+        }
+        Ending::Deadline => {
+            let _ = writeln!(o, "STOPPED at the hard deadline");
+        }
+        Ending::SutDied { status, last_lines } => {
+            let _ = writeln!(
+                o,
+                "THE SUT DIED during the run ({status}). Its last output:"
+            );
+            for l in last_lines.lines() {
+                let _ = writeln!(o, "  | {l}");
+            }
+        }
+    }
+
+    let _ = writeln!(
+        o,
+        "\nSUT latency from the intended send time (ms), per phase"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<14} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "phase", "offered/s", "done/s", "count", "p50", "p90", "p99", "p99.9", "max"
+    );
+    for p in &r.phases {
+        let l = &p.sut_latency;
+        let _ = writeln!(
+            o,
+            "  {:<14} {:>8.1} {:>8.1} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            p.name,
+            p.offered_rate,
+            p.achieved_rate,
+            l.count,
+            num(l.p50_ms),
+            num(l.p90_ms),
+            num(l.p99_ms),
+            num(l.p999_ms),
+            num(l.max_ms)
+        );
+    }
+
+    let _ = writeln!(o, "\nOutcomes");
+    let classes: Vec<(&String, &u64)> = r.totals.outcomes.iter().filter(|(_, n)| **n > 0).collect();
+    let _ = writeln!(
+        o,
+        "  {} sent of {} scheduled: {}{}",
+        r.totals.sent,
+        r.totals.intended,
+        classes
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if r.totals.still_in_flight > 0 {
+            format!(", {} still in flight", r.totals.still_in_flight)
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  conservation (sent = sum of classes + in flight): {}",
+        if r.totals.conserved {
+            "holds"
+        } else {
+            "BROKEN"
+        }
+    );
+
+    if !r.dependency.is_empty() {
+        let _ = writeln!(o, "\nDependency (measured by faultd)");
+        for (route, d) in &r.dependency {
+            let per_phase: Vec<String> = r
+                .phases
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} {}",
+                        p.name,
+                        p.dependency_max_in_flight.get(route).copied().unwrap_or(0)
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                o,
+                "  {route}: {} calls, at most {} in flight ({})",
+                d.arrivals,
+                d.max_in_flight,
+                per_phase.join(", ")
+            );
+        }
+    }
+
+    if !r.breakers.is_empty() {
+        let _ = writeln!(o, "\nBreakers");
+        for (name, b) in &r.breakers {
+            let t = &b.observed;
+            if t.transitions.is_empty() {
+                let _ = writeln!(o, "  {name}: stayed closed");
+            }
+            for tr in &t.transitions {
+                let _ = writeln!(
+                    o,
+                    "  {name}: {:>8.3} s  {} -> {}  ({}, ±{})",
+                    tr.at.as_secs_f64(),
+                    tr.from,
+                    tr.to,
+                    tr.source,
+                    crate::expect::secs(tr.resolution)
+                );
+            }
+            if let Some(inf) = &b.inferred {
+                let opens = inf
+                    .transitions
+                    .iter()
+                    .filter(|tr| tr.to == crate::breaker::BreakerState::Open)
+                    .count();
+                let _ = writeln!(o, "  {name}: inferred from traffic: {} transitions, {opens} openings (resolution {})", inf.transitions.len(), crate::expect::secs(inf.resolution));
+            }
+        }
+    }
+
+    let _ = writeln!(o, "\nExpectations");
+    if r.verdicts.is_empty() {
+        let _ = writeln!(o, "  (none)");
+    }
+    for v in &r.verdicts {
+        let _ = writeln!(
+            o,
+            "  {} {}",
+            if v.passed { "PASS" } else { "FAIL" },
+            v.sentence
+                .trim_end_matches(": PASS")
+                .trim_end_matches(": FAIL")
+        );
+    }
+    for e in &r.run_errors {
+        let _ = writeln!(o, "  RUN  {e}");
+    }
+    let passed = r.verdicts.iter().filter(|v| v.passed).count();
+    let _ = writeln!(
+        o,
+        "\n{} of {} expectations held; exit code {}",
+        passed,
+        r.verdicts.len(),
+        r.exit_code
+    );
+    o
+}
+
+fn num(v: f64) -> String {
+    if v == 0.0 {
+        "-".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}

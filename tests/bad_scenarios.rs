@@ -1,0 +1,154 @@
+//! Bad scenarios, each a small edit of a good one: every one is refused with exit code 2 and a message that names
+//! the file, the line and the field, and none panics.
+
+use std::process::Command;
+
+use faultline::scenario::{Overrides, Scenario};
+
+const GOOD: &str = r#"name: table
+description: a valid scenario that each case below breaks in one place
+duration: 10s
+seed: 1
+dependency:
+  routes:
+    pricing: { path: /price/*, latency: { p50: 40ms, p99: 80ms } }
+  phases:
+    - { name: healthy, at: 0s }
+    - { name: brownout, at: 4s, routes: { pricing: { latency: { fixed: 2s } } } }
+sut:
+  demo:
+    operations:
+      pricing: { timeout: 250ms, pool: 200, fallback: stale }
+load:
+  rate: 100/s
+  timeout: 2s
+  requests: [ { get: "/product/{rand:1..100}" } ]
+  fallback_header: X-Fallback
+breakers:
+  pricing: { metrics: { preset: seed } }
+expect:
+  - { breaker: pricing, opens_within: 6s, after: brownout }
+  - { dependency: pricing, max_in_flight_below: 200 }
+"#;
+
+/// What is wrong, the edit (from, to), words the message must contain, the line it must name.
+type Case = (
+    &'static str,
+    (&'static str, &'static str),
+    &'static [&'static str],
+    usize,
+);
+
+const CASES: &[Case] = &[
+    ("syntax error", ("duration: 10s", "duration: [10s"), &["line 3"], 3),
+    ("unknown top-level field", ("seed: 1", "seed: 1\nsede: 2"), &["unknown field `sede`"], 5),
+    ("unknown field in a route", ("latency: { p50: 40ms, p99: 80ms } }", "latency: { p50: 40ms, p99: 80ms }, latncy: 1 }"), &["unknown field `latncy`"], 7),
+    ("duration without a unit", ("duration: 10s", "duration: 10"), &["needs a unit"], 3),
+    ("duration with a space", ("duration: 10s", "duration: 5 sec"), &["contains a space"], 3),
+    ("negative duration", ("duration: 10s", "duration: -10s"), &["negative"], 3),
+    ("negative rate", ("rate: 100/s", "rate: -100/s"), &["negative"], 16),
+    ("rate without a unit", ("rate: 100/s", "rate: 100"), &["rate"], 16),
+    ("unknown rate unit", ("rate: 100/s", "rate: 100/day"), &["unknown unit"], 16),
+    ("share over 100%", ("fallback: stale }", "fallback: stale, breaker: { failure_rate: 150% } }"), &["over 100%"], 14),
+    ("expectation naming an unknown phase", ("after: brownout }", "after: brwnout }"), &["expect[0]", "brwnout"], 23),
+    ("expectation naming an unknown breaker", ("{ breaker: pricing, opens_within", "{ breaker: prcing, opens_within"), &["expect[0]", "prcing"], 23),
+    ("expectation naming an unknown route", ("{ dependency: pricing,", "{ dependency: pricng,"), &["expect[1]", "pricng"], 24),
+    ("expectation without its phase", (", after: brownout }", " }"), &["expect[0]", "after"], 23),
+    ("expectation with a wrong unit", ("max_in_flight_below: 200 }", "max_in_flight_below: 200 }\n  - { sut_latency: p99, below: 50 }"), &["expect[2]", "needs a unit"], 25),
+    ("expectation with an unknown field", ("max_in_flight_below: 200 }", "max_in_flihgt_below: 200 }"), &["unknown field `max_in_flihgt_below`"], 24),
+    ("missing SUT", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut: {}\n"), &["sut", "service under test"], 11),
+    ("a command SUT without a URL", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  command: [ ./my-service ]\n"), &["sut.command", "url"], 12),
+    ("a non-loopback SUT without an allow list", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  url: http://10.1.2.3:8080\n"), &["10.1.2.3 is not a loopback address", "allow_hosts"], 12),
+    ("a placeholder that does not exist", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  command: [ ./svc, \"--dep={faultd.uri}\" ]\n  url: http://127.0.0.1:{sut.port}\n"), &["unknown placeholder {faultd.uri}"], 12),
+    ("a phase naming an unknown route", ("routes: { pricing: { latency: { fixed: 2s } } } }", "routes: { prcing: { latency: { fixed: 2s } } } }"), &["prcing"], 10),
+    ("two breaker sources", ("{ metrics: { preset: seed } }", "{ metrics: { preset: seed }, inferred: true }"), &["exactly one source"], 21),
+    ("an unknown preset", ("preset: seed", "preset: hystrix"), &["hystrix"], 21),
+    ("an unknown mistake switch", ("fallback: stale }\n", "fallback: stale }\n    mistakes: [ no_timout ]\n"), &["no_timout"], 15),
+    ("an unknown outcome class", ("max_in_flight_below: 200 }", "max_in_flight_below: 200 }\n  - { sut_share: fallbak, above: 5% }"), &["expect[2]", "fallbak"], 25),
+];
+
+fn edit(case: &Case) -> String {
+    let (name, (from, to), _, _) = case;
+    assert!(
+        GOOD.contains(from),
+        "case {name:?}: {from:?} is not in the good scenario"
+    );
+    GOOD.replacen(from, to, 1)
+}
+
+#[test]
+fn the_good_scenario_is_valid() {
+    let v = Scenario::parse(GOOD, "table.yaml", &Overrides::default()).unwrap();
+    assert_eq!(v.expectations.len(), 2);
+}
+
+#[test]
+fn every_bad_scenario_is_refused_with_its_line_and_field() {
+    assert!(CASES.len() >= 20);
+    let mut failures = Vec::new();
+    for case in CASES {
+        let (name, _, words, line) = case;
+        let text = edit(case);
+        let message = match std::panic::catch_unwind(|| {
+            Scenario::parse(&text, "table.yaml", &Overrides::default())
+        }) {
+            Err(_) => {
+                failures.push(format!("{name}: PANICKED"));
+                continue;
+            }
+            Ok(Ok(_)) => {
+                failures.push(format!("{name}: accepted"));
+                continue;
+            }
+            Ok(Err(e)) => e.to_string(),
+        };
+        for w in *words {
+            if !message.contains(w) {
+                failures.push(format!("{name}: message lacks {w:?}: {message}"));
+            }
+        }
+        let names_line = message.starts_with(&format!("table.yaml:{line}:"))
+            || message.contains(&format!("line {line} column"))
+            || message.contains(&format!(":{line}:"));
+        if !message.contains("table.yaml") || !names_line {
+            failures.push(format!(
+                "{name}: message does not name table.yaml line {line}: {message}"
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases wrong:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn the_cli_exits_2_on_a_bad_scenario_and_names_the_file() {
+    let dir = std::env::temp_dir().join(format!("faultline-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.yaml");
+    std::fs::write(&path, GOOD.replace("duration: 10s", "duration: 5 sec")).unwrap();
+    for args in [vec!["validate"], vec!["run"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .args(&args)
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("bad.yaml") && err.contains("line 3") && err.contains("5 sec"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args(["run", "--time-scale", "banana", "x.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    std::fs::remove_dir_all(&dir).ok();
+}
