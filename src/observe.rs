@@ -31,7 +31,7 @@ pub fn record(
         };
         let mut completed = ByClass::default();
         for class in OutcomeClass::ALL {
-            completed.add(class, b.completed.get(to_loadgen(class)));
+            completed.add(class, b.completed.get(class));
         }
         completed.add(OutcomeClass::Dropped, b.dropped);
         let latency = b.latency;
@@ -106,17 +106,6 @@ pub fn spans(phases: &[(String, Duration)], duration: Duration) -> Vec<PhaseSpan
     out
 }
 
-fn to_loadgen(class: OutcomeClass) -> loadgen::Outcome {
-    match class {
-        OutcomeClass::Ok => loadgen::Outcome::Ok,
-        OutcomeClass::Fallback => loadgen::Outcome::Fallback,
-        OutcomeClass::ClientError => loadgen::Outcome::ClientError,
-        OutcomeClass::ServerError => loadgen::Outcome::ServerError,
-        OutcomeClass::Timeout => loadgen::Outcome::Timeout,
-        OutcomeClass::ConnectError => loadgen::Outcome::ConnectError,
-        OutcomeClass::Dropped => loadgen::Outcome::Dropped,
-    }
-}
 
 fn empty_histogram() -> Histogram<u64> {
     Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant digits is a valid precision"))

@@ -14,58 +14,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::breaker::BreakerTimeline;
 
-/// The outcome classes of a request to the SUT, as loadgen classifies them.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    schemars::JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum OutcomeClass {
-    Ok,
-    Fallback,
-    ClientError,
-    ServerError,
-    Timeout,
-    ConnectError,
-    Dropped,
-}
-
-impl OutcomeClass {
-    pub const ALL: [OutcomeClass; 7] = [
-        OutcomeClass::Ok,
-        OutcomeClass::Fallback,
-        OutcomeClass::ClientError,
-        OutcomeClass::ServerError,
-        OutcomeClass::Timeout,
-        OutcomeClass::ConnectError,
-        OutcomeClass::Dropped,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            OutcomeClass::Ok => "ok",
-            OutcomeClass::Fallback => "fallback",
-            OutcomeClass::ClientError => "client_error",
-            OutcomeClass::ServerError => "server_error",
-            OutcomeClass::Timeout => "timeout",
-            OutcomeClass::ConnectError => "connect_error",
-            OutcomeClass::Dropped => "dropped",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
+/// The outcome classes of a request to the SUT: loadgen's own classes, one per request.
+pub use loadgen::Outcome as OutcomeClass;
 
 /// Counts per outcome class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,11 +23,11 @@ pub struct ByClass(pub [u64; 7]);
 
 impl ByClass {
     pub fn get(&self, class: OutcomeClass) -> u64 {
-        self.0[class.index()]
+        self.0[class as usize]
     }
 
     pub fn add(&mut self, class: OutcomeClass, n: u64) {
-        self.0[class.index()] += n;
+        self.0[class as usize] += n;
     }
 
     pub fn total(&self) -> u64 {

@@ -167,7 +167,7 @@ impl ResultFile {
                     .phases
                     .iter()
                     .find(|lp| lp.name == p.name)
-                    .map(|lp| class_map(|c| lp.counts.get(to_loadgen(c))))
+                    .map(|lp| class_map(|c| lp.counts.get(c)))
                     .unwrap_or_default();
                 let dependency_max_in_flight = rec
                     .dependency
@@ -212,7 +212,7 @@ impl ResultFile {
         let totals = Totals {
             intended: load.intended,
             sent: load.sent,
-            outcomes: class_map(|c| load.totals.get(to_loadgen(c))),
+            outcomes: class_map(|c| load.totals.get(c)),
             still_in_flight: load.still_in_flight,
             conserved: load.conservation.holds,
         };
@@ -307,17 +307,6 @@ fn class_map(count: impl Fn(OutcomeClass) -> u64) -> BTreeMap<String, u64> {
         .collect()
 }
 
-pub(crate) fn to_loadgen(class: OutcomeClass) -> loadgen::Outcome {
-    match class {
-        OutcomeClass::Ok => loadgen::Outcome::Ok,
-        OutcomeClass::Fallback => loadgen::Outcome::Fallback,
-        OutcomeClass::ClientError => loadgen::Outcome::ClientError,
-        OutcomeClass::ServerError => loadgen::Outcome::ServerError,
-        OutcomeClass::Timeout => loadgen::Outcome::Timeout,
-        OutcomeClass::ConnectError => loadgen::Outcome::ConnectError,
-        OutcomeClass::Dropped => loadgen::Outcome::Dropped,
-    }
-}
 
 /// One testsuite per scenario, one testcase per expectation; a failure carries the sentence. Run errors and an
 /// abnormal ending are a testcase of their own, so CI shows them too.
