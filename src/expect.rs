@@ -83,6 +83,10 @@ pub struct ExpectationSpec {
     /// Only the time while this breaker is open counts (`true` means the scenario's only breaker).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub while_open: Option<WhileOpen>,
+    /// Stop the run as soon as this expectation has failed, where it can be checked while the run goes on (the
+    /// calls in flight at the dependency, read from faultd once a second). The report is still written.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort_on_fail: bool,
 }
 
 /// `while_open: true` or `while_open: pricing`.
@@ -227,6 +231,14 @@ pub struct Names<'a> {
 impl ExpectationSpec {
     /// Checks the combination of fields and every name, and parses the bounds. The error says which field.
     pub fn resolve(&self, names: &Names<'_>) -> Result<Expectation, String> {
+        let e = self.resolve_check(names)?;
+        if self.abort_on_fail && !matches!(e, Expectation::MaxInFlight { .. }) {
+            return Err("`abort_on_fail` works with `max_in_flight_below` / `max_in_flight_at_most`, which faultd can check while the run goes on; the other checks are judged on the whole recording after the run".into());
+        }
+        Ok(e)
+    }
+
+    fn resolve_check(&self, names: &Names<'_>) -> Result<Expectation, String> {
         let phase = |field: &str, p: &Option<String>| -> Result<Option<String>, String> {
             match p {
                 None => Ok(None),

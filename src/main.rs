@@ -91,6 +91,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Printing into a closed pipe (`faultline list | head`) ends the process quietly, as for any Unix tool,
+    // instead of panicking on the write.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -241,11 +248,21 @@ fn execute(
 
 /// The exit code a run deserves: 130 interrupted, 3 the run broke, 1 an expectation failed, 0 all held.
 fn exit_code(out: &run::RunOutput) -> i32 {
-    match &out.ending {
+    code_for(
+        &out.ending,
+        !out.run_errors.is_empty(),
+        out.verdicts.iter().any(|v| !v.passed),
+    )
+}
+
+/// The exit code of an ending: the run's own failures (broken conservation, say) outrank failed expectations.
+fn code_for(ending: &Ending, run_failed: bool, expectation_failed: bool) -> i32 {
+    match ending {
         Ending::Aborted { .. } => 130,
         Ending::SutDied { .. } | Ending::Deadline => 3,
-        Ending::Completed if !out.run_errors.is_empty() => 3,
-        Ending::Completed if out.verdicts.iter().any(|v| !v.passed) => 1,
+        Ending::StoppedOnFailure { .. } => 1,
+        Ending::Completed if run_failed => 3,
+        Ending::Completed if expectation_failed => 1,
         Ending::Completed => 0,
     }
 }
@@ -438,7 +455,13 @@ fn list(dir: &Path) -> i32 {
         }
     };
     entries.sort();
+    let width = entries
+        .iter()
+        .map(|p| p.display().to_string().len())
+        .max()
+        .unwrap_or(0);
     for p in entries {
+        let name = p.display().to_string();
         match Scenario::load(&p, &Overrides::default()) {
             Ok(v) => {
                 let desc = v
@@ -449,17 +472,51 @@ fn list(dir: &Path) -> i32 {
                     .split_whitespace()
                     .collect::<Vec<_>>()
                     .join(" ");
-                let short: String = desc.chars().take(110).collect();
+                let short: String = desc.chars().take(100).collect();
+                let more = if desc.chars().count() > 100 {
+                    "…"
+                } else {
+                    ""
+                };
                 println!(
-                    "{:<28} {:>6.0}s  {}{}",
-                    p.display(),
-                    v.scenario.duration.as_secs_f64(),
-                    short,
-                    if desc.len() > short.len() { "…" } else { "" }
+                    "{name:<width$}  {:>5}s  {short}{more}",
+                    v.scenario.duration.as_secs_f64().round()
                 );
             }
-            Err(e) => println!("{:<28} invalid: {e}", p.display()),
+            Err(e) => println!("{name:<width$}  invalid: {e}"),
         }
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_whose_requests_were_not_conserved_exits_3_even_when_every_expectation_held() {
+        assert_eq!(code_for(&Ending::Completed, true, false), 3);
+        assert_eq!(code_for(&Ending::Completed, true, true), 3);
+        assert_eq!(code_for(&Ending::Completed, false, true), 1);
+        assert_eq!(code_for(&Ending::Completed, false, false), 0);
+    }
+
+    #[test]
+    fn an_interrupted_run_exits_130_and_a_broken_one_3_whatever_the_expectations() {
+        let aborted = Ending::Aborted {
+            signal: "SIGINT".into(),
+        };
+        let died = Ending::SutDied {
+            status: "signal: 9".into(),
+            last_lines: String::new(),
+        };
+        for (run_failed, expectation_failed) in [(false, false), (true, true)] {
+            assert_eq!(code_for(&aborted, run_failed, expectation_failed), 130);
+            assert_eq!(code_for(&died, run_failed, expectation_failed), 3);
+            assert_eq!(
+                code_for(&Ending::Deadline, run_failed, expectation_failed),
+                3
+            );
+        }
+    }
 }

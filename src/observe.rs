@@ -106,7 +106,6 @@ pub fn spans(phases: &[(String, Duration)], duration: Duration) -> Vec<PhaseSpan
     out
 }
 
-
 fn empty_histogram() -> Histogram<u64> {
     Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant digits is a valid precision"))
 }

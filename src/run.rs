@@ -21,7 +21,7 @@ use tokio::time::Instant;
 use crate::breaker::inference::{self, InferenceParams, Traffic};
 use crate::breaker::prometheus;
 use crate::breaker::{BreakerState, BreakerTimeline, Source};
-use crate::expect::Verdict;
+use crate::expect::{Expectation, Verdict};
 use crate::observe;
 use crate::record::RunRecord;
 use crate::scenario::{Observation, Placeholders, Validated};
@@ -42,6 +42,8 @@ pub enum Ending {
     Deadline,
     /// The SUT exited during the run.
     SutDied { status: String, last_lines: String },
+    /// An expectation marked `abort_on_fail` failed while the run went on.
+    StoppedOnFailure { expectation: String },
 }
 
 /// Everything a run produced, before judging.
@@ -235,7 +237,12 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
         scenario.load.clone(),
         loadgen::RunOptions {
             base_url: sut_url.clone(),
-            duration: scenario.duration.get(),
+            // Aborted before the SUT was ready: an empty timetable, so that not one request reaches it.
+            duration: if aborted_early.is_some() {
+                Duration::ZERO
+            } else {
+                scenario.duration.get()
+            },
             seed,
             phases: phases.clone(),
             bucket,
@@ -287,6 +294,32 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
     let mut ending = Ending::Completed;
     let mut ticker = tokio::time::interval(Duration::from_millis(250));
     let end_of_schedule = origin + scenario.duration.get();
+    // Expectations that may stop the run early: calls in flight at a route, read from faultd once a second.
+    let live_limits: Vec<LiveLimit> = v
+        .expectations
+        .iter()
+        .zip(&scenario.expect)
+        .filter(|(_, spec)| spec.value.abort_on_fail)
+        .filter_map(|(e, _)| match e {
+            Expectation::MaxInFlight {
+                route,
+                bound,
+                inclusive,
+                during,
+            } => {
+                let span = during.as_ref().and_then(|p| {
+                    let spans = crate::observe::spans(&phases, scenario.duration.get());
+                    spans
+                        .into_iter()
+                        .find(|s| &s.name == p)
+                        .map(|s| (s.start, s.end))
+                });
+                Some((e.name(), route.clone(), *bound, *inclusive, span))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut next_live_check = Instant::now() + Duration::from_secs(1);
     if let Some(name) = aborted_early {
         ending = Ending::Aborted {
             signal: name.to_string(),
@@ -307,6 +340,13 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
                 }
                 if live {
                     live_line(origin, &phases, &load, faultd.as_ref(), &v.breakers, &scraped, &events);
+                }
+                if !live_limits.is_empty() && Instant::now() >= next_live_check {
+                    next_live_check += Duration::from_secs(1);
+                    if let Some(failed) = faultd.as_ref().and_then(|f| live_failure(&f.recording(), &live_limits)) {
+                        ending = Ending::StoppedOnFailure { expectation: failed };
+                        break;
+                    }
                 }
                 if Instant::now() >= end_of_schedule {
                     break;
@@ -502,6 +542,43 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
         verdicts,
         run_errors,
     })
+}
+
+/// An `abort_on_fail` pool limit: the expectation's name, the route, the bound, whether the bound is inclusive,
+/// and the phase span it applies to (the whole run if none).
+type LiveLimit = (String, String, u64, bool, Option<(Duration, Duration)>);
+
+/// The first live limit the recording already breaks: calls in flight at a route over the bound, within the
+/// expectation's phase if it names one.
+fn live_failure(rec: &faultd::Recording, limits: &[LiveLimit]) -> Option<String> {
+    let bucket = rec.bucket.get().max(Duration::from_millis(1));
+    for (name, route, bound, inclusive, span) in limits {
+        let Some(r) = rec.routes.get(route) else {
+            continue;
+        };
+        let peak = r
+            .buckets
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| {
+                span.is_none_or(|(a, b)| {
+                    let t = bucket * *i as u32;
+                    t >= a && t < b
+                })
+            })
+            .map(|(_, b)| b.in_flight_max)
+            .max()
+            .unwrap_or(0);
+        let broken = if *inclusive {
+            peak > *bound
+        } else {
+            peak >= *bound
+        };
+        if broken {
+            return Some(format!("{name} (calls in flight reached {peak})"));
+        }
+    }
+    None
 }
 
 /// Infers a breaker's timeline from the SUT's load and the calls at `route`, the first phase as reference.

@@ -1,27 +1,38 @@
 //! The dispatcher: walks the timetable, waits precisely for each intended time, refuses arrivals over the
-//! in-flight cap, and runs each exchange with its timeout and its three timestamps (intended, actual, done).
-//! Also the closed-model loop (`--users N`), kept for comparison only.
+//! in-flight cap, and hands each arrival to a sending lane; the lanes run the exchanges with their timeout and
+//! their three timestamps (intended, actual, done). Also the closed-model loop (`--users N`), kept for
+//! comparison only.
+//!
+//! A lane is a task that owns one keep-alive connection and sends one request at a time on it: there are at
+//! most `connections` of them, opened on demand when an arrival finds none idle. Arrivals wait in one FIFO
+//! queue for a lane, so a slow service makes them queue here, which the corrected latency and the send lag show.
+//! Each lane keeps one timer and moves its deadline forward per request (tokio extends a later deadline without
+//! touching the timer wheel), instead of registering a timer per request.
 //!
 //! Not for building the timetable (`schedule`), the requests (`mix`) or the bytes on the wire (`send`).
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
-use tokio::sync::{watch, Semaphore};
-use tokio::time::{sleep_until, Instant};
+use tokio::sync::{watch, Notify};
+use tokio::time::{sleep_until, Instant, Sleep};
 
 use crate::mix::Mix;
 use crate::outcome::{Classifier, Outcome};
 use crate::recorder::Recorder;
 use crate::schedule::Schedule;
-use crate::send::Transport;
-use crate::target::Target;
+use crate::send::{Transport, Wire};
 
-/// tokio's timer fires ~1.2 ms late at the median and up to ~4 ms at p99 on this machine, so the dispatcher
-/// sleeps until this much before the intended time and yields in a loop for the rest.
-const SPIN_WINDOW: Duration = Duration::from_millis(2);
+/// At high rates the dispatcher wakes at most once per this interval and sends every arrival due by then, each
+/// stamped with its own intended time. A wake-up is a context switch, which on this machine costs about as much
+/// CPU as a request; coalescing bounds them at 10,000/s for a send lag of at most this much. Rates below
+/// 10,000/s are unaffected.
+const COALESCE: Duration = Duration::from_micros(100);
 
 /// Seeds the request mix apart from the Poisson arrivals, so changing the mix never moves the timetable.
 const MIX_SEED_SALT: u64 = 0x6d69_785f_7365_6564;
@@ -29,40 +40,66 @@ const MIX_SEED_SALT: u64 = 0x6d69_785f_7365_6564;
 /// How the dispatcher waits for an intended time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pacing {
-    /// Timer until `SPIN_WINDOW` before, then yield until the instant: sub-millisecond send lag.
+    /// A tokio task woken by a Linux timerfd armed for the exact instant (nanosecond resolution, delivered
+    /// through the runtime's own epoll): sub-millisecond send lag without a thread of its own or a spin.
     Precise,
-    /// The timer alone. Used under paused tokio time, where a yield loop would never see the clock move.
+    /// A tokio task on the timer alone. Used under paused tokio time, where only tokio's clock moves.
     #[cfg_attr(not(test), allow(dead_code))]
     Timer,
 }
 
-impl Pacing {
-    /// Waits until `due`; false if the run was stopped meanwhile.
-    async fn wait(self, due: Instant, stop: &mut watch::Receiver<bool>) -> bool {
-        if *stop.borrow() {
-            return false;
+/// One arrival on its way to a lane.
+struct Job {
+    request: Wire,
+    /// From the origin.
+    intended: Duration,
+    /// The timeout counts from dispatch, so an arrival waiting for a lane times out like one waiting for the
+    /// server, and every arrival ends by its deadline.
+    deadline: Instant,
+}
+
+/// The arrivals waiting for a lane, and the lanes waiting for arrivals.
+pub(crate) struct Lanes {
+    jobs: Mutex<VecDeque<Job>>,
+    /// Idle lanes wait here; the dispatcher wakes one per arrival it hands over.
+    ready: Notify,
+    /// Lanes waiting on `ready` that no arrival has claimed yet.
+    idle: AtomicUsize,
+    /// Lanes alive (at most `max`).
+    open: AtomicUsize,
+    max: usize,
+    /// Set once no arrival will come: lanes finish the queue and end, closing their connections.
+    closed: AtomicBool,
+}
+
+impl Lanes {
+    pub(crate) fn new(connections: u32) -> Lanes {
+        Lanes {
+            jobs: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            idle: AtomicUsize::new(0),
+            open: AtomicUsize::new(0),
+            max: (connections as usize).max(1),
+            closed: AtomicBool::new(false),
         }
-        let now = Instant::now();
-        if due <= now {
-            return true;
-        }
-        let wake = match self {
-            Pacing::Precise => due.checked_sub(SPIN_WINDOW).unwrap_or(due),
-            Pacing::Timer => due,
-        };
-        if wake > now {
-            tokio::select! {
-                _ = sleep_until(wake) => {}
-                _ = stop.wait_for(|stopped| *stopped) => return false,
-            }
-        }
-        while Instant::now() < due {
-            if *stop.borrow() {
-                return false;
-            }
-            tokio::task::yield_now().await;
-        }
-        true
+    }
+
+    fn jobs(&self) -> MutexGuard<'_, VecDeque<Job>> {
+        // The queue holds plain values; a panic elsewhere cannot leave it inconsistent.
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends the lanes once the queue is empty. Idempotent.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_waiters();
+    }
+
+    /// Claims one idle lane, if any (each claim is followed by exactly one wake-up).
+    fn claim_idle(&self) -> bool {
+        self.idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok()
     }
 }
 
@@ -70,49 +107,222 @@ impl Pacing {
 pub(crate) struct Exchanges<T> {
     pub(crate) recorder: Arc<Recorder>,
     pub(crate) transport: T,
-    /// One permit per connection: a request holds one from the moment it goes out until its body is read.
-    pub(crate) slots: Semaphore,
+    pub(crate) lanes: Arc<Lanes>,
     pub(crate) classifier: Classifier,
     pub(crate) timeout: Duration,
     pub(crate) origin: Instant,
-    pub(crate) target: Target,
     pub(crate) mix: Mix,
+    /// Where lanes are spawned (the dispatcher may run on its own thread).
+    pub(crate) runtime: tokio::runtime::Handle,
 }
 
-impl<T: Transport> Exchanges<T> {
-    /// Runs one request to its outcome and records it. The timeout counts from dispatch, so a request waiting
-    /// for a connection times out like one waiting for the server, and every request ends by `timeout`.
-    async fn run(
-        self: Arc<Self>,
-        request: hyper::Request<http_body_util::Full<bytes::Bytes>>,
-        intended: Duration,
-    ) {
-        let mut actual: Option<Instant> = None;
-        let result = tokio::time::timeout(self.timeout, async {
-            let _slot = self.slots.acquire().await.ok();
-            actual = Some(Instant::now());
-            self.transport.exchange(request).await
-        })
-        .await;
-        let done = Instant::now();
-        let outcome = match result {
-            Err(_) => Outcome::Timeout,
-            Ok(Err(_)) => Outcome::ConnectError,
-            Ok(Ok(parts)) => self.classifier.classify(&parts),
-        };
-        let from_origin = |t: Instant| t.saturating_duration_since(self.origin);
-        self.recorder.completed(
-            outcome,
-            intended,
-            actual.map(from_origin),
-            from_origin(done),
-        );
+/// A lane's reusable state: its connection and its timer.
+struct Lane<T: Transport> {
+    conn: Option<T::Conn>,
+    timer: Pin<Box<Sleep>>,
+}
+
+impl<T: Transport> Lane<T> {
+    fn new(timeout: Duration) -> Self {
+        Lane {
+            conn: None,
+            timer: Box::pin(tokio::time::sleep(timeout)),
+        }
     }
 }
 
+impl<T: Transport> Exchanges<T> {
+    /// Hands an arrival to an idle lane, or opens a lane if fewer than `connections` exist; otherwise it waits in
+    /// the queue for the first lane to finish. Never blocks.
+    fn submit(self: &Arc<Self>, job: Job) {
+        let lanes = &self.lanes;
+        lanes.jobs().push_back(job);
+        if lanes.claim_idle() {
+            lanes.ready.notify_one();
+            return;
+        }
+        let opened = lanes
+            .open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < lanes.max).then_some(n + 1)
+            })
+            .is_ok();
+        if opened {
+            self.runtime.spawn(self.clone().lane());
+        }
+    }
+
+    /// The next arrival for a lane, or `None` once the queue is closed and empty.
+    async fn next_job(&self) -> Option<Job> {
+        let lanes = &self.lanes;
+        loop {
+            if let Some(job) = lanes.jobs().pop_front() {
+                return Some(job);
+            }
+            if lanes.closed.load(Ordering::Acquire) {
+                return None;
+            }
+            let notified = lanes.ready.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            lanes.idle.fetch_add(1, Ordering::AcqRel);
+            // An arrival queued between the pop above and the count may have found no idle lane: take it now,
+            // withdrawing from the idle count unless a dispatcher already claimed this wake-up.
+            if (!lanes.jobs().is_empty() || lanes.closed.load(Ordering::Acquire))
+                && lanes.claim_idle()
+            {
+                continue;
+            }
+            notified.await;
+        }
+    }
+
+    async fn lane(self: Arc<Self>) {
+        let mut lane = Lane::<T>::new(self.timeout);
+        while let Some(job) = self.next_job().await {
+            self.serve(&mut lane, job).await;
+        }
+        self.lanes.open.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Runs one request to its outcome on `lane` and records it.
+    async fn serve(&self, lane: &mut Lane<T>, job: Job) {
+        let now = Instant::now();
+        let from_origin = |t: Instant| t.saturating_duration_since(self.origin);
+        if now >= job.deadline {
+            // It waited for a lane past its deadline: never sent, charged its whole wait.
+            self.recorder
+                .completed(Outcome::Timeout, job.intended, None, from_origin(now));
+            return;
+        }
+        let actual = now;
+        lane.timer.as_mut().reset(job.deadline);
+        let result = tokio::select! {
+            biased;
+            r = attempt(&self.transport, &mut lane.conn, &job.request) => Some(r),
+            _ = lane.timer.as_mut() => None,
+        };
+        let done = Instant::now();
+        let outcome = match result {
+            None => {
+                // Mid-exchange: the connection's state is unknown.
+                lane.conn = None;
+                Outcome::Timeout
+            }
+            Some(Err(())) => Outcome::ConnectError,
+            Some(Ok(answer)) => self.classifier.classify(answer),
+        };
+        self.recorder.completed(
+            outcome,
+            job.intended,
+            Some(from_origin(actual)),
+            from_origin(done),
+        );
+    }
+
+    /// Checks the cap, renders and hands over arrival `index` due at `intended` (from the origin).
+    fn issue(
+        self: &Arc<Self>,
+        index: u64,
+        intended: Duration,
+        rng: &mut StdRng,
+        max_in_flight: u64,
+    ) {
+        if self.recorder.in_flight() >= max_in_flight {
+            self.recorder.dropped(intended);
+            return;
+        }
+        let request = self.mix.render(index, rng);
+        let now = Instant::now();
+        self.recorder
+            .sent(intended, now.saturating_duration_since(self.origin));
+        self.submit(Job {
+            request,
+            intended,
+            deadline: now.max(self.origin + intended) + self.timeout,
+        });
+    }
+}
+
+/// One exchange on the lane's connection, opening one if needed. A kept-alive connection the server closed
+/// while idle is replaced and the request sent again once (nothing of it was processed).
+async fn attempt<T: Transport>(
+    transport: &T,
+    conn: &mut Option<T::Conn>,
+    request: &Wire,
+) -> Result<crate::send::Answer, ()> {
+    loop {
+        let fresh = conn.is_none();
+        let c = match conn {
+            Some(c) => c,
+            None => conn.insert(transport.connect().await.map_err(|_| ())?),
+        };
+        match transport.exchange(c, request).await {
+            Ok((answer, reusable)) => {
+                if !reusable {
+                    *conn = None;
+                }
+                return Ok(answer);
+            }
+            Err(e) => {
+                *conn = None;
+                if fresh || !e.is_stale() {
+                    return Err(());
+                }
+            }
+        }
+    }
+}
+
+fn stopped(stop: &watch::Receiver<bool>) -> bool {
+    // A dropped `LoadRun` drops the sender: that is a stop too.
+    *stop.borrow() || stop.has_changed().is_err()
+}
+
+/// Waits on `alarm` (or tokio's timer without one) until `due`; false if the run was stopped meanwhile.
+async fn wait_precisely(
+    alarm: Option<&alarm::Alarm>,
+    due: Instant,
+    stop: &mut watch::Receiver<bool>,
+) -> bool {
+    let Some(alarm) = alarm else {
+        return wait_timer(due, stop).await;
+    };
+    if stopped(stop) {
+        return false;
+    }
+    if due > Instant::now() {
+        let woke = tokio::select! {
+            woke = alarm.wait_until(due) => woke,
+            _ = stop.wait_for(|stopped| *stopped) => return false,
+        };
+        if woke.is_err() {
+            // The timerfd failed (it does not in practice): finish the wait on tokio's timer.
+            return wait_timer(due, stop).await;
+        }
+    }
+    true
+}
+
+/// Waits on tokio's timer until `due`; false if the run was stopped meanwhile.
+async fn wait_timer(due: Instant, stop: &mut watch::Receiver<bool>) -> bool {
+    if stopped(stop) {
+        return false;
+    }
+    if due > Instant::now() {
+        tokio::select! {
+            _ = sleep_until(due) => {}
+            _ = stop.wait_for(|stopped| *stopped) => return false,
+        }
+    }
+    true
+}
+
 /// The open model: every arrival of `schedule` is dispatched at its intended time, or dropped at the cap.
-/// Returns true if stopped before the end of `duration`.
-pub(crate) async fn run_open<T: Transport>(
+/// Each arrival keeps its own intended time even when a wait overshoots: a late wake-up dispatches every due
+/// arrival at once, each stamped with when it should have gone. Returns a handle that yields true if the run
+/// was stopped before the end of `duration`.
+pub(crate) fn run_open<T: Transport>(
     exchanges: Arc<Exchanges<T>>,
     schedule: Schedule,
     max_in_flight: u64,
@@ -120,32 +330,45 @@ pub(crate) async fn run_open<T: Transport>(
     seed: u64,
     pacing: Pacing,
     mut stop: watch::Receiver<bool>,
-) -> bool {
-    let origin = exchanges.origin;
-    let recorder = &exchanges.recorder;
+) -> tokio::task::JoinHandle<bool> {
     let mut rng = StdRng::seed_from_u64(seed ^ MIX_SEED_SALT);
-    for (index, intended) in schedule.enumerate() {
-        // Each arrival keeps its own intended time even when the wait overshoots: a late wake-up dispatches
-        // every due arrival at once, each stamped with when it should have gone.
-        if !pacing.wait(origin + intended, &mut stop).await {
-            return true;
-        }
-        if recorder.in_flight() >= max_in_flight {
-            recorder.dropped(intended);
-            continue;
-        }
-        let request = exchanges
-            .mix
-            .render(index as u64, &exchanges.target, &mut rng);
-        recorder.sent(intended, origin.elapsed());
-        tokio::spawn(exchanges.clone().run(request, intended));
+    match pacing {
+        Pacing::Precise => tokio::spawn(async move {
+            // tokio's timer has a 1 ms granularity and fires ~1.2 ms late at the median here; the timerfd wakes
+            // the same runtime on time, so no thread of its own, no spin, and a hand-over that stays on the
+            // runtime (a lane is woken like any task, without waking another thread).
+            let alarm = alarm::Alarm::new().ok();
+            let origin = exchanges.origin;
+            let mut woke = origin;
+            for (index, intended) in schedule.enumerate() {
+                let due = origin + intended;
+                if due > woke {
+                    if !wait_precisely(alarm.as_ref(), due.max(woke + COALESCE), &mut stop).await {
+                        return true;
+                    }
+                    woke = Instant::now();
+                }
+                exchanges.issue(index as u64, intended, &mut rng, max_in_flight);
+            }
+            // The timetable may end before the run does (a rate that falls to zero): the run still lasts.
+            !wait_precisely(alarm.as_ref(), origin + duration, &mut stop).await
+        }),
+        Pacing::Timer => tokio::spawn(async move {
+            let origin = exchanges.origin;
+            for (index, intended) in schedule.enumerate() {
+                if !wait_timer(origin + intended, &mut stop).await {
+                    return true;
+                }
+                exchanges.issue(index as u64, intended, &mut rng, max_in_flight);
+            }
+            !wait_timer(origin + duration, &mut stop).await
+        }),
     }
-    // The timetable may end before the run does (a rate that falls to zero): the run still lasts `duration`.
-    !Pacing::Timer.wait(origin + duration, &mut stop).await
 }
 
-/// The closed model: `users` loops that each send, wait for the answer, and send again. Intended time is the
-/// actual send, so this model cannot see queueing: it exists to show that, side by side with the open model.
+/// The closed model: `users` loops that each send, wait for the answer, and send again, each on its own
+/// connection. Intended time is the actual send, so this model cannot see queueing: it exists to show that,
+/// side by side with the open model.
 pub(crate) async fn run_closed<T: Transport>(
     exchanges: Arc<Exchanges<T>>,
     users: u32,
@@ -161,16 +384,122 @@ pub(crate) async fn run_closed<T: Transport>(
         loops.spawn(async move {
             let mut rng =
                 StdRng::seed_from_u64(seed ^ MIX_SEED_SALT ^ u64::from(user).rotate_left(32));
+            let mut lane = Lane::<T>::new(exchanges.timeout);
             let mut index = u64::from(user);
-            while Instant::now() < end && !*stop.borrow() {
-                let intended = exchanges.origin.elapsed();
-                let request = exchanges.mix.render(index, &exchanges.target, &mut rng);
+            loop {
+                let now = Instant::now();
+                if now >= end || stopped(&stop) {
+                    break;
+                }
+                let intended = now.saturating_duration_since(exchanges.origin);
+                let request = exchanges.mix.render(index, &mut rng);
                 exchanges.recorder.sent(intended, intended);
-                exchanges.clone().run(request, intended).await;
+                let job = Job {
+                    request,
+                    intended,
+                    deadline: now + exchanges.timeout,
+                };
+                exchanges.serve(&mut lane, job).await;
                 index += u64::from(users);
             }
         });
     }
     while loops.join_next().await.is_some() {}
     *stop.borrow()
+}
+
+/// A one-shot timer with nanosecond resolution whose expiry reaches the runtime through its epoll, like socket
+/// readiness. Linux's timerfd; elsewhere there is none and the dispatcher uses tokio's timer.
+mod alarm {
+    use std::io;
+
+    use tokio::time::Instant;
+
+    #[cfg(target_os = "linux")]
+    pub(crate) struct Alarm {
+        fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    }
+
+    #[cfg(target_os = "linux")]
+    impl Alarm {
+        pub(crate) fn new() -> io::Result<Alarm> {
+            use std::os::fd::FromRawFd;
+            // SAFETY: a plain system call; the descriptor it returns is owned by the `OwnedFd` below.
+            let fd = unsafe {
+                libc::timerfd_create(
+                    libc::CLOCK_MONOTONIC,
+                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+                )
+            };
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `fd` is a fresh, valid descriptor that nothing else owns.
+            let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+            // SAFETY: the `OwnedFd` keeps the descriptor open and unchanged for as long as the `AsyncFd` owns it.
+            let fd = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
+            }
+            .map_err(io::Error::from)?;
+            Ok(Alarm { fd })
+        }
+
+        /// Waits until `due` (tokio's clock is CLOCK_MONOTONIC, the timer's clock, so a relative arming is exact
+        /// to the few nanoseconds it takes).
+        pub(crate) async fn wait_until(&self, due: Instant) -> io::Result<()> {
+            use std::os::fd::AsRawFd;
+            let now = Instant::now();
+            if due <= now {
+                return Ok(());
+            }
+            let left = due - now;
+            let spec = libc::itimerspec {
+                it_interval: libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 0,
+                },
+                it_value: libc::timespec {
+                    tv_sec: left.as_secs() as libc::time_t,
+                    tv_nsec: libc::c_long::from(left.subsec_nanos() as i32),
+                },
+            };
+            let raw = self.fd.as_raw_fd();
+            // SAFETY: `raw` is our timerfd and `spec` a valid itimerspec; the old value is not asked for.
+            if unsafe { libc::timerfd_settime(raw, 0, &spec, std::ptr::null_mut()) } < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            loop {
+                let mut ready = self.fd.readable().await?;
+                let read = ready.try_io(|fd| {
+                    let mut expirations = [0u8; 8];
+                    // SAFETY: reads at most 8 bytes into an 8-byte buffer from our timerfd.
+                    let n =
+                        unsafe { libc::read(fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
+                    if n < 0 {
+                        Err(io::Error::last_os_error())
+                    } else {
+                        Ok(())
+                    }
+                });
+                match read {
+                    Ok(result) => return result,
+                    Err(_would_block) => continue,
+                }
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub(crate) struct Alarm;
+
+    #[cfg(not(target_os = "linux"))]
+    impl Alarm {
+        pub(crate) fn new() -> io::Result<Alarm> {
+            Err(io::Error::other("no timerfd on this system"))
+        }
+
+        pub(crate) async fn wait_until(&self, _due: Instant) -> io::Result<()> {
+            Err(io::Error::other("no timerfd on this system"))
+        }
+    }
 }

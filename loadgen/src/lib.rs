@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
@@ -50,10 +50,10 @@ pub use recording::{
 pub use spec::{Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate};
 pub use target::{is_loopback, split_url};
 
-use dispatch::{Exchanges, Pacing};
+use dispatch::{Exchanges, Lanes, Pacing};
 use outcome::Classifier;
 use recorder::Recorder;
-use send::{HyperTransport, Transport};
+use send::{HttpTransport, Transport};
 
 /// Why a load could not start. Every variant is bad input (exit code 2 in the binaries) except `NoRuntime`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -127,6 +127,7 @@ impl RunOptions {
 pub struct LoadRun {
     watch: LoadWatch,
     dispatcher: JoinHandle<bool>,
+    lanes: Arc<Lanes>,
     timeout: Duration,
     model: Model,
 }
@@ -170,8 +171,10 @@ impl LoadRun {
 
     /// Waits for the schedule to end (or `stop`) and for requests in flight to settle (bounded by the timeout),
     /// then returns the recording. Requests still in flight after that are reported, not waited for.
-    pub async fn finish(self) -> Recording {
-        let stopped_early = self.dispatcher.await.unwrap_or(true);
+    pub async fn finish(mut self) -> Recording {
+        let stopped_early = (&mut self.dispatcher).await.unwrap_or(true);
+        // No arrival comes any more: lanes drain the queue, then end and close their connections.
+        self.lanes.close();
         // Every exchange ends by its timeout; the margin covers the task waking up to record it.
         let deadline = Instant::now() + self.timeout + Duration::from_millis(250);
         let recorder = &self.watch.recorder;
@@ -182,11 +185,18 @@ impl LoadRun {
     }
 }
 
+impl Drop for LoadRun {
+    fn drop(&mut self) {
+        // Without `finish`: stop the schedule (the stop sender goes with the watch) and let idle lanes end.
+        self.watch.stop();
+        self.lanes.close();
+    }
+}
+
 /// Starts the open-model load of `spec` against `options.base_url`, with intended times measured from `origin`
 /// (the run's shared clock). Returns at once; the load runs on the current tokio runtime.
 pub fn start(spec: LoadSpec, options: RunOptions, origin: Instant) -> Result<LoadRun, LoadError> {
-    let transport = HyperTransport::new(spec.connections);
-    launch(spec, options, origin, transport, Pacing::Precise, None)
+    launch(spec, options, origin, http_transport, Pacing::Precise, None)
 }
 
 /// Starts the closed model for comparison: `users` loops that each wait for their answer before the next
@@ -202,22 +212,29 @@ pub fn start_closed(
             "the closed model needs at least 1 user".into(),
         ));
     }
-    let transport = HyperTransport::new(spec.connections);
     launch(
         spec,
         options,
         origin,
-        transport,
+        http_transport,
         Pacing::Precise,
         Some(users),
     )
+}
+
+fn http_transport(target: &target::Target, spec: &LoadSpec) -> HttpTransport {
+    HttpTransport::new(target, fallback_header(spec))
+}
+
+fn fallback_header(spec: &LoadSpec) -> Option<hyper::header::HeaderName> {
+    spec.fallback_header.as_deref().and_then(|h| h.parse().ok())
 }
 
 fn launch<T: Transport>(
     spec: LoadSpec,
     options: RunOptions,
     origin: Instant,
-    transport: T,
+    transport: impl FnOnce(&target::Target, &LoadSpec) -> T,
     pacing: Pacing,
     closed_users: Option<u32>,
 ) -> Result<LoadRun, LoadError> {
@@ -228,8 +245,8 @@ fn launch<T: Transport>(
         ));
     }
     let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
-    let mix = mix::Mix::compile(&spec.requests)?;
-    tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
+    let mix = mix::Mix::compile(&spec.requests, &target)?;
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
 
     let recorder = Arc::new(Recorder::new(
         &options.phases,
@@ -237,18 +254,18 @@ fn launch<T: Transport>(
         options.duration,
     ));
     let classifier = Classifier {
-        fallback_header: spec.fallback_header.as_deref().and_then(|h| h.parse().ok()),
         fallback_status: spec.fallback_status.clone(),
     };
+    let lanes = Arc::new(Lanes::new(spec.connections));
     let exchanges = Arc::new(Exchanges {
         recorder: recorder.clone(),
-        transport,
-        slots: Semaphore::new(spec.connections as usize),
+        transport: transport(&target, &spec),
+        lanes: lanes.clone(),
         classifier,
         timeout: spec.timeout.get(),
         origin,
-        target,
         mix,
+        runtime,
     });
     let (stop, stopped) = watch::channel(false);
     let (duration, seed) = (options.duration, options.seed);
@@ -264,7 +281,7 @@ fn launch<T: Transport>(
                 pacing,
                 stopped,
             );
-            (tokio::spawn(task), Model::Open)
+            (task, Model::Open)
         }
         Some(users) => {
             let task = dispatch::run_closed(exchanges, users, duration, seed, stopped);
@@ -279,6 +296,7 @@ fn launch<T: Transport>(
     Ok(LoadRun {
         watch,
         dispatcher,
+        lanes,
         timeout: spec.timeout.get(),
         model,
     })

@@ -1,13 +1,17 @@
 //! The request mix: templates compiled once, then rendered per arrival (weighted pick, path generators).
 //!
-//! Not for sending: rendering produces a plain `hyper` request; the dispatcher decides when it goes out.
+//! A template without generators is rendered to its wire bytes once, at compile time: each arrival then costs a
+//! reference-count increment, not a URI and a header map. A template with generators renders its path into the
+//! bytes between a prefix (method) and a suffix (version, headers, body) that are themselves rendered once.
+//!
+//! Not for sending: rendering produces the request's bytes; the dispatcher decides when they go out.
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue};
-use hyper::{Method, Request, Uri};
+use bytes::{BufMut, Bytes, BytesMut};
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::Method;
 use rand::Rng;
 
+use crate::send::Wire;
 use crate::spec::RequestTemplate;
 use crate::target::Target;
 use crate::LoadError;
@@ -24,10 +28,14 @@ enum PathPart {
 
 #[derive(Debug, Clone)]
 struct Compiled {
-    method: Method,
     path: Vec<PathPart>,
-    headers: HeaderMap,
-    body: Bytes,
+    /// `METHOD ` (up to the path).
+    prefix: Bytes,
+    /// ` HTTP/1.1\r\n`, the headers, the blank line and the body.
+    suffix: Bytes,
+    /// The whole request when the path has no generators.
+    fixed: Option<Bytes>,
+    head: bool,
 }
 
 /// The compiled templates with their cumulative weights.
@@ -89,7 +97,10 @@ fn parse_path(path: &str) -> Result<Vec<PathPart>, String> {
 impl Mix {
     /// Compiles and checks every template: one method, a path with known generators that renders to a valid
     /// URI, valid header names and values.
-    pub(crate) fn compile(templates: &[RequestTemplate]) -> Result<Mix, LoadError> {
+    pub(crate) fn compile(
+        templates: &[RequestTemplate],
+        target: &Target,
+    ) -> Result<Mix, LoadError> {
         let mut compiled = Vec::with_capacity(templates.len());
         let mut cumulative = Vec::with_capacity(templates.len());
         let mut total = 0u64;
@@ -98,7 +109,11 @@ impl Mix {
             let bad = |field: String, why: String| LoadError::InvalidSpec { field, why };
             let (method, path) = t.method_and_path().map_err(|why| bad(field.clone(), why))?;
             let parts = parse_path(path).map_err(|why| bad(field.clone(), why))?;
-            let mut headers = HeaderMap::new();
+            let method = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
+            let body = t.body.clone().unwrap_or_default();
+            let mut suffix = BytesMut::with_capacity(128 + body.len());
+            suffix.put_slice(b" HTTP/1.1\r\n");
+            let (mut has_host, mut has_length) = (false, false);
             for (name, value) in &t.headers {
                 let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
                     bad(
@@ -112,14 +127,44 @@ impl Mix {
                         format!("{value:?} is not a valid header value"),
                     )
                 })?;
-                headers.insert(name, value);
+                has_host |= name == hyper::header::HOST;
+                has_length |= name == hyper::header::CONTENT_LENGTH;
+                if name == hyper::header::TRANSFER_ENCODING {
+                    return Err(bad(
+                        format!("{field}.headers"),
+                        "transfer-encoding cannot be set: the body is sent with its content-length"
+                            .into(),
+                    ));
+                }
+                put_header(&mut suffix, name.as_str().as_bytes(), value.as_bytes());
             }
-            let c = Compiled {
-                method: Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET),
+            if !has_host {
+                put_header(&mut suffix, b"host", target.authority.as_str().as_bytes());
+            }
+            // As hyper does: a GET or HEAD without a body says nothing about one; other methods say 0.
+            let bodyless = matches!(method, Method::GET | Method::HEAD) && body.is_empty();
+            if !has_length && !bodyless {
+                put_header(
+                    &mut suffix,
+                    b"content-length",
+                    body.len().to_string().as_bytes(),
+                );
+            }
+            suffix.put_slice(b"\r\n");
+            suffix.put_slice(body.as_bytes());
+            let mut prefix = BytesMut::new();
+            prefix.put_slice(method.as_str().as_bytes());
+            prefix.put_u8(b' ');
+            let mut c = Compiled {
+                fixed: None,
                 path: parts,
-                headers,
-                body: Bytes::from(t.body.clone().unwrap_or_default()),
+                prefix: prefix.freeze(),
+                suffix: suffix.freeze(),
+                head: method == Method::HEAD,
             };
+            if !c.path.iter().any(|p| !matches!(p, PathPart::Literal(_))) {
+                c.fixed = Some(c.assemble(&render_path(&c.path, 0, &mut |lo, _| lo)));
+            }
             // Render with the generators' largest values: if that is a valid path, every other value is too.
             let sample = render_path(&c.path, u64::MAX, &mut |_, hi| hi);
             if sample.parse::<hyper::http::uri::PathAndQuery>().is_err() {
@@ -138,13 +183,8 @@ impl Mix {
         })
     }
 
-    /// The request for arrival `index` to `target`, with generators drawn from `rng`.
-    pub(crate) fn render(
-        &self,
-        index: u64,
-        target: &Target,
-        rng: &mut impl Rng,
-    ) -> Request<Full<Bytes>> {
+    /// The request for arrival `index`, with generators drawn from `rng`.
+    pub(crate) fn render(&self, index: u64, rng: &mut impl Rng) -> Wire {
         let total = self.cumulative.last().copied().unwrap_or(0);
         let pick = if self.templates.len() == 1 || total == 0 {
             0
@@ -156,20 +196,16 @@ impl Mix {
             .partition_point(|&c| c <= pick)
             .min(self.templates.len() - 1);
         let t = &self.templates[which];
-        let path = render_path(&t.path, index, &mut |lo, hi| rng.random_range(lo..=hi));
-        let uri = Uri::builder()
-            .scheme(target.scheme.clone())
-            .authority(target.authority.clone())
-            .path_and_query(path)
-            .build()
-            .unwrap_or_else(|_| target.root_uri());
-        let mut request = Request::new(Full::new(t.body.clone()));
-        *request.method_mut() = t.method.clone();
-        *request.uri_mut() = uri;
-        if !t.headers.is_empty() {
-            *request.headers_mut() = t.headers.clone();
+        let bytes = match &t.fixed {
+            Some(fixed) => fixed.clone(),
+            None => t.assemble(&render_path(&t.path, index, &mut |lo, hi| {
+                rng.random_range(lo..=hi)
+            })),
+        };
+        Wire {
+            bytes,
+            head: t.head,
         }
-        request
     }
 
     /// The number of templates (for tests and summaries).
@@ -177,6 +213,23 @@ impl Mix {
     pub(crate) fn len(&self) -> usize {
         self.templates.len()
     }
+}
+
+impl Compiled {
+    fn assemble(&self, path: &str) -> Bytes {
+        let mut out = BytesMut::with_capacity(self.prefix.len() + path.len() + self.suffix.len());
+        out.put_slice(&self.prefix);
+        out.put_slice(path.as_bytes());
+        out.put_slice(&self.suffix);
+        out.freeze()
+    }
+}
+
+fn put_header(out: &mut BytesMut, name: &[u8], value: &[u8]) {
+    out.put_slice(name);
+    out.put_slice(b": ");
+    out.put_slice(value);
+    out.put_slice(b"\r\n");
 }
 
 fn render_path(parts: &[PathPart], index: u64, draw: &mut impl FnMut(u64, u64) -> u64) -> String {
@@ -201,21 +254,56 @@ mod tests {
         Target::parse("http://127.0.0.1:9", &[]).unwrap()
     }
 
+    /// A rendered request read back as a server would: method, path, headers (lowercase names) and body.
+    struct Parsed {
+        method: String,
+        path: String,
+        headers: std::collections::BTreeMap<String, String>,
+        body: Vec<u8>,
+    }
+
+    fn parse(wire: &Wire) -> Parsed {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut r = httparse::Request::new(&mut headers);
+        let httparse::Status::Complete(len) = r.parse(&wire.bytes).unwrap() else {
+            panic!("incomplete request")
+        };
+        Parsed {
+            method: r.method.unwrap().to_string(),
+            path: r.path.unwrap().to_string(),
+            headers: r
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_ascii_lowercase(),
+                        String::from_utf8(h.value.to_vec()).unwrap(),
+                    )
+                })
+                .collect(),
+            body: wire.bytes[len..].to_vec(),
+        }
+    }
+
     #[test]
     fn generators_fill_the_sequence_number_and_bounded_random_integers() {
         let t = RequestTemplate::get("/product/{rand:1..3}/n/{seq}?x=1");
-        let mix = Mix::compile(&[t]).unwrap();
+        let mix = Mix::compile(&[t], &target()).unwrap();
         let mut rng = StdRng::seed_from_u64(1);
         let mut seen = std::collections::BTreeSet::new();
         for i in 0..200 {
-            let r = mix.render(i, &target(), &mut rng);
-            let path = r.uri().path().to_string();
+            let r = parse(&mix.render(i, &mut rng));
+            let (path, query) = r.path.split_once('?').unwrap();
             let pieces: Vec<&str> = path.split('/').collect();
             assert_eq!(pieces[1], "product");
             assert_eq!(pieces[4], i.to_string());
             seen.insert(pieces[2].parse::<u64>().unwrap());
-            assert_eq!(r.uri().query(), Some("x=1"));
-            assert_eq!(r.uri().authority().unwrap().as_str(), "127.0.0.1:9");
+            assert_eq!(query, "x=1");
+            assert_eq!(r.headers["host"], "127.0.0.1:9");
+            assert!(
+                !r.headers.contains_key("content-length"),
+                "a GET has no body"
+            );
         }
         assert_eq!(
             seen.into_iter().collect::<Vec<_>>(),
@@ -235,18 +323,20 @@ mod tests {
             weight: 1,
             ..Default::default()
         };
-        let mix = Mix::compile(&[get, post]).unwrap();
+        let mix = Mix::compile(&[get, post], &target()).unwrap();
         assert_eq!(mix.len(), 2);
         let mut rng = StdRng::seed_from_u64(7);
         let n = 20_000;
-        let posts: Vec<Request<Full<Bytes>>> = (0..n)
-            .map(|i| mix.render(i, &target(), &mut rng))
-            .filter(|r| r.method() == Method::POST)
+        let posts: Vec<Parsed> = (0..n)
+            .map(|i| parse(&mix.render(i, &mut rng)))
+            .filter(|r| r.method == "POST")
             .collect();
         // Binomial(20000, 0.1): mean 2000, sd 42; five sd is a bound that a fixed seed keeps deterministic.
         assert!((posts.len() as i64 - 2000).abs() < 210, "{}", posts.len());
-        assert_eq!(posts[0].uri().path(), "/b");
-        assert_eq!(posts[0].headers()["content-type"], "application/json");
+        assert_eq!(posts[0].path, "/b");
+        assert_eq!(posts[0].headers["content-type"], "application/json");
+        assert_eq!(posts[0].headers["content-length"], "2");
+        assert_eq!(posts[0].body, b"{}");
     }
 
     #[test]
@@ -259,7 +349,7 @@ mod tests {
             ("p", "must start with /"),
             ("/p q", "not a valid URL path"),
         ] {
-            let e = Mix::compile(&[RequestTemplate::get(path)])
+            let e = Mix::compile(&[RequestTemplate::get(path)], &target())
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(why), "{path}: {e}");

@@ -2,9 +2,9 @@
 //!
 //! Not for timing: the recorder attaches latencies; this module only decides which class an answer falls in.
 
-use hyper::header::HeaderName;
-use hyper::http::response::Parts;
 use serde::{Deserialize, Serialize};
+
+use crate::send::Answer;
 
 /// How a request ended. Every request the schedule issues ends in exactly one of these.
 #[derive(
@@ -128,22 +128,18 @@ impl ClassCounts {
     }
 }
 
-/// Decides between ok, fallback, client and server error for a response, from the spec's fallback rules.
+/// Decides between ok, fallback, client and server error for a response, from the spec's fallback rules. (The
+/// fallback header is looked for by the transport while it parses the head: [`Answer::marked`].)
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Classifier {
-    pub(crate) fallback_header: Option<HeaderName>,
     pub(crate) fallback_status: Vec<u16>,
 }
 
 impl Classifier {
     /// The class of a complete response. The fallback marker wins over the status: a 503 the service marks as a
     /// fallback is the service degrading on purpose, which is what a scenario asks about.
-    pub(crate) fn classify(&self, response: &Parts) -> Outcome {
-        let status = response.status.as_u16();
-        let marked = self
-            .fallback_header
-            .as_ref()
-            .is_some_and(|h| response.headers.contains_key(h));
+    pub(crate) fn classify(&self, response: Answer) -> Outcome {
+        let Answer { status, marked } = response;
         if marked || self.fallback_status.contains(&status) {
             Outcome::Fallback
         } else if status >= 500 {
@@ -160,36 +156,34 @@ impl Classifier {
 mod tests {
     use super::*;
 
-    fn parts(status: u16, header: Option<(&str, &str)>) -> Parts {
-        let mut b = hyper::Response::builder().status(status);
-        if let Some((k, v)) = header {
-            b = b.header(k, v);
+    fn parts(status: u16, header: Option<(&str, &str)>) -> Answer {
+        Answer {
+            status,
+            marked: header.is_some(),
         }
-        b.body(()).unwrap().into_parts().0
     }
 
     #[test]
     fn each_response_falls_in_exactly_one_class_with_the_fallback_marker_first() {
         let c = Classifier {
-            fallback_header: Some(HeaderName::from_static("x-fallback")),
             fallback_status: vec![503],
         };
-        assert_eq!(c.classify(&parts(200, None)), Outcome::Ok);
-        assert_eq!(c.classify(&parts(304, None)), Outcome::Ok);
+        assert_eq!(c.classify(parts(200, None)), Outcome::Ok);
+        assert_eq!(c.classify(parts(304, None)), Outcome::Ok);
         assert_eq!(
-            c.classify(&parts(200, Some(("X-Fallback", "stale")))),
+            c.classify(parts(200, Some(("X-Fallback", "stale")))),
             Outcome::Fallback
         );
         assert_eq!(
-            c.classify(&parts(500, Some(("x-fallback", "default")))),
+            c.classify(parts(500, Some(("x-fallback", "default")))),
             Outcome::Fallback
         );
-        assert_eq!(c.classify(&parts(503, None)), Outcome::Fallback);
-        assert_eq!(c.classify(&parts(404, None)), Outcome::ClientError);
-        assert_eq!(c.classify(&parts(502, None)), Outcome::ServerError);
+        assert_eq!(c.classify(parts(503, None)), Outcome::Fallback);
+        assert_eq!(c.classify(parts(404, None)), Outcome::ClientError);
+        assert_eq!(c.classify(parts(502, None)), Outcome::ServerError);
         assert_eq!(
-            Classifier::default().classify(&parts(200, Some(("x-fallback", "stale")))),
-            Outcome::Ok
+            Classifier::default().classify(parts(503, None)),
+            Outcome::ServerError
         );
     }
 

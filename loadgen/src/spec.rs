@@ -338,7 +338,9 @@ impl LoadSpec {
                 );
             }
         }
-        crate::mix::Mix::compile(&self.requests).map(|_| ())
+        // The target only fills the host header; any valid one checks the templates.
+        let placeholder = crate::target::Target::parse("http://127.0.0.1", &[])?;
+        crate::mix::Mix::compile(&self.requests, &placeholder).map(|_| ())
     }
 
     /// Multiplies every duration by `factor` and divides every rate by it; counts and shares are unchanged.

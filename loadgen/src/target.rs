@@ -62,16 +62,6 @@ impl Target {
             authority,
         })
     }
-
-    /// `http://host:port/`, the fallback URI for a path that cannot be rendered.
-    pub(crate) fn root_uri(&self) -> Uri {
-        Uri::builder()
-            .scheme(self.scheme.clone())
-            .authority(self.authority.clone())
-            .path_and_query("/")
-            .build()
-            .unwrap_or_default()
-    }
 }
 
 /// Splits a full URL such as `http://127.0.0.1:8080/product/1?x=2` into the base (`http://127.0.0.1:8080`)

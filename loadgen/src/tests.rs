@@ -5,35 +5,39 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::http::response::Parts;
-use hyper::Request;
 use tokio::time::Instant;
 
-use crate::send::{Transport, TransportError};
+use crate::send::{Answer, Transport, TransportError, Wire};
 use crate::*;
 
 /// A fake service: `serve` gives, for the moment a request reaches it, how long it takes and its status.
 struct MockService<F>(F);
 
 impl<F: Fn(Instant) -> (Duration, u16) + Send + Sync + 'static> Transport for MockService<F> {
-    fn exchange(
-        &self,
-        _request: Request<Full<Bytes>>,
-    ) -> impl Future<Output = Result<Parts, TransportError>> + Send {
+    type Conn = ();
+
+    fn connect(&self) -> impl Future<Output = Result<(), TransportError>> + Send {
+        std::future::ready(Ok(()))
+    }
+
+    fn exchange<'a>(
+        &'a self,
+        _conn: &'a mut (),
+        _request: &'a Wire,
+    ) -> impl Future<Output = Result<(Answer, bool), TransportError>> + Send + 'a {
         let (delay, status) = (self.0)(Instant::now());
         async move {
             tokio::time::sleep(delay).await;
             if status == 0 {
                 return Err(TransportError("connection reset".into()));
             }
-            Ok(hyper::Response::builder()
-                .status(status)
-                .body(())
-                .unwrap()
-                .into_parts()
-                .0)
+            Ok((
+                Answer {
+                    status,
+                    marked: false,
+                },
+                true,
+            ))
         }
     }
 }
@@ -54,7 +58,7 @@ fn open_run<T: Transport>(spec: LoadSpec, duration: Duration, transport: T) -> L
         spec,
         options,
         Instant::now(),
-        transport,
+        |_, _| transport,
         Pacing::Timer,
         None,
     )
@@ -127,7 +131,7 @@ async fn queueing_behind_a_stall_goes_into_corrected_latency_and_not_uncorrected
         ],
         ..RunOptions::new("http://127.0.0.1:9", ms(3000))
     };
-    let run = launch(spec, options, origin, mock, Pacing::Timer, None).unwrap();
+    let run = launch(spec, options, origin, |_, _| mock, Pacing::Timer, None).unwrap();
     let r = run.finish().await;
     assert_conserved(&r);
     assert_eq!(r.totals.ok, 300);
@@ -204,7 +208,7 @@ async fn every_request_ends_in_exactly_one_class() {
         spec,
         RunOptions::new("http://127.0.0.1:9", ms(600)),
         origin,
-        mock,
+        |_, _| mock,
         Pacing::Timer,
         None,
     )
@@ -258,7 +262,7 @@ async fn the_closed_model_slows_down_with_the_service_and_hides_the_queueing() {
         spec,
         options,
         Instant::now(),
-        service(|_| (ms(100), 200)),
+        |_, _| service(|_| (ms(100), 200)),
         Pacing::Timer,
         Some(4),
     )

@@ -168,3 +168,50 @@ async fn a_closed_port_gives_connect_errors_and_a_hung_server_gives_timeouts() {
         "a timeout is charged at least the timeout"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keep_alive_connection_the_server_closed_while_idle_is_replaced_without_an_error() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // A server that answers one request per connection and then closes it without saying so (no
+    // `connection: close`): every reuse finds a dead connection, which must be retried on a fresh one.
+    let listener = common::listener();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut s, _) = listener.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+            });
+        }
+    });
+    let mut spec = LoadSpec::constant("50/s".parse().unwrap(), "/");
+    spec.connections = 1;
+    let r = start(
+        spec,
+        RunOptions::new(base, Duration::from_millis(1000)),
+        Instant::now(),
+    )
+    .unwrap()
+    .finish()
+    .await;
+    assert_conserved(&r);
+    assert_eq!(r.totals.ok, 50, "{:?}", r.totals);
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        50,
+        "one fresh connection per request, as the server demands"
+    );
+}

@@ -284,6 +284,9 @@ fn ending_text(e: &Ending) -> Option<String> {
         )),
         Ending::Deadline => Some("Stopped at the hard deadline.".into()),
         Ending::SutDied { status, .. } => Some(format!("The SUT died during the run ({status}).")),
+        Ending::StoppedOnFailure { expectation } => Some(format!(
+            "Stopped early: {expectation} failed while the run went on (abort_on_fail)."
+        )),
     }
 }
 

@@ -307,7 +307,6 @@ fn class_map(count: impl Fn(OutcomeClass) -> u64) -> BTreeMap<String, u64> {
         .collect()
 }
 
-
 /// One testsuite per scenario, one testcase per expectation; a failure carries the sentence. Run errors and an
 /// abnormal ending are a testcase of their own, so CI shows them too.
 pub fn junit(r: &ResultFile) -> String {
@@ -331,6 +330,7 @@ pub fn junit(r: &ResultFile) -> String {
         Ending::Completed => {}
         Ending::Aborted { signal } => problems.push(format!("the run was aborted by {signal}")),
         Ending::Deadline => problems.push("the run hit its hard deadline".into()),
+        Ending::StoppedOnFailure { .. } => {}
         Ending::SutDied { status, last_lines } => problems.push(format!(
             "the SUT died during the run ({status}); last output:\n{last_lines}"
         )),

@@ -35,6 +35,12 @@ pub fn text(r: &ResultFile) -> String {
                 "ABORTED by {signal}: the figures below cover the run up to then"
             );
         }
+        Ending::StoppedOnFailure { expectation } => {
+            let _ = writeln!(
+                o,
+                "STOPPED EARLY: {expectation} failed while the run went on (abort_on_fail)"
+            );
+        }
         Ending::Deadline => {
             let _ = writeln!(o, "STOPPED at the hard deadline");
         }
