@@ -130,8 +130,8 @@ impl RunRecord {
     }
 
     /// Calls that reached `route` in `[from, to)`. Whole buckets count in full; in a bucket cut by either end, the
-    /// individually timed arrivals count where they fall, and any arrivals beyond those are counted too, so the
-    /// figure can only err upwards.
+    /// individually timed arrivals count where they fall, and the untimed rest (which came after the last timed
+    /// one) counts in full if the window reaches past that moment, so the figure can only err upwards.
     pub fn arrivals_between(&self, route: &str, from: Duration, to: Duration) -> u64 {
         let Some(series) = self.dependency.get(route) else {
             return 0;
@@ -151,7 +151,15 @@ impl RunRecord {
                     .iter()
                     .filter(|off| (from..to).contains(&(start + **off)))
                     .count() as u64;
-                n += timed + b.arrivals.saturating_sub(b.first_arrivals.len() as u64);
+                // The timed arrivals are the bucket's first ones, so the others came at or after the last timed
+                // one: they count only if the window reaches past it.
+                let untimed = b.arrivals.saturating_sub(b.first_arrivals.len() as u64);
+                let untimed_from =
+                    start + b.first_arrivals.iter().copied().max().unwrap_or_default();
+                if untimed > 0 && to > untimed_from && from < end {
+                    n += untimed;
+                }
+                n += timed;
             }
         }
         n

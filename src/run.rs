@@ -482,14 +482,28 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
                 interval.get(),
             ),
             Observation::Webhook { name: event_name } => {
-                let obs: Vec<(Duration, BreakerState)> = events
+                // The SUT's own timestamp, where it sends one, is when the breaker changed; arrival here is a few
+                // milliseconds later, long enough to count returning traffic as probes.
+                let origin_unix_ms = origin_wall
+                    .duration_since(SystemTime::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i128)
+                    .unwrap_or(0);
+                let mut obs: Vec<(Duration, BreakerState)> = events
                     .iter()
                     .filter(|(_, _, e)| &e.breaker == event_name)
-                    .filter_map(|(at, _, e)| {
-                        BreakerState::parse(&e.to)
-                            .map(|s| (at.saturating_duration_since(origin), s))
+                    .filter_map(|(at, stamped, e)| {
+                        let arrived = at.saturating_duration_since(origin);
+                        let t = match stamped {
+                            Some(ms) if (*ms as i128 - origin_unix_ms).abs() < 86_400_000 => {
+                                Duration::from_millis((*ms as i128 - origin_unix_ms).max(0) as u64)
+                                    .min(arrived)
+                            }
+                            _ => arrived,
+                        };
+                        BreakerState::parse(&e.to).map(|s| (t, s))
                     })
                     .collect();
+                obs.sort_by_key(|(t, _)| *t);
                 BreakerTimeline::from_observations(&obs, Source::Webhook, Duration::ZERO)
             }
             Observation::Log { pattern } => {
@@ -513,7 +527,6 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
         breakers.insert(name.clone(), timeline);
     }
     record.breakers = breakers;
-    let _ = origin_wall;
 
     let mut run_errors = Vec::new();
     let c = load_recording.conservation;

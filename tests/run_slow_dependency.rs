@@ -10,7 +10,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const SCALE: &str = "0.25";
+const SCALE: &str = "0.5";
 
 fn run(extra: &[&str], dir: &Path) -> (i32, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_faultline"))

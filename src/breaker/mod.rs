@@ -138,7 +138,12 @@ impl BreakerTimeline {
                     from: state,
                     to: observed,
                     source,
-                    resolution: since.max(nominal),
+                    // Pushed sources (webhook, log) are exact: only a polled source's gaps widen a transition.
+                    resolution: if nominal.is_zero() {
+                        Duration::ZERO
+                    } else {
+                        since.max(nominal)
+                    },
                 });
                 state = observed;
             }

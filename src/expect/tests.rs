@@ -537,9 +537,11 @@ fn a_probe_and_returning_traffic_in_one_bucket_are_told_apart_by_their_arrival_t
     assert!(v.passed, "{}", v.sentence);
     assert_eq!(r.arrivals_between("pricing", s(18.25), s(18.292)), 1);
     assert_eq!(r.arrivals_between("pricing", s(18.2), s(18.3)), 5);
-    // Arrivals beyond the timed ones are counted whenever a bucket is cut, so the count errs upwards only.
+    // Arrivals beyond the timed ones came after the last timed one (99 ms into the bucket): outside a window that
+    // ends before it, inside (all of them, erring upwards) one that reaches past it.
     r.dependency.get_mut("pricing").unwrap()[182].arrivals = 40;
-    assert_eq!(r.arrivals_between("pricing", s(18.25), s(18.292)), 36);
+    assert_eq!(r.arrivals_between("pricing", s(18.25), s(18.292)), 1);
+    assert_eq!(r.arrivals_between("pricing", s(18.25), s(18.2995)), 40);
 }
 
 #[test]

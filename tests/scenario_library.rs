@@ -1,0 +1,288 @@
+//! The scenario library, proven: every file in `scenarios/` runs through `faultline prove` time-compressed, which runs
+//! it twice against the bundled demo: with the recommended configuration (must exit 0) and with the scenario's
+//! `proof` (its mistake switches and patch; must exit 1 and fail the expectations it names).
+//!
+//! On top of what `prove` checks, each test reads the mistaken run's result.json and requires the failing
+//! expectations to be exactly the ones the table below names: the mistake must fail the scenario for the reason
+//! the scenario is about, and for no other (slow-dependency, the founding example, also fails consequences of its
+//! mistake, and is only required to fail its proof's expectation).
+//!
+//! Runs one scenario at a time (a process-wide lock): two runs at once on a 2-core machine distort the timings
+//! the expectations measure. Each scenario's time scale is chosen so that the counts the expectations rest on
+//! (calls per window, calls in flight, probes) are unchanged and the whole library takes a few minutes in release
+//! mode; see docs/scenarios.md.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use serde_json::Value;
+
+/// One scenario of the library: its file, the time scale CI runs it at, and the expectation ids the mistaken run
+/// fails.
+struct Entry {
+    file: &'static str,
+    scale: &'static str,
+    fails_with_mistake: &'static [&'static str],
+    /// The mistaken run fails these and no other (false: these and possibly others).
+    only_these: bool,
+}
+
+const LIBRARY: &[Entry] = &[
+    // The founding example: no_timeout also fails the opening time and the probe count, and sometimes the fast-fail
+    // p99 (the 200 calls held at the opening end inside the open span, about 1% of its requests), all consequences
+    // of the same 2 s calls; only `pool` is its proof.
+    Entry {
+        file: "slow-dependency.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["pool"],
+        only_these: false,
+    },
+    Entry {
+        file: "pool-arithmetic.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["pool"],
+        only_these: true,
+    },
+    Entry {
+        file: "low-traffic-floor.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["opens"],
+        only_these: true,
+    },
+    Entry {
+        file: "hotel-reviews.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["opens"],
+        only_these: true,
+    },
+    Entry {
+        file: "slow-success.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["opens"],
+        only_these: true,
+    },
+    Entry {
+        file: "client-errors.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["stays-closed"],
+        only_these: true,
+    },
+    Entry {
+        file: "flapping.yaml",
+        scale: "0.2",
+        fails_with_mistake: &["no-flapping"],
+        only_these: true,
+    },
+    Entry {
+        file: "half-open-stampede.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["probes"],
+        only_these: true,
+    },
+    Entry {
+        file: "retry-storm.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["amplification"],
+        only_these: true,
+    },
+    Entry {
+        file: "payment-brownout.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["pool"],
+        only_these: true,
+    },
+    Entry {
+        file: "shared-breaker.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["reads-available"],
+        only_these: true,
+    },
+    Entry {
+        file: "hotel-reviews-replay.yaml",
+        scale: "0.25",
+        fails_with_mistake: &["opens"],
+        only_these: true,
+    },
+];
+
+/// Serialises the runs: each one measures real time on a shared 2-core machine.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn scenarios_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios")
+}
+
+fn entry(file: &str) -> &'static Entry {
+    LIBRARY
+        .iter()
+        .find(|e| e.file == file)
+        .unwrap_or_else(|| panic!("{file} is not in the library table"))
+}
+
+/// The failing expectation ids of a finished run, from its result.json.
+fn failing_ids(result_json: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(result_json)
+        .unwrap_or_else(|e| panic!("{}: {e}", result_json.display()));
+    let result: Value = serde_json::from_str(&text).unwrap();
+    result["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["passed"] == false)
+        .map(|v| v["id"].as_str().unwrap_or("<no id>").to_string())
+        .collect()
+}
+
+/// The scenario's `name:` (the report folder `prove` writes under the report dir).
+fn scenario_name(file: &str) -> String {
+    let text = std::fs::read_to_string(scenarios_dir().join(file)).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("name:"))
+        .map(|n| n.trim().to_string())
+        .unwrap_or_else(|| panic!("{file} has no top-level name"))
+}
+
+fn prove(file: &str) {
+    let e = entry(file);
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = std::env::temp_dir().join(format!(
+        "faultline-library-{}-{}",
+        std::process::id(),
+        file.trim_end_matches(".yaml")
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "prove",
+            &format!("scenarios/{file}"),
+            "--time-scale",
+            e.scale,
+        ])
+        .arg("--report-dir")
+        .arg(&dir)
+        .output()
+        .expect("faultline runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "faultline prove scenarios/{file} --time-scale {}:\n{stdout}\n{stderr}",
+        e.scale
+    );
+    assert!(stdout.contains("PROVEN"), "{stdout}");
+
+    let report = dir.join(scenario_name(file));
+    assert!(
+        failing_ids(&report.join("recommended").join("result.json")).is_empty(),
+        "{stdout}"
+    );
+    let failed = failing_ids(&report.join("mistake").join("result.json"));
+    let expected: BTreeSet<String> = e.fails_with_mistake.iter().map(|s| s.to_string()).collect();
+    if e.only_these {
+        assert_eq!(
+            failed, expected,
+            "with the mistake, scenarios/{file} failed other expectations than its own:\n{stdout}"
+        );
+    } else {
+        assert!(
+            failed.is_superset(&expected),
+            "with the mistake, scenarios/{file} failed {failed:?}, not all of {expected:?}:\n{stdout}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn every_scenario_file_is_in_the_library_table_and_names_its_proof() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .filter_map(|d| d.ok())
+        .map(|d| d.file_name().to_string_lossy().to_string())
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = LIBRARY.iter().map(|e| e.file.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed, "scenarios/ and the table disagree");
+    for e in LIBRARY {
+        let text = std::fs::read_to_string(scenarios_dir().join(e.file)).unwrap();
+        assert!(text.contains("\nproof:"), "{} has no proof", e.file);
+        assert!(
+            text.contains("shared/seeds/0"),
+            "{}'s description cites no seed file",
+            e.file
+        );
+        // Every id the table expects to fail exists in the file.
+        for id in e.fails_with_mistake {
+            assert!(
+                text.contains(&format!("id: {id},")),
+                "{} has no expectation `{id}`",
+                e.file
+            );
+        }
+    }
+}
+
+#[test]
+fn slow_dependency_pool_fills_without_a_timeout() {
+    prove("slow-dependency.yaml");
+}
+
+#[test]
+fn pool_arithmetic_timeout_keeps_the_pool_and_no_timeout_fills_it() {
+    prove("pool-arithmetic.yaml");
+}
+
+#[test]
+fn low_traffic_floor_shared_counters_open_and_per_instance_breakers_never_do() {
+    prove("low-traffic-floor.yaml");
+}
+
+#[test]
+fn hotel_reviews_opens_within_12s_and_no_timeout_cannot_open_in_time() {
+    prove("hotel-reviews.yaml");
+}
+
+#[test]
+fn slow_success_opens_only_by_counting_slow_calls() {
+    prove("slow-success.yaml");
+}
+
+#[test]
+fn client_errors_leave_the_breaker_closed_unless_4xx_count() {
+    prove("client-errors.yaml");
+}
+
+#[test]
+fn flapping_stays_under_k_transitions_with_hysteresis_and_a_long_cooldown() {
+    prove("flapping.yaml");
+}
+
+#[test]
+fn half_open_admits_only_the_configured_probes_and_unlimited_half_open_stampedes() {
+    prove("half-open-stampede.yaml");
+}
+
+#[test]
+fn retry_budget_keeps_amplification_near_1_1_and_unbudgeted_retries_triple_it() {
+    prove("retry-storm.yaml");
+}
+
+#[test]
+fn payment_brownout_opens_past_50_percent_and_no_timeout_fills_the_pool() {
+    prove("payment-brownout.yaml");
+}
+
+#[test]
+fn per_operation_breakers_keep_reads_available_and_a_shared_breaker_blocks_them() {
+    prove("shared-breaker.yaml");
+}
+
+#[test]
+fn replayed_hotel_reviews_trace_opens_in_time_and_the_original_config_never_opens() {
+    prove("hotel-reviews-replay.yaml");
+}
