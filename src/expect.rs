@@ -425,6 +425,17 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// The verdict on a route the dependency's recording lacks (an external faultd configured with other routes).
+    fn unrecorded(name: String, route: &str, bound: Option<f64>) -> Self {
+        Verdict::new(
+            name,
+            false,
+            format!("no recording of route {route}"),
+            None,
+            bound,
+        )
+    }
+
     fn new(
         name: String,
         passed: bool,
@@ -648,13 +659,7 @@ impl Expectation {
             } => {
                 let t = timeline(breaker);
                 if !record.dependency.contains_key(route) {
-                    return Verdict::new(
-                        name,
-                        false,
-                        format!("no recording of route {route}"),
-                        None,
-                        Some(*at_most as f64),
-                    );
+                    return Verdict::unrecorded(name, route, Some(*at_most as f64));
                 };
                 let (windows, too_short) = half_open_windows(t, record.duration);
                 let unjudged = if too_short > 0 {
@@ -694,13 +699,7 @@ impl Expectation {
             } => {
                 let s = span(during);
                 let Some(series) = record.dependency.get(route) else {
-                    return Verdict::new(
-                        name,
-                        false,
-                        format!("no recording of route {route}"),
-                        None,
-                        Some(*bound as f64),
-                    );
+                    return Verdict::unrecorded(name, route, Some(*bound as f64));
                 };
                 let range = record.buckets_in(s.start, s.end);
                 let (peak, at) = range
@@ -736,13 +735,7 @@ impl Expectation {
                 below,
             } => {
                 let Some(series) = record.dependency.get(route) else {
-                    return Verdict::new(
-                        name,
-                        false,
-                        format!("no recording of route {route}"),
-                        None,
-                        Some(below.per_sec()),
-                    );
+                    return Verdict::unrecorded(name, route, Some(below.per_sec()));
                 };
                 let spans =
                     timeline(breaker).spans_in(BreakerState::Open, Duration::ZERO, record.duration);
@@ -777,13 +770,7 @@ impl Expectation {
             } => {
                 let s = span(during);
                 let Some(series) = record.dependency.get(route) else {
-                    return Verdict::new(
-                        name,
-                        false,
-                        format!("no recording of route {route}"),
-                        None,
-                        Some(*at_most),
-                    );
+                    return Verdict::unrecorded(name, route, Some(*at_most));
                 };
                 let range = record.buckets_in(s.start, s.end);
                 let calls: u64 = range
