@@ -1,5 +1,5 @@
 //! The product, end to end: `faultline run scenarios/slow-dependency.yaml` against the bundled demo service with an
-//! embedded faultd, time-compressed (every duration x0.2, every rate /0.2, so every count stays the same).
+//! embedded faultd, time-compressed (every duration x0.5, every rate /0.5, so every count stays the same).
 //!
 //! The recommended breaker passes; the same scenario with the demo's no-timeout switch fails on the pool, with a
 //! sentence that shows the measured in-flight count; and the breaker timeline inferred from traffic agrees with the
