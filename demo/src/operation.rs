@@ -119,17 +119,7 @@ impl Operation {
                 timeout: ms(250),
                 pool: 200,
                 fallback: Fallback::Stale,
-                breaker: BreakerConfig {
-                    failure_rate: share(50.0),
-                    window: ms(10_000),
-                    min_calls: 20,
-                    open_for: ms(30_000),
-                    half_open_calls: 1,
-                    close_after: 1,
-                    slow_call_duration: ms(1_000),
-                    slow_call_rate: share(100.0),
-                    recovery_rate: None,
-                },
+                breaker: seed_000_breaker(),
                 retries: no_retries,
             },
             // Seed 001's fix: 800 ms timeout, 30% over >= 20 calls, 30 s open, slow calls over 400 ms count
@@ -184,17 +174,7 @@ impl Operation {
                 fallback: Fallback::Unavailable {
                     retry_after: ms(30_000),
                 },
-                breaker: BreakerConfig {
-                    failure_rate: share(50.0),
-                    window: ms(10_000),
-                    min_calls: 20,
-                    open_for: ms(30_000),
-                    half_open_calls: 1,
-                    close_after: 1,
-                    slow_call_duration: ms(1_000),
-                    slow_call_rate: share(100.0),
-                    recovery_rate: None,
-                },
+                breaker: seed_000_breaker(),
                 retries: RetryConfig {
                     max: 1,
                     backoff: ms(100),
@@ -247,5 +227,21 @@ impl Operation {
 impl fmt::Display for Operation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.key())
+    }
+}
+
+/// Seed 000's breaker: 50% failures over a rolling 10 s window with a 20-call floor, open 30 s, one probe that
+/// closes it; slow calls count only past 1 s.
+fn seed_000_breaker() -> BreakerConfig {
+    BreakerConfig {
+        failure_rate: Share::from_fraction(0.5),
+        window: Dur::from_millis(10_000),
+        min_calls: 20,
+        open_for: Dur::from_millis(30_000),
+        half_open_calls: 1,
+        close_after: 1,
+        slow_call_duration: Dur::from_millis(1_000),
+        slow_call_rate: Share::ALL,
+        recovery_rate: None,
     }
 }
