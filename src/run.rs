@@ -247,6 +247,7 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
             phases: phases.clone(),
             bucket,
             allow_hosts: scenario.allow_hosts.clone(),
+            series: loadgen::Series::Keep,
         },
         origin,
     )

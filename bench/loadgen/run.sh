@@ -3,7 +3,7 @@
 #   (a) saturation: loadgen vs wrk -t1, alternating, same connections, ratio of medians
 #   (b) achieved rate and send-lag p99 at 1k, 5k, 20k rps
 #   (c) RSS of a long run at 5k rps, sampled every 10 s
-# Usage: bench/loadgen/run.sh [a|b|c|all]     env: ROUNDS=3 SAT_SECS=5 RATE_SECS=10 RSS_SECS=120
+# Usage: bench/loadgen/run.sh [a|b|c|all]     env: ROUNDS=3 SAT_SECS=5 RATE_SECS=10 RSS_SECS=120 SERIES=table
 # nginx is pinned to CPU 0 and the client under test to CPU 1, so the two clients get the same single core.
 # Besides throughput, (a) prints each client's CPU time per request (user + sys, from /usr/bin/time): when nginx's
 # core is the bottleneck (it is whenever other work shares CPU 0), throughput compares nginx's luck in the two
@@ -99,16 +99,39 @@ PY
 fi
 
 if [[ $WHAT == c || $WHAT == all ]]; then
-  echo "== (c) RSS at 5000/s for ${RSS_SECS}s, sampled every 10 s"
-  "$LOADGEN" --url "$URL" --rate 5000/s --duration "${RSS_SECS}s" --connections 200 > "$WORK/rss-run.txt" &
+  # SERIES=table (the default: the table needs no time series, none is kept), stream (--series FILE: each
+  # 100 ms bucket written out as it becomes final) or json (--json: every bucket kept for the output).
+  SERIES=${SERIES:-table}
+  case $SERIES in
+    table) extra=() ;;
+    stream) extra=(--series "$WORK/series.jsonl") ;;
+    json) extra=(--json) ;;
+    *) echo "SERIES must be table, stream or json" >&2; exit 2 ;;
+  esac
+  echo "== (c) RSS at 5000/s for ${RSS_SECS}s, sampled every 10 s, time series: $SERIES"
+  "$LOADGEN" --url "$URL" --rate 5000/s --duration "${RSS_SECS}s" --connections 200 "${extra[@]}" \
+    > "$WORK/rss-run.txt" &
   LG=$!
   samples=()
   while kill -0 $LG 2>/dev/null; do
     sleep 10
     rss=$(awk '/VmRSS/ {print $2}' /proc/$LG/status 2>/dev/null || true)
-    [ -n "$rss" ] && samples+=("$rss") && echo "  t=$(( ${#samples[@]} * 10 ))s RSS ${rss} kB"
+    # Open files: the connections loadgen has opened so far (at most --connections) plus ~10 of its own.
+    fds=$(ls /proc/$LG/fd 2>/dev/null | wc -l || true)
+    [ -n "$rss" ] && samples+=("$rss") && echo "  t=$(( ${#samples[@]} * 10 ))s RSS ${rss} kB, ${fds} open files"
   done
   wait $LG || true
   echo "  first ${samples[0]} kB, last ${samples[-1]} kB"
-  grep -E 'Requests/sec|Conservation' "$WORK/rss-run.txt" | sed 's/^/  /'
+  if [[ $SERIES == json ]]; then
+    python3 - "$WORK/rss-run.txt" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+c = r["conservation"]
+print(f"  {len(r['buckets'])} buckets kept; conservation holds: {c['holds']} (issued {c['sent']})")
+PY
+  else
+    grep -E 'Requests/sec|Conservation' "$WORK/rss-run.txt" | sed 's/^/  /'
+  fi
+  [[ $SERIES == stream ]] && echo "  series file: $(wc -l < "$WORK/series.jsonl") buckets, $(du -k "$WORK/series.jsonl" | cut -f1) kB"
+  true
 fi

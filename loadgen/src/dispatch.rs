@@ -112,7 +112,7 @@ pub(crate) struct Exchanges<T> {
     pub(crate) timeout: Duration,
     pub(crate) origin: Instant,
     pub(crate) mix: Mix,
-    /// Where lanes are spawned (the dispatcher may run on its own thread).
+    /// Where lanes are spawned: the runtime `start` was called on.
     pub(crate) runtime: tokio::runtime::Handle,
 }
 

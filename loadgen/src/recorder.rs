@@ -6,6 +6,12 @@
 //! second of history (the open bucket, plus a short ring for the "p99 of the last second" of the progress line);
 //! closed buckets keep their histogram as compressed bytes.
 //!
+//! Memory does not grow with the length of a run except by the time series, and only if it is kept. Buckets stay
+//! live (still accepting events) until every clock that feeds them has moved a second past them; then they are
+//! final and go where [`Series`] says: into the recording, down a channel, or nowhere. An event stamped for a
+//! bucket that is already final (a thread preempted for over a second between taking its timestamp and the
+//! lock) is counted in the oldest live bucket instead, so totals stay exact.
+//!
 //! Not for deciding outcomes (that is `outcome`) nor for timing requests (the dispatcher passes the instants).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -22,6 +28,7 @@ use crate::recording::{
     encode_histogram, new_histogram, Bucket, BucketLatency, ClassHistograms, Conservation, Model,
     PhaseRecording, Recording,
 };
+use crate::Series;
 
 /// A snapshot of a running load, cheap enough to take every second for a live line.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -63,7 +70,20 @@ struct State {
     bucket: Duration,
     duration: Duration,
     phases: Vec<PhaseState>,
-    buckets: Vec<BucketState>,
+    /// The live buckets, contiguous from index `first_live`.
+    buckets: VecDeque<BucketState>,
+    /// The index of `buckets[0]`: every bucket before it is final and has gone to `series`.
+    first_live: usize,
+    /// Where final buckets go.
+    series: Series,
+    /// Final buckets, when `series` keeps them.
+    kept: Vec<Bucket>,
+    /// The in-flight level at the end of the last final bucket, carried into the next ones.
+    carry: u64,
+    /// The latest bucket of an intended time seen (the dispatcher's clock) and of an actual time (the clock of
+    /// sends and completions). A bucket is final once both are more than a second past it.
+    intended_frontier: usize,
+    now_frontier: usize,
     /// The bucket completions currently go to, with its interval histogram.
     open: Option<(usize, Histogram<u64>)>,
     /// Recently closed buckets' histograms, for the progress line's p99 of the last second.
@@ -98,19 +118,68 @@ impl State {
         (nanos(at) / nanos(self.bucket).max(1)) as usize
     }
 
-    fn bucket_mut(&mut self, index: usize) -> &mut BucketState {
-        if self.buckets.len() <= index {
-            let width = self.bucket;
-            let from = self.buckets.len();
-            self.buckets.extend((from..=index).map(|i| BucketState {
-                bucket: Bucket {
-                    start: Dur(width.saturating_mul(i as u32)),
-                    ..Default::default()
-                },
-                level_end: None,
-            }));
+    fn empty_bucket(&self, index: usize) -> BucketState {
+        BucketState {
+            bucket: Bucket {
+                start: Dur(self
+                    .bucket
+                    .saturating_mul(u32::try_from(index).unwrap_or(u32::MAX))),
+                ..Default::default()
+            },
+            level_end: None,
         }
-        &mut self.buckets[index]
+    }
+
+    /// The live bucket `index`, created if needed; the oldest live one if `index` is already final.
+    fn bucket_mut(&mut self, index: usize) -> &mut BucketState {
+        let offset = index.saturating_sub(self.first_live);
+        while self.buckets.len() <= offset {
+            let next = self.empty_bucket(self.first_live + self.buckets.len());
+            self.buckets.push_back(next);
+        }
+        &mut self.buckets[offset]
+    }
+
+    /// Moves the oldest live bucket (created empty if no event reached it) to the series.
+    fn finalize_oldest(&mut self) {
+        let state = match self.buckets.pop_front() {
+            Some(state) => state,
+            None => self.empty_bucket(self.first_live),
+        };
+        self.first_live += 1;
+        let mut bucket = state.bucket;
+        bucket.in_flight = bucket.in_flight.max(self.carry);
+        self.carry = state.level_end.unwrap_or(self.carry);
+        match &self.series {
+            Series::Keep => self.kept.push(bucket),
+            Series::Stream(sender) => {
+                // A receiver that went away only loses the series, not the run.
+                let _ = sender.send(bucket);
+            }
+            Series::Discard => {}
+        }
+    }
+
+    /// Finalizes the buckets that no event can reach any more: a second behind both clocks, and behind the
+    /// bucket whose interval histogram is still open.
+    fn finalize_settled(&mut self) {
+        let mut frontier = self.intended_frontier.min(self.now_frontier);
+        if let Some((open, _)) = &self.open {
+            frontier = frontier.min(*open);
+        }
+        let horizon = frontier.saturating_sub(self.buckets_per_second() + 1);
+        while self.first_live < horizon {
+            self.finalize_oldest();
+        }
+    }
+
+    fn saw(&mut self, intended: Duration, now: Duration) {
+        let (i, n) = (self.bucket_index(intended), self.bucket_index(now));
+        if i > self.intended_frontier || n > self.now_frontier {
+            self.intended_frontier = self.intended_frontier.max(i);
+            self.now_frontier = self.now_frontier.max(n);
+            self.finalize_settled();
+        }
     }
 
     fn phase_index(&self, intended: Duration) -> usize {
@@ -159,11 +228,12 @@ impl State {
 
 impl Recorder {
     /// A recorder for a run of `duration` with `phases` (name, start; empty means one phase called `run`) and
-    /// buckets of `bucket`.
+    /// buckets of `bucket`, whose final buckets go to `series`.
     pub(crate) fn new(
         phases: &[(String, Duration)],
         bucket: Duration,
         duration: Duration,
+        series: Series,
     ) -> Recorder {
         let mut named: Vec<(String, Duration)> = phases.to_vec();
         if named.is_empty() {
@@ -184,7 +254,13 @@ impl Recorder {
                 bucket: bucket.max(Duration::from_millis(1)),
                 duration,
                 phases,
-                buckets: Vec::new(),
+                buckets: VecDeque::new(),
+                first_live: 0,
+                series,
+                kept: Vec::new(),
+                carry: 0,
+                intended_frontier: 0,
+                now_frontier: 0,
                 open: None,
                 recent: VecDeque::new(),
                 totals: ClassCounts::default(),
@@ -216,6 +292,8 @@ impl Recorder {
         s.totals.add(Outcome::Dropped);
         let phase = s.phase_index(intended);
         s.phases[phase].counts.add(Outcome::Dropped);
+        // Refused at its intended time, so that is also its actual time.
+        s.saw(intended, intended);
         let index = s.bucket_index(intended);
         let b = &mut s.bucket_mut(index).bucket;
         b.intended += 1;
@@ -229,6 +307,7 @@ impl Recorder {
         s.sent += 1;
         s.in_flight += 1;
         self.in_flight.store(s.in_flight, Ordering::Release);
+        s.saw(intended, now);
         let index = s.bucket_index(intended);
         let b = &mut s.bucket_mut(index).bucket;
         b.intended += 1;
@@ -261,9 +340,10 @@ impl Recorder {
                 record(&mut h.send_lag.0, nanos(actual.saturating_sub(intended)));
             }
         }
+        s.saw(intended, done);
         // Completions arrive in nearly, not exactly, time order across threads: one landing a hair behind the
         // open bucket goes into the open bucket rather than reopening a closed one.
-        let mut index = s.bucket_index(done);
+        let mut index = s.bucket_index(done).max(s.first_live);
         match &s.open {
             Some((open, _)) if *open > index => index = *open,
             Some((open, _)) if *open < index => s.close_open_bucket(),
@@ -320,25 +400,20 @@ impl Recorder {
         }
     }
 
-    /// The recording so far. Closes the open bucket, so take it once, at the end.
+    /// The recording so far. Closes the open bucket and finalizes every bucket (sending the rest of a streamed
+    /// series and then closing its channel), so take it once, at the end.
     pub(crate) fn recording(&self, model: Model, stopped_early: bool) -> Recording {
         let mut s = self.lock();
         s.close_open_bucket();
         let planned = (nanos(s.duration).div_ceil(nanos(s.bucket).max(1))) as usize;
-        if planned > 0 {
+        if planned > s.first_live {
             s.bucket_mut(planned - 1);
         }
-        let mut carry = 0;
-        let buckets = s
-            .buckets
-            .iter()
-            .map(|b| {
-                let mut out = b.bucket.clone();
-                out.in_flight = out.in_flight.max(carry);
-                carry = b.level_end.unwrap_or(carry);
-                out
-            })
-            .collect();
+        while !s.buckets.is_empty() {
+            s.finalize_oldest();
+        }
+        let buckets = std::mem::take(&mut s.kept);
+        s.series = Series::Discard;
         let phases = s
             .phases
             .iter()
@@ -390,7 +465,7 @@ mod tests {
             ("healthy".to_string(), ms(0)),
             ("brownout".to_string(), ms(1000)),
         ];
-        let r = Recorder::new(&phases, ms(100), ms(2000));
+        let r = Recorder::new(&phases, ms(100), ms(2000), Series::Keep);
         r.sent(ms(950), ms(951));
         r.sent(ms(1010), ms(1012));
         r.dropped(ms(1020));
@@ -456,7 +531,7 @@ mod tests {
 
     #[test]
     fn conservation_counts_requests_still_in_flight() {
-        let r = Recorder::new(&[], ms(100), ms(1000));
+        let r = Recorder::new(&[], ms(100), ms(1000), Series::Keep);
         for i in 0..5 {
             r.sent(ms(i), ms(i));
         }
@@ -484,7 +559,7 @@ mod tests {
 
     #[test]
     fn progress_reports_the_p99_of_the_last_second_only() {
-        let r = Recorder::new(&[], ms(100), ms(10_000));
+        let r = Recorder::new(&[], ms(100), ms(10_000), Series::Keep);
         for i in 0..10u64 {
             r.sent(ms(i * 100), ms(i * 100));
             r.completed(
@@ -507,5 +582,115 @@ mod tests {
         assert_eq!(p.in_flight, 0);
         let p99 = p.p99_last_second.unwrap().get();
         assert!(p99 >= ms(9) && p99 <= ms(11), "{p99:?}");
+    }
+
+    /// Ten minutes at 20 requests per 100 ms bucket, each answered 30 ms later, with one stall of 2 s where
+    /// nothing completes.
+    fn ten_minutes(r: &Recorder, mut after_each_bucket: impl FnMut(&Recorder, u64)) {
+        for b in 0..6000u64 {
+            if (3000..3020).contains(&b) {
+                after_each_bucket(r, b);
+                continue;
+            }
+            for k in 0..20u64 {
+                let t = ms(b * 100 + k * 5);
+                r.sent(t, t);
+                r.completed(Outcome::Ok, t, Some(t), t + ms(30));
+            }
+            after_each_bucket(r, b);
+        }
+    }
+
+    #[test]
+    fn a_streamed_series_keeps_memory_to_a_few_live_buckets_and_sends_every_bucket_once_in_order() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r = Recorder::new(&[], ms(100), ms(600_000), Series::Stream(tx));
+        let mut most_live = 0;
+        ten_minutes(&r, |r, _| most_live = most_live.max(r.lock().buckets.len()));
+        // A second of slack (10 buckets) plus the bucket of each clock.
+        assert!(most_live <= 13, "{most_live} live buckets");
+        assert!(
+            rx.try_iter().count() > 5900,
+            "final buckets leave during the run"
+        );
+
+        let rec = r.recording(Model::Open, false);
+        assert!(rec.buckets.is_empty(), "a streamed series is not also kept");
+        assert!(rec.conservation.holds);
+        // The sender went with the recording: the receiver sees the end after the last bucket.
+        let rest: Vec<Bucket> = rx.iter().collect();
+        assert!(
+            rest.len() < 20,
+            "{} buckets were left for the end",
+            rest.len()
+        );
+    }
+
+    #[test]
+    fn streamed_and_kept_series_are_the_same_buckets() {
+        let kept = Recorder::new(&[], ms(100), ms(600_000), Series::Keep);
+        ten_minutes(&kept, |_, _| {});
+        let kept = kept.recording(Model::Open, false).buckets;
+
+        let (tx, rx) = std::sync::mpsc::channel();
+        let streamed = Recorder::new(&[], ms(100), ms(600_000), Series::Stream(tx));
+        ten_minutes(&streamed, |_, _| {});
+        streamed.recording(Model::Open, false);
+        let streamed: Vec<Bucket> = rx.iter().collect();
+
+        assert_eq!(
+            kept.len(),
+            6001,
+            "the last answers come back 25 ms after the end"
+        );
+        for (i, b) in kept.iter().enumerate() {
+            assert_eq!(b.start.get(), ms(i as u64 * 100));
+        }
+        assert_eq!(kept, streamed);
+        assert_eq!(kept.iter().map(|b| b.sent).sum::<u64>(), 5980 * 20);
+        assert_eq!(kept[3005].completed.ok, 0, "the stall");
+        assert!(kept[3005].latency.is_none());
+        assert_eq!(kept[10].completed.ok, 20);
+        assert_eq!(kept[10].in_flight, 1);
+    }
+
+    #[test]
+    fn a_discarded_series_records_everything_else() {
+        let r = Recorder::new(&[], ms(100), ms(600_000), Series::Discard);
+        let mut most_live = 0;
+        ten_minutes(&r, |r, _| most_live = most_live.max(r.lock().buckets.len()));
+        assert!(most_live <= 13, "{most_live} live buckets");
+        let rec = r.recording(Model::Open, false);
+        assert!(rec.buckets.is_empty());
+        assert_eq!(rec.totals.ok, 5980 * 20);
+        assert_eq!(
+            rec.histogram(Measure::Corrected, None, |_| true).len(),
+            5980 * 20
+        );
+    }
+
+    #[test]
+    fn an_event_stamped_for_a_final_bucket_counts_in_the_oldest_live_one() {
+        let r = Recorder::new(&[], ms(100), ms(10_000), Series::Keep);
+        for i in 0..50u64 {
+            r.sent(ms(i * 100), ms(i * 100));
+            r.completed(
+                Outcome::Ok,
+                ms(i * 100),
+                Some(ms(i * 100)),
+                ms(i * 100 + 10),
+            );
+        }
+        let first_live = r.lock().first_live;
+        assert!(first_live >= 30, "buckets up to {first_live} are final");
+        // A dispatch stamped 4 s ago, from a thread that lost the CPU between its clock and the lock.
+        r.sent(ms(1000), ms(1000));
+        r.completed(Outcome::Ok, ms(1000), Some(ms(1000)), ms(1005));
+        let rec = r.recording(Model::Open, false);
+        assert!(rec.conservation.holds);
+        assert_eq!(rec.buckets.iter().map(|b| b.sent).sum::<u64>(), 51);
+        assert_eq!(rec.buckets[10].sent, 1, "a final bucket is not changed");
+        assert_eq!(rec.buckets[first_live].sent, 2);
+        assert_eq!(rec.buckets.len(), 100);
     }
 }

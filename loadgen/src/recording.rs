@@ -42,6 +42,8 @@ pub fn encode_histogram(h: &Histogram<u64>) -> Vec<u8> {
     if V2DeflateSerializer::new().serialize(h, &mut bytes).is_err() {
         bytes.clear();
     }
+    // Kept for the whole run, one per bucket: without the spare capacity of the growing writes.
+    bytes.shrink_to_fit();
     bytes
 }
 
@@ -224,7 +226,8 @@ pub struct Recording {
     pub stopped_early: bool,
     /// Per phase, in phase order.
     pub phases: Vec<PhaseRecording>,
-    /// The time series.
+    /// The time series, one bucket per `bucket` from the origin to the end of the run; empty unless the run
+    /// kept it (`RunOptions::series`).
     pub buckets: Vec<Bucket>,
     /// Requests per class over the whole run.
     pub totals: ClassCounts,

@@ -8,13 +8,33 @@ use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use loadgen::{hgrm, Measure, Outcome, Recording};
+use loadgen::{hgrm, Bucket, Measure, Outcome, Recording};
 
 fn loadgen(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loadgen"))
         .args(args)
         .output()
         .unwrap()
+}
+
+/// Runs loadgen on a blocking thread, so the test's server keeps running on the async runtime, and checks
+/// that it exited 0.
+async fn run_ok(args: &[&str]) -> Output {
+    let owned: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = owned.iter().map(String::as_str).collect();
+        loadgen(&args)
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 fn assert_bad_input(args: &[&str], says: &str) {
@@ -197,24 +217,12 @@ async fn a_run_prints_the_table_and_writes_json_and_a_matching_hgrm() {
         "--hgrm",
         &hgrm_path,
     ];
-    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_loadgen"))
-            .args(&args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = run_ok(&args).await;
     let recording: Recording = serde_json::from_slice(&out.stdout).unwrap();
     assert!(recording.conservation.holds);
     assert_eq!(recording.totals.ok, 50);
+    assert!(recording.buckets.len() >= 10, "--json carries the series");
+    assert_eq!(recording.buckets.iter().map(|b| b.sent).sum::<u64>(), 50);
 
     let text = std::fs::read_to_string(&hgrm_file).unwrap();
     std::fs::remove_file(&hgrm_file).unwrap();
@@ -223,20 +231,8 @@ async fn a_run_prints_the_table_and_writes_json_and_a_matching_hgrm() {
     assert_eq!(parsed.total_count, 50);
     assert!((parsed.max - corrected.max() as f64 / 1e6).abs() < 0.001);
 
-    let table_args: Vec<String> = ["--url", &url, "--rate", "20/s", "--duration", "500ms"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(env!("CARGO_BIN_EXE_loadgen"))
-            .args(&table_args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let out = run_ok(&["--url", &url, "--rate", "20/s", "--duration", "500ms"]).await;
     let table = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{table}");
     for line in [
         "corrected",
         "uncorrected",
@@ -248,4 +244,61 @@ async fn a_run_prints_the_table_and_writes_json_and_a_matching_hgrm() {
         assert!(table.contains(line), "{line:?} missing from\n{table}");
     }
     println!("{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn series_streams_one_json_line_per_bucket_and_json_then_leaves_it_out() {
+    let base = common::serve(Router::new().route("/", get(|| async { "ok" }))).await;
+    let file = std::env::temp_dir().join(format!("loadgen-cli-{}.jsonl", std::process::id()));
+    let path = file.to_str().unwrap().to_string();
+    let out = run_ok(&[
+        "--url",
+        &base,
+        "--rate",
+        "40/s",
+        "--duration",
+        "1s",
+        "--bucket",
+        "250ms",
+        "--json",
+        "--series",
+        &path,
+    ])
+    .await;
+    let recording: Recording = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(recording.buckets.is_empty(), "the file took the series");
+
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let buckets: Vec<Bucket> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(buckets.len() >= 4, "{text}");
+    for (i, b) in buckets.iter().enumerate() {
+        assert_eq!(b.start.get(), Duration::from_millis(250 * i as u64));
+    }
+    assert_eq!(buckets.iter().map(|b| b.sent).sum::<u64>(), 40);
+    assert_eq!(
+        buckets.iter().map(|b| b.completed.ok).sum::<u64>(),
+        recording.totals.ok
+    );
+    assert_eq!(buckets[1].sent, 10);
+}
+
+#[test]
+fn a_series_file_that_cannot_be_created_is_bad_input() {
+    assert_bad_input(
+        &[
+            "--url",
+            "http://127.0.0.1:9/",
+            "--rate",
+            "1/s",
+            "--duration",
+            "1s",
+            "--series",
+            "/nonexistent-dir/series.jsonl",
+        ],
+        "--series: cannot create /nonexistent-dir/series.jsonl",
+    );
 }
