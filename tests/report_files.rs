@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
-use faultline::expect::Verdict;
+use faultline::expect::{Expectation, Verdict};
 use faultline::report::result::{
-    BreakerSummary, Percentiles, PhaseSummary, RouteSummary, ScenarioInfo, Series, Totals,
+    pool_limits, BreakerSummary, Percentiles, PhaseSummary, PoolLimit, RouteSummary, ScenarioInfo,
+    Series, Totals,
 };
 use faultline::report::{self, compare, html, ResultFile, RESULT_VERSION};
 use faultline::run::Ending;
@@ -332,6 +333,10 @@ fn fixture(buckets: usize) -> Fixture {
             RouteSummary {
                 arrivals: total,
                 max_in_flight: 4,
+                pool_limit: Some(PoolLimit {
+                    bound: 200,
+                    inclusive: false,
+                }),
             },
         )]
         .into_iter()
@@ -774,7 +779,7 @@ fn report_html_is_self_contained_and_carries_every_chart() {
     assert_eq!(d["in_flight"]["pricing"].as_array().unwrap().len(), 300);
     assert_eq!(
         d["limits"]["pricing"],
-        serde_json::json!({ "bound": 200.0, "inclusive": false })
+        serde_json::json!({ "bound": 200, "inclusive": false })
     );
     assert_eq!(d["phases"][1], serde_json::json!(["brownout", 12.0, 21.0]));
     // The observed band: closed, open at 13.5 s, half-open at 22.5 s, closed again from 22.8 s to the end; the
@@ -884,34 +889,54 @@ fn rerender_names_the_file_it_cannot_read() {
 
 #[test]
 fn pool_limit_is_the_tightest_in_flight_expectation_per_route() {
-    let mut f = fixture(10);
-    f.result.verdicts.push(verdict(
-        "calls in flight at pricing stay at or under 150 during brownout",
-        true,
-        Some(3.0),
-        Some(150.0),
-    ));
-    f.result.verdicts.push(verdict(
-        "calls in flight at inventory stay below 50",
-        false,
-        Some(60.0),
-        Some(50.0),
-    ));
-    let limits = html::pool_limits(&f.result);
+    let in_flight =
+        |route: &str, bound, inclusive, during: Option<&str>| Expectation::MaxInFlight {
+            route: route.into(),
+            bound,
+            inclusive,
+            during: during.map(Into::into),
+        };
+    let limits = pool_limits(&[
+        in_flight("pricing", 200, false, None),
+        in_flight("pricing", 150, true, Some("brownout")),
+        in_flight("inventory", 50, false, None),
+        // "At or under 50" allows as many calls as "below 51": not tighter than "below 50".
+        in_flight("inventory", 50, true, None),
+    ]);
     assert_eq!(limits.len(), 2);
     assert_eq!(
         limits["pricing"],
-        html::PoolLimit {
-            bound: 150.0,
+        PoolLimit {
+            bound: 150,
             inclusive: true
         }
     );
     assert_eq!(
         limits["inventory"],
-        html::PoolLimit {
-            bound: 50.0,
+        PoolLimit {
+            bound: 50,
             inclusive: false
         }
+    );
+}
+
+#[test]
+fn result_json_carries_a_pool_limit_only_for_routes_that_have_one() {
+    let mut f = fixture(10);
+    f.result.dependency.get_mut("pricing").unwrap().pool_limit = Some(PoolLimit {
+        bound: 120,
+        inclusive: true,
+    });
+    let json = serde_json::to_value(&f.result).unwrap();
+    assert_eq!(
+        json["dependency"]["pricing"]["pool_limit"],
+        serde_json::json!({ "bound": 120, "inclusive": true })
+    );
+    f.result.dependency.get_mut("pricing").unwrap().pool_limit = None;
+    let json = serde_json::to_value(&f.result).unwrap();
+    assert!(
+        json["dependency"]["pricing"].get("pool_limit").is_none(),
+        "a route without an in-flight expectation has no limit: {json}"
     );
 }
 

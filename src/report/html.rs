@@ -28,44 +28,6 @@ const REPORT_JS: &str = include_str!("assets/report.js");
 /// Percentile rows per halving of the distance to 100% in the distribution plots, as HdrHistogram prints them.
 const TICKS_PER_HALF_DISTANCE: u32 = 5;
 
-/// The limit a `max_in_flight_below` / `max_in_flight_at_most` expectation put on a route's calls in flight.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PoolLimit {
-    /// The bound, in calls.
-    pub bound: f64,
-    /// True for "at or under" (`max_in_flight_at_most`), false for "below".
-    pub inclusive: bool,
-}
-
-/// The pool limit per route, read from the verdicts of the in-flight expectations (their name says the route,
-/// their bound the limit). With several expectations on one route the tightest wins.
-pub fn pool_limits(result: &ResultFile) -> BTreeMap<String, PoolLimit> {
-    let mut limits: BTreeMap<String, PoolLimit> = BTreeMap::new();
-    for v in &result.verdicts {
-        let Some(bound) = v.bound else { continue };
-        let Some((route, rest)) = v
-            .name
-            .strip_prefix("calls in flight at ")
-            .and_then(|r| r.split_once(" stay "))
-        else {
-            continue;
-        };
-        let limit = PoolLimit {
-            bound,
-            inclusive: rest.starts_with("at or under"),
-        };
-        limits
-            .entry(route.to_string())
-            .and_modify(|l| {
-                if bound < l.bound {
-                    *l = limit
-                }
-            })
-            .or_insert(limit);
-    }
-    limits
-}
-
 /// Rounds to `digits` significant digits, so the JSON carries "12.3", not "12.300000001".
 fn sig(v: f64, digits: i32) -> f64 {
     if v == 0.0 || !v.is_finite() {
@@ -187,8 +149,10 @@ pub fn data(
         .iter()
         .map(|p| json!([p.name, sig(p.start_s, 6), sig(p.end_s, 6)]))
         .collect();
-    let limits: BTreeMap<String, Value> = pool_limits(result)
-        .into_iter()
+    let limits: BTreeMap<String, Value> = result
+        .dependency
+        .iter()
+        .filter_map(|(route, r)| Some((route.clone(), r.pool_limit?)))
         .map(|(route, l)| (route, json!({ "bound": l.bound, "inclusive": l.inclusive })))
         .collect();
     let mut breakers = Vec::new();

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::breaker::BreakerTimeline;
-use crate::expect::Verdict;
+use crate::expect::{Expectation, Verdict};
 use crate::record::{OutcomeClass, RunRecord};
 use crate::run::{Ending, RunOutput};
 use crate::scenario::Validated;
@@ -110,6 +110,59 @@ pub struct Totals {
 pub struct RouteSummary {
     pub arrivals: u64,
     pub max_in_flight: u64,
+    /// The pool limit the scenario's in-flight expectations put on the route (the tightest), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_limit: Option<PoolLimit>,
+}
+
+/// The limit a `max_in_flight_below` / `max_in_flight_at_most` expectation puts on a route's calls in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolLimit {
+    /// The bound, in calls.
+    pub bound: u64,
+    /// True for "at or under" (`max_in_flight_at_most`), false for "below".
+    pub inclusive: bool,
+}
+
+impl PoolLimit {
+    /// The most calls in flight the limit allows.
+    fn allows(self) -> u64 {
+        if self.inclusive {
+            self.bound
+        } else {
+            self.bound.saturating_sub(1)
+        }
+    }
+}
+
+/// The pool limit per route from the in-flight expectations. With several on one route the tightest wins,
+/// whatever the phase each one is about.
+pub fn pool_limits(expectations: &[Expectation]) -> BTreeMap<String, PoolLimit> {
+    let mut limits: BTreeMap<String, PoolLimit> = BTreeMap::new();
+    for e in expectations {
+        let Expectation::MaxInFlight {
+            route,
+            bound,
+            inclusive,
+            ..
+        } = e
+        else {
+            continue;
+        };
+        let limit = PoolLimit {
+            bound: *bound,
+            inclusive: *inclusive,
+        };
+        limits
+            .entry(route.clone())
+            .and_modify(|l| {
+                if limit.allows() < l.allows() {
+                    *l = limit
+                }
+            })
+            .or_insert(limit);
+    }
+    limits
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -216,6 +269,7 @@ impl ResultFile {
             still_in_flight: load.still_in_flight,
             conserved: load.conservation.holds,
         };
+        let limits = pool_limits(&v.expectations);
         let dependency = rec
             .dependency
             .iter()
@@ -225,6 +279,7 @@ impl ResultFile {
                     RouteSummary {
                         arrivals: series.iter().map(|b| b.arrivals).sum(),
                         max_in_flight: series.iter().map(|b| b.in_flight_max).max().unwrap_or(0),
+                        pool_limit: limits.get(route).copied(),
                     },
                 )
             })
