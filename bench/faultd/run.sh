@@ -3,13 +3,14 @@
 #   (a) throughput and added latency of a healthy faultd route vs nginx returning the same bytes ({"ok":true},
 #       application/json): wrk -t1 -c50 saturation rps (ratio of medians, target >= 0.8x nginx) and, at a fixed
 #       2000/s from loadgen, the latency faultd adds over nginx (p50/p99, from the actual send).
-#   (b) delay accuracy: a fixed 50 ms delay at 500/s from loadgen; error = client-measured latency - 50 ms at
-#       p50/p99/p99.9 (target p99 <= 1 ms); nginx at the same rate gives the loopback + client floor.
+#   (b) delay accuracy: a fixed 50 ms delay at 500/s (DELAY_RATE) from loadgen; error = client-measured latency
+#       - 50 ms at p50/p99/p99.9 (target p99 <= 1 ms), and faultd's CPU time per round; nginx at the same rate
+#       gives the loopback + client floor.
 #   (c) RSS per held call with 1k, 5k, 19k hung calls (target <= 10 KB); a fresh faultd per count, RSS from
 #       /proc/PID/status before and after, the calls confirmed by faultd's own faultd_in_flight. The same for calls
 #       held by a long delay (still served by hyper), for comparison.
 # Usage: bench/faultd/run.sh [a|b|c|all]
-#   env: ROUNDS=3 SAT_SECS=5 LAT_SECS=5 DELAY_SECS=10 HELD="1000 5000 19000" KINDS="hang delay"
+#   env: ROUNDS=3 SAT_SECS=5 LAT_SECS=5 DELAY_SECS=10 DELAY_RATE=500 HELD="1000 5000 19000" KINDS="hang delay"
 #        FAULTD=target/release/faultd (another build to compare, e.g. one from before a change)
 # The servers (nginx with one worker, faultd with one tokio worker) run on CPU 0, the clients on CPU 1. Runs
 # alternate (faultd, nginx, faultd, nginx, ...) and the medians are quoted.
@@ -17,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 WHAT=${1:-all}
 ROUNDS=${ROUNDS:-3}; SAT_SECS=${SAT_SECS:-5}; LAT_SECS=${LAT_SECS:-5}; DELAY_SECS=${DELAY_SECS:-10}
+DELAY_RATE=${DELAY_RATE:-500}
 HELD=${HELD:-"1000 5000 19000"}; KINDS=${KINDS:-"hang delay"}
 FAULTD=${FAULTD:-target/release/faultd}
 LOADGEN=${LOADGEN:-target/release/loadgen}
@@ -105,23 +107,28 @@ if [[ $WHAT == a || $WHAT == all ]]; then
 fi
 
 if [[ $WHAT == b || $WHAT == all ]]; then
-  echo "== (b) fixed 50 ms delay at 500/s for ${DELAY_SECS}s (loadgen, 1 worker, CPU 1); nginx at the same rate as the floor"
-  for f in e50 e99 e999 n50 n99 n999; do : > "$WORK/$f"; done
+  echo "== (b) fixed 50 ms delay at ${DELAY_RATE}/s for ${DELAY_SECS}s (loadgen, 1 worker, CPU 1); nginx at the same rate as the floor"
+  for f in e50 e99 e999 n50 n99 n999 cpu; do : > "$WORK/$f"; done
   for i in $(seq "$ROUNDS"); do
-    out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$FD/delay" --rate 500/s --duration "${DELAY_SECS}s" --connections 100)
+    # faultd's CPU time (user + sys, clock ticks of 10 ms) across the round: what waiting precisely costs.
+    t0=$(awk '{print $14 + $15}' "/proc/$FAULTD_PID/stat")
+    out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$FD/delay" --rate "${DELAY_RATE}/s" --duration "${DELAY_SECS}s" --connections 200)
+    t1=$(awk '{print $14 + $15}' "/proc/$FAULTD_PID/stat")
+    cpu=$(( (t1 - t0) * 10 )); echo "$cpu" >> "$WORK/cpu"
     # Every call must have been answered: an error or a timeout would not be a delay.
-    grep -q "Outcomes: ok $((500 * DELAY_SECS)), " <<<"$out" || { echo "$out" >&2; exit 3; }
+    grep -q "Outcomes: ok $((DELAY_RATE * DELAY_SECS)), " <<<"$out" || { echo "$out" >&2; exit 3; }
     e50=$(lg_pct 50.000% <<<"$out" | awk '{printf "%.3f", $1-50}')
     e99=$(lg_pct 99.000% <<<"$out" | awk '{printf "%.3f", $1-50}')
     e999=$(lg_pct 99.900% <<<"$out" | awk '{printf "%.3f", $1-50}')
     echo "$e50" >> "$WORK/e50"; echo "$e99" >> "$WORK/e99"; echo "$e999" >> "$WORK/e999"
-    out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$NGINX/ok" --rate 500/s --duration "${DELAY_SECS}s" --connections 100)
+    out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$NGINX/ok" --rate "${DELAY_RATE}/s" --duration "${DELAY_SECS}s" --connections 200)
     n50=$(lg_pct 50.000% <<<"$out"); n99=$(lg_pct 99.000% <<<"$out"); n999=$(lg_pct 99.900% <<<"$out")
     echo "$n50" >> "$WORK/n50"; echo "$n99" >> "$WORK/n99"; echo "$n999" >> "$WORK/n999"
-    echo "  round $i: faultd error p50 +$e50 ms, p99 +$e99 ms, p99.9 +$e999 ms | nginx latency p50 $n50 ms, p99 $n99 ms, p99.9 $n999 ms"
+    echo "  round $i: faultd error p50 +$e50 ms, p99 +$e99 ms, p99.9 +$e999 ms, faultd CPU ${cpu} ms | nginx latency p50 $n50 ms, p99 $n99 ms, p99.9 $n999 ms"
   done
   echo "  median faultd error: p50 +$(median < "$WORK/e50") ms, p99 +$(median < "$WORK/e99") ms, p99.9 +$(median < "$WORK/e999") ms (target p99 <= 1 ms)"
   echo "  median nginx latency (the floor): p50 $(median < "$WORK/n50") ms, p99 $(median < "$WORK/n99") ms, p99.9 $(median < "$WORK/n999") ms"
+  echo "  median faultd CPU per round: $(median < "$WORK/cpu") ms in ${DELAY_SECS} s"
 fi
 
 # The shared servers are not needed for (c): stop them so the held-call runs have the machine to themselves.

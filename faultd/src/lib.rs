@@ -28,6 +28,7 @@
 pub mod behaviours;
 pub mod config;
 pub mod control;
+pub mod deadlines;
 pub mod draw;
 pub mod recorder;
 pub mod routing;
@@ -68,8 +69,9 @@ pub struct Options {
     pub max_connections: Option<usize>,
     /// The listen backlog (pending connects the kernel queues).
     pub backlog: u32,
-    /// Sleep until 2 ms before a delay's end, then yield until its exact instant (sub-millisecond delay error
-    /// instead of tokio's ~1-4 ms lateness). Turn off under paused tokio time, where yielding stops time.
+    /// End delays at their instant with a timerfd ([`deadlines`]: sub-millisecond delay error instead of
+    /// tokio's ~1-4 ms lateness, with no spinning). Turn off under paused tokio time, which only tokio's timer
+    /// follows.
     pub precise_delays: bool,
 }
 
@@ -133,7 +135,10 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
         recorder,
         proxy: behaviours::proxy::proxy_client(),
-        precise_delays: options.precise_delays,
+        deadlines: options
+            .precise_delays
+            .then(deadlines::Deadlines::start)
+            .flatten(),
     });
     let data =
         server::bind(options.listen, options.backlog).map_err(|source| FaultdError::Bind {

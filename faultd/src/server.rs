@@ -31,6 +31,7 @@ use crate::behaviours::malformed::MALFORMED_BYTES;
 use crate::behaviours::proxy::ProxyClient;
 use crate::behaviours::slow_body::TrickleBody;
 use crate::behaviours::{decide, CallAction};
+use crate::deadlines::Deadlines;
 use crate::draw::CallDraws;
 use crate::recorder::{CallGuard, Outcome, Recorder};
 use crate::schedule::Live;
@@ -39,10 +40,6 @@ use crate::schedule::Live;
 pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
 /// The body of every data-plane response.
 pub type DataBody = UnsyncBoxBody<Bytes, BodyError>;
-
-/// How early a precise delay stops sleeping and starts yielding: tokio's timer is late by ~1.2 ms at the median
-/// and up to ~4 ms at p99 on the target machine, so the last stretch is spent re-checking the clock instead.
-pub const SPIN_BEFORE_DEADLINE: Duration = Duration::from_millis(2);
 
 /// What the data plane shares between connections and with the control API.
 pub struct Shared {
@@ -53,9 +50,9 @@ pub struct Shared {
     pub recorder: Arc<Recorder>,
     /// The client of proxied calls.
     pub proxy: ProxyClient,
-    /// Sleep-then-yield delays (see [`SPIN_BEFORE_DEADLINE`]); off in paused-time tests, where yielding would
-    /// keep the runtime busy and time would never advance.
-    pub precise_delays: bool,
+    /// The waker of delayed calls ([`crate::deadlines`]); `None` without a timerfd or with precise delays off
+    /// (paused-time tests, where only tokio's timer follows the paused clock), and delays then use tokio's timer.
+    pub deadlines: Option<Deadlines>,
 }
 
 impl Shared {
@@ -339,7 +336,11 @@ async fn call(
         takeover.request(Takeover::Hang(guard));
         return std::future::pending().await;
     }
-    wait_until(guard.arrival() + decision.delay, shared.precise_delays).await;
+    let deadline = guard.arrival() + decision.delay;
+    match &shared.deadlines {
+        Some(deadlines) => deadlines.wait_until(deadline).await,
+        None => tokio::time::sleep_until(deadline).await,
+    }
 
     let raw = match decision.action {
         CallAction::Reset => Some((Takeover::Reset, Outcome::Reset)),
@@ -400,23 +401,6 @@ async fn call(
         },
     };
     Ok(response)
-}
-
-/// Waits until `deadline`: with `precise`, sleeps until [`SPIN_BEFORE_DEADLINE`] before it and yields to the
-/// runtime until the instant has passed.
-pub async fn wait_until(deadline: Instant, precise: bool) {
-    if !precise {
-        tokio::time::sleep_until(deadline).await;
-        return;
-    }
-    if let Some(early) = deadline.checked_sub(SPIN_BEFORE_DEADLINE) {
-        if early > Instant::now() {
-            tokio::time::sleep_until(early).await;
-        }
-    }
-    while Instant::now() < deadline {
-        tokio::task::yield_now().await;
-    }
 }
 
 fn full(bytes: Bytes) -> DataBody {

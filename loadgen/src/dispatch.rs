@@ -281,7 +281,7 @@ fn stopped(stop: &watch::Receiver<bool>) -> bool {
 
 /// Waits on `alarm` (or tokio's timer without one) until `due`; false if the run was stopped meanwhile.
 async fn wait_precisely(
-    alarm: Option<&alarm::Alarm>,
+    alarm: Option<&faultline_alarm::Alarm>,
     due: Instant,
     stop: &mut watch::Receiver<bool>,
 ) -> bool {
@@ -337,7 +337,7 @@ pub(crate) fn run_open<T: Transport>(
             // tokio's timer has a 1 ms granularity and fires ~1.2 ms late at the median here; the timerfd wakes
             // the same runtime on time, so no thread of its own, no spin, and a hand-over that stays on the
             // runtime (a lane is woken like any task, without waking another thread).
-            let alarm = alarm::Alarm::new().ok();
+            let alarm = faultline_alarm::Alarm::new().ok();
             let origin = exchanges.origin;
             let mut woke = origin;
             for (index, intended) in schedule.enumerate() {
@@ -406,100 +406,4 @@ pub(crate) async fn run_closed<T: Transport>(
     }
     while loops.join_next().await.is_some() {}
     *stop.borrow()
-}
-
-/// A one-shot timer with nanosecond resolution whose expiry reaches the runtime through its epoll, like socket
-/// readiness. Linux's timerfd; elsewhere there is none and the dispatcher uses tokio's timer.
-mod alarm {
-    use std::io;
-
-    use tokio::time::Instant;
-
-    #[cfg(target_os = "linux")]
-    pub(crate) struct Alarm {
-        fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
-    }
-
-    #[cfg(target_os = "linux")]
-    impl Alarm {
-        pub(crate) fn new() -> io::Result<Alarm> {
-            use std::os::fd::FromRawFd;
-            // SAFETY: a plain system call; the descriptor it returns is owned by the `OwnedFd` below.
-            let fd = unsafe {
-                libc::timerfd_create(
-                    libc::CLOCK_MONOTONIC,
-                    libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-                )
-            };
-            if fd < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: `fd` is a fresh, valid descriptor that nothing else owns.
-            let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
-            // SAFETY: the `OwnedFd` keeps the descriptor open and unchanged for as long as the `AsyncFd` owns it.
-            let fd = unsafe {
-                tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
-            }
-            .map_err(io::Error::from)?;
-            Ok(Alarm { fd })
-        }
-
-        /// Waits until `due` (tokio's clock is CLOCK_MONOTONIC, the timer's clock, so a relative arming is exact
-        /// to the few nanoseconds it takes).
-        pub(crate) async fn wait_until(&self, due: Instant) -> io::Result<()> {
-            use std::os::fd::AsRawFd;
-            let now = Instant::now();
-            if due <= now {
-                return Ok(());
-            }
-            let left = due - now;
-            let spec = libc::itimerspec {
-                it_interval: libc::timespec {
-                    tv_sec: 0,
-                    tv_nsec: 0,
-                },
-                it_value: libc::timespec {
-                    tv_sec: left.as_secs() as libc::time_t,
-                    tv_nsec: libc::c_long::from(left.subsec_nanos() as i32),
-                },
-            };
-            let raw = self.fd.as_raw_fd();
-            // SAFETY: `raw` is our timerfd and `spec` a valid itimerspec; the old value is not asked for.
-            if unsafe { libc::timerfd_settime(raw, 0, &spec, std::ptr::null_mut()) } < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            loop {
-                let mut ready = self.fd.readable().await?;
-                let read = ready.try_io(|fd| {
-                    let mut expirations = [0u8; 8];
-                    // SAFETY: reads at most 8 bytes into an 8-byte buffer from our timerfd.
-                    let n =
-                        unsafe { libc::read(fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
-                    if n < 0 {
-                        Err(io::Error::last_os_error())
-                    } else {
-                        Ok(())
-                    }
-                });
-                match read {
-                    Ok(result) => return result,
-                    Err(_would_block) => continue,
-                }
-            }
-        }
-    }
-
-    #[cfg(not(target_os = "linux"))]
-    pub(crate) struct Alarm;
-
-    #[cfg(not(target_os = "linux"))]
-    impl Alarm {
-        pub(crate) fn new() -> io::Result<Alarm> {
-            Err(io::Error::other("no timerfd on this system"))
-        }
-
-        pub(crate) async fn wait_until(&self, _due: Instant) -> io::Result<()> {
-            Err(io::Error::other("no timerfd on this system"))
-        }
-    }
 }
