@@ -25,23 +25,9 @@ LOADGEN=${LOADGEN:-target/release/loadgen}
 [ -x "$FAULTD" ] && [ -x "$LOADGEN" ] || cargo build --release -p faultd -p loadgen
 
 WORK=$(mktemp -d /tmp/faultd-bench.XXXXXX)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+source bench/lib.sh
 NGINX_PORT=$(free_port)
-mkdir -p "$WORK/logs"
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/logs/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$NGINX_PORT backlog=8192;
-           location / { default_type application/json; return 200 '{"ok":true}'; } }
-}
-CONF
+write_nginx_conf "$WORK" "$NGINX_PORT" "default_type application/json; return 200 '{\"ok\":true}';"
 cat > "$WORK/faultd.yaml" <<'YAML'
 seed: 1
 routes:
@@ -59,7 +45,6 @@ cleanup() {
 trap cleanup EXIT
 
 wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # "221.95us" / "2.41ms" / "1.20s" -> milliseconds
 to_ms() { awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /ns$/) {sub(/ns$/,"",v); v/=1e6} else if (v ~ /s$/) {sub(/s$/,"",v); v*=1000}; printf "%.3f\n", v}'; }
 # The uncorrected (actual send) latency at percentile $1 ("50.000%") from loadgen's table, in ms.
@@ -110,11 +95,11 @@ if [[ $WHAT == b || $WHAT == all ]]; then
   echo "== (b) fixed 50 ms delay at ${DELAY_RATE}/s for ${DELAY_SECS}s (loadgen, 1 worker, CPU 1); nginx at the same rate as the floor"
   for f in e50 e99 e999 n50 n99 n999 cpu; do : > "$WORK/$f"; done
   for i in $(seq "$ROUNDS"); do
-    # faultd's CPU time (user + sys, clock ticks of 10 ms) across the round: what waiting precisely costs.
-    t0=$(awk '{print $14 + $15}' "/proc/$FAULTD_PID/stat")
+    # faultd's CPU time (user + sys) across the round, in ms: what waiting precisely costs.
+    t0=$(cpu_s "$FAULTD_PID")
     out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$FD/delay" --rate "${DELAY_RATE}/s" --duration "${DELAY_SECS}s" --connections 200)
-    t1=$(awk '{print $14 + $15}' "/proc/$FAULTD_PID/stat")
-    cpu=$(( (t1 - t0) * 10 )); echo "$cpu" >> "$WORK/cpu"
+    t1=$(cpu_s "$FAULTD_PID")
+    cpu=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", (b - a) * 1000}'); echo "$cpu" >> "$WORK/cpu"
     # Every call must have been answered: an error or a timeout would not be a delay.
     grep -q "Outcomes: ok $((DELAY_RATE * DELAY_SECS)), " <<<"$out" || { echo "$out" >&2; exit 3; }
     e50=$(lg_pct 50.000% <<<"$out" | awk '{printf "%.3f", $1-50}')

@@ -17,21 +17,9 @@ LOADGEN=target/release/loadgen
 [ -x "$LOADGEN" ] || cargo build --release -p loadgen
 
 WORK=$(mktemp -d /tmp/loadgen-bench.XXXXXX)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
-mkdir -p "$WORK/logs"
-cat > "$WORK/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/logs/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $WORK; proxy_temp_path $WORK; fastcgi_temp_path $WORK; uwsgi_temp_path $WORK; scgi_temp_path $WORK;
-  keepalive_requests 1000000;
-  server { listen 127.0.0.1:$PORT backlog=8192; location / { return 200 "ok\n"; } }
-}
-CONF
+source bench/lib.sh
+PORT=$(free_port)
+write_nginx_conf "$WORK" "$PORT" 'return 200 "ok\n";'
 taskset -c 0 nginx -p "$WORK" -c "$WORK/nginx.conf" &
 NGINX=$!
 trap 'kill $NGINX 2>/dev/null; wait $NGINX 2>/dev/null; rm -rf "$WORK"' EXIT
@@ -39,7 +27,6 @@ sleep 0.5
 URL="http://127.0.0.1:$PORT/"
 echo "nginx (1 worker, CPU 0) on $URL; clients on CPU 1; $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # "2.91ms" / "309.50us" / "1.20s" -> microseconds
 to_us() { awk '{v=$1; u=v; sub(/[0-9.]+/, "", u); sub(/[a-z]+$/, "", v); m=(u=="ns")?0.001:(u=="us")?1:(u=="ms")?1000:1000000; printf "%.1f\n", v*m}'; }
 # CPU seconds (user + sys) recorded by /usr/bin/time -f '%U %S' into $1
@@ -121,7 +108,7 @@ if [[ $WHAT == c || $WHAT == all ]]; then
     [ -n "$rss" ] && samples+=("$rss") && echo "  t=$(( ${#samples[@]} * 10 ))s RSS ${rss} kB, ${fds} open files"
   done
   wait $LG || true
-  echo "  first ${samples[0]} kB, last ${samples[-1]} kB"
+  if (( ${#samples[@]} > 0 )); then echo "  first ${samples[0]} kB, last ${samples[-1]} kB"; else echo "  no sample: the run ended within 10 s"; fi
   if [[ $SERIES == json ]]; then
     python3 - "$WORK/rss-run.txt" <<'PY'
 import json, sys

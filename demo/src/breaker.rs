@@ -493,21 +493,9 @@ mod tests {
     const MS: Duration = Duration::from_millis(1);
     const FAST: Duration = Duration::from_millis(10);
 
-    /// Seed 000's breaker: 50% over 10 s, at least 20 calls, open 30 s, one probe, one success closes;
-    /// slow over 1 s counts at 100%.
-    fn seed_000() -> BreakerConfig {
-        BreakerConfig {
-            failure_rate: Share::from_fraction(0.5),
-            window: Dur::from_millis(10_000),
-            min_calls: 20,
-            open_for: Dur::from_millis(30_000),
-            half_open_calls: 1,
-            close_after: 1,
-            slow_call_duration: Dur::from_millis(1_000),
-            slow_call_rate: Share::from_fraction(1.0),
-            recovery_rate: None,
-        }
-    }
+    // Seed 000's breaker as the demo runs it: 50% over 10 s, at least 20 calls, open 30 s, one probe, one
+    // success closes; slow over 1 s counts at 100%.
+    use crate::operation::seed_000_breaker as seed_000;
 
     fn breaker(config: &BreakerConfig, mistakes: &[Mistake]) -> Breaker {
         Breaker::new(Policy::new(config, &mistakes.iter().copied().collect()))

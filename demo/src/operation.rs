@@ -149,17 +149,7 @@ impl Operation {
                 fallback: Fallback::Unavailable {
                     retry_after: ms(5_000),
                 },
-                breaker: BreakerConfig {
-                    failure_rate: share(50.0),
-                    window: ms(10_000),
-                    min_calls: 10,
-                    open_for: ms(30_000),
-                    half_open_calls: 2,
-                    close_after: 2,
-                    slow_call_duration: ms(1_200),
-                    slow_call_rate: share(50.0),
-                    recovery_rate: None,
-                },
+                breaker: seed_004_breaker(ms(1_200)),
                 retries: RetryConfig {
                     max: 2,
                     backoff: ms(50),
@@ -207,17 +197,7 @@ impl Operation {
                 fallback: Fallback::Unavailable {
                     retry_after: ms(10_000),
                 },
-                breaker: BreakerConfig {
-                    failure_rate: share(50.0),
-                    window: ms(10_000),
-                    min_calls: 10,
-                    open_for: ms(30_000),
-                    half_open_calls: 2,
-                    close_after: 2,
-                    slow_call_duration: ms(1_000),
-                    slow_call_rate: share(50.0),
-                    recovery_rate: None,
-                },
+                breaker: seed_004_breaker(ms(1_000)),
                 retries: no_retries,
             },
         }
@@ -230,9 +210,25 @@ impl fmt::Display for Operation {
     }
 }
 
+/// Seed 004's write breaker: 50% failures over 10 s with a 10-call floor, open 30 s, two probes and two
+/// successes to close; calls slower than `slow_call_duration` count as failures at 50%.
+fn seed_004_breaker(slow_call_duration: Dur) -> BreakerConfig {
+    BreakerConfig {
+        failure_rate: Share::from_fraction(0.5),
+        window: Dur::from_millis(10_000),
+        min_calls: 10,
+        open_for: Dur::from_millis(30_000),
+        half_open_calls: 2,
+        close_after: 2,
+        slow_call_duration,
+        slow_call_rate: Share::from_fraction(0.5),
+        recovery_rate: None,
+    }
+}
+
 /// Seed 000's breaker: 50% failures over a rolling 10 s window with a 20-call floor, open 30 s, one probe that
 /// closes it; slow calls count only past 1 s.
-fn seed_000_breaker() -> BreakerConfig {
+pub(crate) fn seed_000_breaker() -> BreakerConfig {
     BreakerConfig {
         failure_rate: Share::from_fraction(0.5),
         window: Dur::from_millis(10_000),

@@ -1,34 +1,20 @@
 //! The end-to-end test the issue asks for: 200 concurrent clients against a hang route, and faultd reports a
 //! maximum of exactly 200 calls in flight; when the clients give up, every call leaves and counts as a hang.
 
+mod common;
+
 use std::time::Duration;
 
+use common::wait_for;
 use faultd::{Config, Options};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 const CLIENTS: usize = 200;
 
-async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_clients_on_a_hang_route_are_exactly_two_hundred_in_flight() {
-    let config = Config::from_yaml(
-        "routes:\n  pricing: { path: /price/*, hang: 100% }\n",
-        "hang.yaml",
-    )
-    .unwrap();
-    let f = faultd::start(config, Options::default()).await.unwrap();
-    f.start_schedule(tokio::time::Instant::now());
+    let f = hang_route().await;
     let addr = f.data_addr();
     let clients = futures_util::future::join_all((0..CLIENTS).map(|i| async move {
         let mut s = TcpStream::connect(addr).await.unwrap();
@@ -82,15 +68,21 @@ async fn hang_route() -> faultd::Faultd {
     f
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hung_call_stays_held_while_its_caller_keeps_sending_and_leaves_when_it_closes() {
-    use tokio::io::AsyncReadExt;
-    let f = hang_route().await;
+/// Opens a connection with one request to the hang route and waits until faultd holds it.
+async fn one_hung_call(f: &faultd::Faultd) -> TcpStream {
     let mut s = TcpStream::connect(f.data_addr()).await.unwrap();
     s.write_all(b"GET /price/1 HTTP/1.1\r\nHost: faultd\r\n\r\n")
         .await
         .unwrap();
     wait_for("the call in flight", || f.in_flight() == 1).await;
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_call_stays_held_while_its_caller_keeps_sending_and_leaves_when_it_closes() {
+    use tokio::io::AsyncReadExt;
+    let f = hang_route().await;
+    let mut s = one_hung_call(&f).await;
     // A pipelined second request and some stray bytes: HTTP/1.1 answers in order, so neither is answered and the
     // first call stays held.
     s.write_all(b"GET /price/2 HTTP/1.1\r\nHost: faultd\r\n\r\nstray bytes")
@@ -113,11 +105,7 @@ async fn a_hung_call_stays_held_while_its_caller_keeps_sending_and_leaves_when_i
 async fn shutdown_closes_the_connections_of_hung_calls() {
     use tokio::io::AsyncReadExt;
     let f = hang_route().await;
-    let mut s = TcpStream::connect(f.data_addr()).await.unwrap();
-    s.write_all(b"GET /price/1 HTTP/1.1\r\nHost: faultd\r\n\r\n")
-        .await
-        .unwrap();
-    wait_for("the call in flight", || f.in_flight() == 1).await;
+    let mut s = one_hung_call(&f).await;
     f.shutdown().await;
     // The caller sees its connection end (EOF or reset), with no answer.
     let mut rest = Vec::new();

@@ -6,11 +6,14 @@
 //!
 //! This file is its own test binary with a single test, so no other test allocates while it measures.
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
+use common::wait_for;
 use faultd::{Config, Options};
 
 /// Counts the bytes the process has live on the heap.
@@ -63,17 +66,6 @@ const HELD: usize = 500;
 /// rounds chunks up and a page is resident as soon as one byte of it is), so the heap budget keeps most of that
 /// room free: 4 KiB.
 const HEAP_BUDGET_PER_HELD_CALL: isize = 4096;
-
-async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    while !check() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
 
 /// Opens `n` connections with one hung request each. Blocking std sockets, so the client side allocates nothing
 /// on the heap that would be counted as faultd's.

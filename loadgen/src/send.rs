@@ -323,19 +323,24 @@ async fn read_response(
     Ok((head.answer, reusable))
 }
 
+/// The length of the line at the start of the buffer, without its CRLF, reading until the CRLF is in.
+async fn line_length(conn: &mut HttpConn, what: &str) -> Result<usize, TransportError> {
+    loop {
+        if let Some(i) = conn.buffer.windows(2).position(|w| w == b"\r\n") {
+            return Ok(i);
+        }
+        if conn.buffer.len() > MAX_HEAD {
+            return Err(TransportError(format!("{what} too long")));
+        }
+        fill(conn).await?;
+    }
+}
+
 /// Reads a chunked body to its end, trailers included, discarding the data.
 async fn read_chunked(conn: &mut HttpConn) -> Result<(), TransportError> {
     loop {
         // The chunk-size line: hex digits, optional extensions, CRLF.
-        let line_end = loop {
-            if let Some(i) = conn.buffer.windows(2).position(|w| w == b"\r\n") {
-                break i;
-            }
-            if conn.buffer.len() > MAX_HEAD {
-                return Err(TransportError("chunk size line too long".into()));
-            }
-            fill(conn).await?;
-        };
+        let line_end = line_length(conn, "chunk size line").await?;
         let line = &conn.buffer[..line_end];
         let digits = line.split(|&b| b == b';').next().unwrap_or_default();
         let size = std::str::from_utf8(digits)
@@ -346,15 +351,7 @@ async fn read_chunked(conn: &mut HttpConn) -> Result<(), TransportError> {
         if size == 0 {
             // Trailers, then an empty line.
             loop {
-                let end = loop {
-                    if let Some(i) = conn.buffer.windows(2).position(|w| w == b"\r\n") {
-                        break i;
-                    }
-                    if conn.buffer.len() > MAX_HEAD {
-                        return Err(TransportError("trailers too long".into()));
-                    }
-                    fill(conn).await?;
-                };
+                let end = line_length(conn, "trailers").await?;
                 conn.buffer.advance(end + 2);
                 if end == 0 {
                     return Ok(());

@@ -135,3 +135,15 @@ fn dechunk(mut data: &[u8]) -> Vec<u8> {
     }
     out
 }
+
+/// Polls `check` every 10 ms until it holds; fails the test after 20 s, naming `what` it waited for.
+pub async fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
