@@ -1,0 +1,288 @@
+//! Whole-scenario validation: the checks no single field can make alone (exactly one kind of SUT, known
+//! placeholders, loopback hosts, names that resolve, unique expectation ids, a proof that can run), and each breaker's
+//! observation resolved from its spec. Not for parsing or adjusting the scenario: `Scenario::parse_in` does that first.
+
+use std::collections::BTreeMap;
+
+use faultline_units::Dur;
+
+use super::locate::locate;
+use super::{
+    check_host, BreakerSpec, Observation, Placeholders, Scenario, ScenarioError, SutSpec, Validated,
+};
+use crate::breaker::scrape::{Encoding, Preset, StateMapping};
+use crate::breaker::BreakerState;
+use crate::expect::Names;
+
+impl Scenario {
+    pub(super) fn validate(self, text: &str, file: &str) -> Result<Validated, ScenarioError> {
+        let at =
+            |field: &str, needle: &str, message: String| locate(text, file, field, needle, message);
+        if self.name.trim().is_empty() || self.name.contains(['/', '\\']) {
+            return Err(at(
+                "name",
+                "name:",
+                "the name must be non-empty and contain no slashes (it names a folder)".into(),
+            ));
+        }
+        if self.duration.get().is_zero() {
+            return Err(at(
+                "duration",
+                "duration:",
+                "the run needs a duration above zero".into(),
+            ));
+        }
+        if let Some(b) = self.bucket {
+            if b.get() < std::time::Duration::from_millis(1) {
+                return Err(at(
+                    "bucket",
+                    "bucket:",
+                    "the bucket must be at least 1ms".into(),
+                ));
+            }
+        }
+        self.dependency.validate().map_err(|e| {
+            let field = if e.field.is_empty() {
+                "dependency".to_string()
+            } else {
+                format!("dependency.{}", e.field)
+            };
+            at(&field, "dependency:", e.message.clone())
+        })?;
+        self.load
+            .validate()
+            .map_err(|e| at("load", "load:", e.to_string()))?;
+
+        // The SUT: exactly one kind.
+        let sut = &self.sut;
+        match (&sut.demo, &sut.command, &sut.url) {
+            (Some(d), None, None) => d.validate().map_err(|e| at("sut.demo", "demo:", e.to_string()))?,
+            (None, Some(cmd), Some(_)) if !cmd.is_empty() => {}
+            (None, Some(_), None) => return Err(at("sut.command", "command:", "a command SUT needs `url:` (e.g. http://127.0.0.1:{sut.port})".into())),
+            (None, None, Some(_)) => {}
+            (None, None, None) => return Err(at("sut", "sut:", "name the service under test: `demo: {}`, `command: [...]` with `url:`, or `url:` of a running service".into())),
+            _ => return Err(at("sut", "sut:", "choose one: `demo`, or `command` with `url`, or `url` alone".into())),
+        }
+
+        // Placeholders and hosts.
+        let known = Placeholders::names();
+        for (field, value) in sut
+            .command
+            .iter()
+            .flatten()
+            .map(|v| ("sut.command", v))
+            .chain(sut.env.values().map(|v| ("sut.env", v)))
+            .chain(sut.url.iter().map(|v| ("sut.url", v)))
+        {
+            if let Err(name) = Placeholders::check(value, &known) {
+                return Err(at(field, &format!("{{{name}}}"), format!("unknown placeholder {{{name}}}; known: {}, and {{ms:250ms}}, {{secs:30s}}, {{dur:250ms}} for scaled durations", known.join(", "))));
+            }
+        }
+        let mut urls: Vec<(&str, String)> = Vec::new();
+        if let Some(u) = &sut.url {
+            urls.push(("sut.url", u.replace("{sut.port}", "1")));
+        }
+        if let Some(f) = &self.faultd {
+            urls.push(("faultd.control", f.control.clone()));
+            urls.push(("faultd.url", f.url.clone()));
+        }
+        for (name, b) in &self.breakers {
+            if let Some(u) = b.metrics.as_ref().and_then(|m| m.url.clone()) {
+                urls.push((
+                    if name.is_empty() {
+                        "breakers"
+                    } else {
+                        "breakers.metrics.url"
+                    },
+                    u,
+                ));
+            }
+        }
+        for (field, url) in urls {
+            check_host(&url, &self.allow_hosts).map_err(|m| at(field, &url, m))?;
+        }
+
+        // Phases, routes and breakers, for names in expectations.
+        let phases: Vec<String> = self
+            .dependency
+            .phase_names()
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        let routes: Vec<String> = self.dependency.routes.keys().cloned().collect();
+        let breaker_names: Vec<String> = self.breakers.keys().cloned().collect();
+        let mut observations = BTreeMap::new();
+        for (name, spec) in &self.breakers {
+            let obs = resolve_breaker(name, spec, &self.sut, &routes)
+                .map_err(|m| at(&format!("breakers.{name}"), &format!("{name}:"), m))?;
+            observations.insert(name.clone(), obs);
+        }
+        let breaker_routes = |b: &str| -> Option<String> {
+            let spec = self.breakers.get(b)?;
+            spec.route
+                .clone()
+                .or_else(|| routes.contains(&b.to_string()).then(|| b.to_string()))
+        };
+        let names = Names {
+            phases: &phases,
+            breakers: &breaker_names,
+            routes: &routes,
+            breaker_routes: &breaker_routes,
+        };
+        let mut expectations = Vec::new();
+        for (i, spec) in self.expect.iter().enumerate() {
+            let e = spec
+                .value
+                .resolve(&names)
+                .map_err(|message| ScenarioError::Invalid {
+                    file: file.to_string(),
+                    line: spec.referenced.line(),
+                    column: spec.referenced.column(),
+                    field: format!("expect[{i}]"),
+                    message,
+                })?;
+            expectations.push(e);
+        }
+        let mut ids: Vec<&str> = Vec::new();
+        for (i, spec) in self.expect.iter().enumerate() {
+            if let Some(id) = &spec.value.id {
+                if ids.contains(&id.as_str()) {
+                    return Err(ScenarioError::Invalid {
+                        file: file.to_string(),
+                        line: spec.referenced.line(),
+                        column: spec.referenced.column(),
+                        field: format!("expect[{i}].id"),
+                        message: format!("the id `{id}` is used twice"),
+                    });
+                }
+                ids.push(id);
+            }
+        }
+        if let Some(proof) = &self.proof {
+            if self.sut.demo.is_none() {
+                return Err(at(
+                    "proof",
+                    "proof:",
+                    "a proof switches the demo's mistakes, so it needs `sut: { demo: ... }`".into(),
+                ));
+            }
+            if proof.fails.is_empty() {
+                return Err(at(
+                    "proof.fails",
+                    "fails:",
+                    "name at least one expectation id the mistake must fail".into(),
+                ));
+            }
+            for f in &proof.fails {
+                if !ids.contains(&f.as_str()) {
+                    return Err(at(
+                        "proof.fails",
+                        "fails:",
+                        format!(
+                            "`{f}` is not the id of an expectation (ids: {})",
+                            if ids.is_empty() {
+                                "none".to_string()
+                            } else {
+                                ids.join(", ")
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(Validated {
+            scenario: self,
+            file: file.to_string(),
+            expectations,
+            breakers: observations,
+        })
+    }
+}
+
+fn resolve_breaker(
+    name: &str,
+    spec: &BreakerSpec,
+    sut: &SutSpec,
+    routes: &[String],
+) -> Result<Observation, String> {
+    if let Some(r) = &spec.route {
+        if !routes.contains(r) {
+            return Err(format!(
+                "`route` names `{r}`, which is not under `dependency.routes` (routes: {})",
+                routes.join(", ")
+            ));
+        }
+    }
+    let sources = [
+        spec.metrics.is_some(),
+        spec.webhook.is_some(),
+        spec.log.is_some(),
+        spec.inferred == Some(true),
+    ];
+    if sources.iter().filter(|s| **s).count() != 1 {
+        return Err(
+            "choose exactly one source: `metrics`, `webhook`, `log` or `inferred: true`".into(),
+        );
+    }
+    if let Some(m) = &spec.metrics {
+        let mapping = match (m.preset, &m.metric) {
+            (Some(p), None) => StateMapping::preset(p, name, &m.labels),
+            (None, Some(metric)) => {
+                let encoding = match (&m.state_label, m.values.is_empty()) {
+                    (Some(label), true) => Encoding::StateLabel(label.clone()),
+                    (None, false) => {
+                        let mut values = Vec::new();
+                        for (state, v) in &m.values {
+                            let s = BreakerState::parse(state).ok_or_else(|| format!("`values` has {state:?}; expected closed, open, half_open"))?;
+                            values.push((*v, s));
+                        }
+                        Encoding::Gauge(values)
+                    }
+                    _ => return Err("a custom metric needs either `values` (a gauge) or `state_label` (one series per state)".into()),
+                };
+                StateMapping {
+                    metric: metric.clone(),
+                    labels: m.labels.clone(),
+                    encoding,
+                }
+            }
+            (Some(_), Some(_)) => return Err("give `preset` or `metric`, not both".into()),
+            (None, None) => StateMapping::preset(Preset::Seed, name, &m.labels),
+        };
+        let url_or_path = m
+            .url
+            .clone()
+            .unwrap_or_else(|| m.path.clone().unwrap_or_else(|| "/metrics".into()));
+        return Ok(Observation::Metrics {
+            url_or_path,
+            mapping,
+            interval: m.interval.unwrap_or(Dur::from_millis(100)),
+        });
+    }
+    if let Some(w) = &spec.webhook {
+        return Ok(Observation::Webhook {
+            name: w.name.clone().unwrap_or_else(|| name.to_string()),
+        });
+    }
+    if let Some(l) = &spec.log {
+        if sut.command.is_none() {
+            return Err("`log` observes a SUT's output, so it needs a `command` SUT".into());
+        }
+        let pattern = regex::Regex::new(&l.pattern)
+            .map_err(|e| format!("`log.pattern` is not a valid regex: {e}"))?;
+        if !pattern.capture_names().any(|n| n == Some("state")) {
+            return Err(
+                "`log.pattern` needs a named group `state`, e.g. (?P<state>open|closed|half_open)"
+                    .into(),
+            );
+        }
+        return Ok(Observation::Log { pattern });
+    }
+    let has_route = spec.route.is_some() || routes.contains(&name.to_string());
+    if !has_route {
+        return Err(
+            "`inferred` needs the dependency route the breaker guards: add `route:`".into(),
+        );
+    }
+    Ok(Observation::Inferred)
+}
