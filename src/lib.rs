@@ -5,6 +5,7 @@
 //! their public APIs. Data flows one way: scenario -> components -> recordings -> verdict -> reports.
 
 pub mod breaker;
+pub mod commands;
 pub mod expect;
 pub mod observe;
 pub mod record;

@@ -1,0 +1,158 @@
+//! `faultline run`: loads a scenario, runs it on a runtime of its own, writes the report and prints the summary, and
+//! turns the run's ending and verdicts into the exit code. Not the run itself (`run::run` starts and stops the
+//! components) nor the judging (`expect` gives the verdicts); `prove` runs scenarios through `execute` too.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use crate::report;
+use crate::run::{self, Ending};
+use crate::scenario::{Overrides, Scenario, Validated};
+
+/// Runs the scenario at `path` with `overrides` and prints the summary (or result.json with `json`); returns the
+/// exit code: 0 every expectation held, 1 one failed, 2 the scenario is invalid, 3 the run broke, 130 interrupted.
+pub fn run_command(
+    path: &Path,
+    report_dir: Option<PathBuf>,
+    overrides: &Overrides,
+    json: bool,
+) -> i32 {
+    let v = match Scenario::load(path, overrides) {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return e.exit_code();
+        }
+    };
+    match execute(&v, report_dir, overrides.time_scale.unwrap_or(1.0)) {
+        Ok((code, dir, result)) => {
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&result).unwrap_or_default()
+                );
+            } else {
+                print!("{}", report::summary::text(&result));
+                println!("report: {}", dir.display());
+            }
+            code
+        }
+        Err(code) => code,
+    }
+}
+
+/// Runs a validated scenario and writes its report: the exit code, the report folder and the result; `Err(exit code)`
+/// when the run could not happen at all or its report could not be written.
+pub(crate) fn execute(
+    v: &Validated,
+    report_dir: Option<PathBuf>,
+    time_scale: f64,
+) -> Result<(i32, PathBuf, report::ResultFile), i32> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the runtime: {e}");
+            3
+        })?;
+    eprintln!(
+        "faultline: running {} ({:.1} s{})",
+        v.scenario.name,
+        v.scenario.duration.as_secs_f64(),
+        if time_scale != 1.0 {
+            format!(", time scale {time_scale}")
+        } else {
+            String::new()
+        }
+    );
+    // A signal that arrives after the run has handed back its recording (while the reports are written) is not
+    // seen by the run itself: this listener catches it, so the report is still marked aborted and the exit is 130.
+    let late_signal: Arc<OnceLock<&'static str>> = Arc::default();
+    {
+        let late_signal = late_signal.clone();
+        let _guard = runtime.enter();
+        let mut signals = run::Signals::new();
+        runtime.spawn(async move {
+            let _ = late_signal.set(signals.recv().await);
+        });
+    }
+    let mut out = runtime.block_on(run::run(v)).map_err(|e| {
+        eprintln!("error: the run broke: {e}");
+        3
+    })?;
+    let dir = report_dir
+        .or_else(|| v.scenario.report.dir.as_ref().map(PathBuf::from))
+        .unwrap_or_else(|| {
+            report::default_dir(Path::new("reports"), &v.scenario.name, out.started)
+        });
+    loop {
+        if let (Ending::Completed, Some(signal)) = (&out.ending, late_signal.get()) {
+            out.ending = Ending::Aborted {
+                signal: signal.to_string(),
+            };
+        }
+        let code = exit_code(&out);
+        let result = report::write(&dir, v, &out, time_scale, code).map_err(|e| {
+            eprintln!("error: {e}");
+            3
+        })?;
+        // Written as completed, but a signal came while writing: write it again, marked aborted.
+        if out.ending == Ending::Completed && late_signal.get().is_some() {
+            continue;
+        }
+        return Ok((code, dir, result));
+    }
+}
+
+/// The exit code a run deserves: 130 interrupted, 3 the run broke, 1 an expectation failed, 0 all held.
+fn exit_code(out: &run::RunOutput) -> i32 {
+    code_for(
+        &out.ending,
+        !out.run_errors.is_empty(),
+        out.verdicts.iter().any(|v| !v.passed),
+    )
+}
+
+/// The exit code of an ending: the run's own failures (broken conservation, say) outrank failed expectations.
+fn code_for(ending: &Ending, run_failed: bool, expectation_failed: bool) -> i32 {
+    match ending {
+        Ending::Aborted { .. } => 130,
+        Ending::SutDied { .. } | Ending::Deadline => 3,
+        Ending::StoppedOnFailure { .. } => 1,
+        Ending::Completed if run_failed => 3,
+        Ending::Completed if expectation_failed => 1,
+        Ending::Completed => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_whose_requests_were_not_conserved_exits_3_even_when_every_expectation_held() {
+        assert_eq!(code_for(&Ending::Completed, true, false), 3);
+        assert_eq!(code_for(&Ending::Completed, true, true), 3);
+        assert_eq!(code_for(&Ending::Completed, false, true), 1);
+        assert_eq!(code_for(&Ending::Completed, false, false), 0);
+    }
+
+    #[test]
+    fn an_interrupted_run_exits_130_and_a_broken_one_3_whatever_the_expectations() {
+        let aborted = Ending::Aborted {
+            signal: "SIGINT".into(),
+        };
+        let died = Ending::SutDied {
+            status: "signal: 9".into(),
+            last_lines: String::new(),
+        };
+        for (run_failed, expectation_failed) in [(false, false), (true, true)] {
+            assert_eq!(code_for(&aborted, run_failed, expectation_failed), 130);
+            assert_eq!(code_for(&died, run_failed, expectation_failed), 3);
+            assert_eq!(
+                code_for(&Ending::Deadline, run_failed, expectation_failed),
+                3
+            );
+        }
+    }
+}
