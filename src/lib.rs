@@ -12,4 +12,3 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod scenario;
-pub mod sut;

@@ -1,7 +1,8 @@
 //! Turns the components' own recordings (loadgen's and faultd's) into one `RunRecord` on the run's clock, so that
 //! expectations and reports read a single shape whatever produced it.
 //!
-//! Not for recording (the components do that) nor for breaker timelines (the runner adds them).
+//! The same functions build a record once, after the run, and grow one second by second during it for the live
+//! verdicts. Not for recording (the components do that) nor for breaker timelines (`breaker::watch` adds them).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,31 +12,32 @@ use hdrhistogram::Histogram;
 
 use crate::record::{ByClass, DependencyBucket, OutcomeClass, PhaseSpan, RunRecord, SutBucket};
 
-/// Builds the record of a run of `duration` (the time actually run) from its recordings.
+/// Builds the record of a run of `duration` (the time actually run) from loadgen's time series and faultd's
+/// recording.
 pub fn record(
     bucket: Duration,
     duration: Duration,
     phases: &[(String, Duration)],
-    load: &loadgen::Recording,
+    load: &[loadgen::Bucket],
     dependency: &faultd::Recording,
 ) -> RunRecord {
-    let n = (duration.as_nanos().div_ceil(bucket.as_nanos().max(1))) as usize;
-    let mut sut = Vec::with_capacity(n);
-    let mut sut_latency = Vec::with_capacity(n);
+    let mut record = RunRecord::empty(bucket);
+    append_sut(&mut record, load);
+    advance(&mut record, duration, phases, dependency);
+    record
+}
+
+/// Appends loadgen buckets to the SUT's series (a record that grows during the run decodes each bucket once).
+pub fn append_sut(record: &mut RunRecord, load: &[loadgen::Bucket]) {
     let mut decoder = Deserializer::new();
-    for i in 0..n {
-        let Some(b) = load.buckets.get(i) else {
-            sut.push(SutBucket::default());
-            sut_latency.push(empty_histogram());
-            continue;
-        };
+    for b in load {
         let mut completed = ByClass::default();
         for class in OutcomeClass::ALL {
             completed.add(class, b.completed.get(class));
         }
         completed.add(OutcomeClass::Dropped, b.dropped);
         let latency = b.latency;
-        sut.push(SutBucket {
+        record.sut.push(SutBucket {
             offered: b.intended,
             completed,
             in_flight: b.in_flight,
@@ -49,9 +51,25 @@ pub fn record(
             .as_ref()
             .and_then(|bytes| decoder.deserialize::<u64, _>(&mut bytes.as_slice()).ok())
             .unwrap_or_else(empty_histogram);
-        sut_latency.push(h);
+        record.sut_latency.push(h);
     }
+}
 
+/// Sets how far the record reaches: its duration, the phases as far as they began, the SUT's series padded (or
+/// cut) to that many buckets, and the dependency's series read afresh from `dependency` up to the same bucket.
+pub fn advance(
+    record: &mut RunRecord,
+    duration: Duration,
+    phases: &[(String, Duration)],
+    dependency: &faultd::Recording,
+) {
+    let n = (duration
+        .as_nanos()
+        .div_ceil(record.bucket.as_nanos().max(1))) as usize;
+    record.duration = duration;
+    record.phases = spans(phases, duration);
+    record.sut.resize_with(n, SutBucket::default);
+    record.sut_latency.resize_with(n, empty_histogram);
     let mut routes = BTreeMap::new();
     for (name, route) in &dependency.routes {
         let series: Vec<DependencyBucket> = (0..n)
@@ -73,16 +91,7 @@ pub fn record(
             .collect();
         routes.insert(name.clone(), series);
     }
-
-    RunRecord {
-        bucket,
-        duration,
-        phases: spans(phases, duration),
-        sut,
-        sut_latency,
-        dependency: routes,
-        breakers: BTreeMap::new(),
-    }
+    record.dependency = routes;
 }
 
 /// Phase spans from their start times, each ending where the next begins; phases that never began are left out.

@@ -92,6 +92,19 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// A record of nothing yet, with buckets `bucket` wide.
+    pub fn empty(bucket: Duration) -> RunRecord {
+        RunRecord {
+            bucket,
+            duration: Duration::ZERO,
+            phases: Vec::new(),
+            sut: Vec::new(),
+            sut_latency: Vec::new(),
+            dependency: BTreeMap::new(),
+            breakers: BTreeMap::new(),
+        }
+    }
+
     /// The span of a phase. A phase followed by sub-phases named `name.1`, `name.2`, ... (a replayed trace) spans
     /// them all.
     pub fn phase(&self, name: &str) -> Option<PhaseSpan> {

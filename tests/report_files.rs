@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
-use faultline::expect::{Expectation, Verdict};
+use faultline::expect::{Check, DependencyCheck, Expectation, Verdict};
 use faultline::report::result::{
     pool_limits, BreakerSummary, Percentiles, PhaseSummary, PoolLimit, RouteSummary, ScenarioInfo,
     Series, Totals,
@@ -889,13 +889,16 @@ fn rerender_names_the_file_it_cannot_read() {
 
 #[test]
 fn pool_limit_is_the_tightest_in_flight_expectation_per_route() {
-    let in_flight =
-        |route: &str, bound, inclusive, during: Option<&str>| Expectation::MaxInFlight {
+    let in_flight = |route: &str, bound, inclusive, during: Option<&str>| Expectation {
+        id: None,
+        abort_on_fail: false,
+        check: Check::Dependency(DependencyCheck::MaxInFlight {
             route: route.into(),
             bound,
             inclusive,
             during: during.map(Into::into),
-        };
+        }),
+    };
     let limits = pool_limits(&[
         in_flight("pricing", 200, false, None),
         in_flight("pricing", 150, true, Some("brownout")),

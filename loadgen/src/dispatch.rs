@@ -339,7 +339,8 @@ pub(crate) fn run_open<T: Transport>(
             // runtime (a lane is woken like any task, without waking another thread).
             let alarm = faultline_alarm::Alarm::new().ok();
             let origin = exchanges.origin;
-            let mut woke = origin;
+            // The origin is usually a little ahead: an arrival due at t = 0 must wait for it, not go at once.
+            let mut woke = Instant::now();
             for (index, intended) in schedule.enumerate() {
                 let due = origin + intended;
                 if due > woke {

@@ -3,11 +3,18 @@
 //! any SUT at all, inferred from traffic. Each transition carries its source and its time resolution, because a
 //! transition seen by a 500 ms scrape is only known to within 500 ms, and an expectation must say so.
 //!
+//! One file per source: `metrics` (the scrape loop) with `scrape` (reading a state off a page) and `prometheus`
+//! (the page parser), `webhook`, `log`, `inference`; `watch` runs them all for a run.
+//!
 //! Not for: deciding whether a timeline is good. That is `expect`'s job; this module only records what happened.
 
 pub mod inference;
+pub mod log;
+pub mod metrics;
 pub mod prometheus;
 pub mod scrape;
+pub mod watch;
+pub mod webhook;
 
 use std::fmt;
 use std::time::Duration;
@@ -187,6 +194,12 @@ impl BreakerTimeline {
             spans.push((since, to));
         }
         spans
+    }
+
+    /// The timeline as far as `t`: transitions stamped after it are left out.
+    pub fn until(mut self, t: Duration) -> BreakerTimeline {
+        self.transitions.retain(|tr| tr.at <= t);
+        self
     }
 
     /// Transitions stamped in `[from, to)`.

@@ -2,7 +2,7 @@
 //! (seed 002's `circuit_breaker_state` gauge, Resilience4j's `resilience4j_circuitbreaker_state`) and a custom
 //! mapping for everything else.
 //!
-//! Not for fetching pages (the runner does that on its interval) nor for turning states into transitions
+//! Not for fetching pages (`metrics` does that on its interval) nor for turning states into transitions
 //! (`BreakerTimeline::from_observations`).
 
 use std::collections::BTreeMap;

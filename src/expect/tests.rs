@@ -7,8 +7,8 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use super::*;
-use crate::breaker::{BreakerState::*, BreakerTimeline, Source};
-use crate::record::{ByClass, DependencyBucket, PhaseSpan, RunRecord, SutBucket};
+use crate::breaker::{BreakerState, BreakerState::*, BreakerTimeline, Source};
+use crate::record::{ByClass, DependencyBucket, OutcomeClass, PhaseSpan, RunRecord, SutBucket};
 
 const BUCKETS: usize = 300;
 
@@ -577,4 +577,224 @@ fn a_half_open_window_that_closes_within_one_scrape_is_reported_not_judged() {
         "{}",
         v.sentence
     );
+}
+
+/// `record` as it stood at `t` during the run: everything after `t` not yet recorded.
+fn as_of(record: &RunRecord, t: f64) -> RunRecord {
+    let mut r = record.clone();
+    let n = (t * 10.0).round() as usize;
+    r.duration = s(t);
+    r.sut.truncate(n);
+    r.sut_latency.truncate(n);
+    for series in r.dependency.values_mut() {
+        series.truncate(n);
+    }
+    r.phases = phases()
+        .into_iter()
+        .filter(|p| p.start < s(t) || p.start.is_zero())
+        .map(|mut p| {
+            p.end = p.end.min(s(t));
+            p
+        })
+        .collect();
+    for timeline in r.breakers.values_mut() {
+        *timeline = timeline.clone().until(s(t));
+    }
+    r
+}
+
+#[test]
+fn a_sliding_window_finds_the_bad_ten_seconds_that_the_whole_run_hides() {
+    // 30 s at 40 ms, but 2 s of 900 ms from 21 s to 23 s: 6.7% of the requests, under the whole run's p90.
+    let r = record_with(
+        &[],
+        |_| 5,
+        |i| if (210..230).contains(&i) { 900 } else { 40 },
+    );
+    let whole = verdict("{ sut_latency: p90, below: 100ms }", &r);
+    assert!(whole.passed, "{}", whole.sentence);
+    let windowed = verdict("{ sut_latency: p90, below: 100ms, over: 10s }", &r);
+    assert!(!windowed.passed, "{}", windowed.sentence);
+    // The worst window holds all 20 slow buckets of 100: its p90 is the slow value, exactly (not an average).
+    assert!(
+        (windowed.measured.unwrap() - 0.9).abs() < 0.001,
+        "{:?}",
+        windowed.measured
+    );
+    assert!(
+        windowed.sentence.contains("in the 10s window")
+            && windowed.sentence.contains("the worst of 201")
+            && windowed
+                .sentence
+                .contains("expected below 100ms in every one: FAIL"),
+        "{}",
+        windowed.sentence
+    );
+}
+
+#[test]
+fn a_sliding_window_percentile_is_the_percentile_of_the_merged_buckets() {
+    // Alternating 10 ms and 30 ms buckets: every 1 s window holds five of each, so its p50 is 10 ms and its p99
+    // 30 ms, in every window; an average of per-bucket percentiles would say 20 ms for both.
+    let r = record_with(&[], |_| 5, |i| if i % 2 == 0 { 10 } else { 30 });
+    let p50 = verdict(
+        "{ sut_latency: p50, below: 11ms, over: 1s, during: healthy }",
+        &r,
+    );
+    assert!(p50.passed, "{}", p50.sentence);
+    assert!((p50.measured.unwrap() - 0.010).abs() < 0.0001);
+    let p99 = verdict(
+        "{ sut_latency: p99, below: 25ms, over: 1s, during: healthy }",
+        &r,
+    );
+    assert!(!p99.passed, "{}", p99.sentence);
+    assert!((p99.measured.unwrap() - 0.030).abs() < 0.0001);
+}
+
+#[test]
+fn a_sliding_share_names_its_worst_window() {
+    // Open from 12 s to 14 s: fallbacks are 2 s of the 10 s brownout, 20% of it, but all of a 2 s window.
+    let r = healthy_record(&[(12.0, Open), (14.0, Closed)]);
+    let whole = verdict("{ sut_share: fallback, below: 25%, during: brownout }", &r);
+    assert!(whole.passed, "{}", whole.sentence);
+    let windowed = verdict(
+        "{ sut_share: fallback, below: 25%, over: 2s, during: brownout }",
+        &r,
+    );
+    assert!(!windowed.passed, "{}", windowed.sentence);
+    assert_eq!(windowed.measured, Some(1.0));
+    assert!(
+        windowed
+            .sentence
+            .contains("fallback share was 100% in the 2s window 12.0-14.0 s during brownout"),
+        "{}",
+        windowed.sentence
+    );
+    let above = verdict(
+        "{ sut_share: ok, above: 50%, over: 2s, during: brownout }",
+        &r,
+    );
+    assert!(!above.passed, "{}", above.sentence);
+    assert_eq!(above.measured, Some(0.0));
+}
+
+#[test]
+fn over_is_refused_where_it_means_nothing() {
+    let e = resolve("{ breaker: pricing, stays_closed: true, over: 10s }").unwrap_err();
+    assert!(e.contains("`over`"), "{e}");
+    let e = resolve("{ sut_latency: p99, below: 5ms, over: 10s, while_open: true }").unwrap_err();
+    assert!(e.contains("`over` and `while_open`"), "{e}");
+    let e = resolve("{ sut_latency: p99, below: 5ms, over: 0s }").unwrap_err();
+    assert!(e.contains("longer than zero"), "{e}");
+}
+
+#[test]
+fn a_pool_overrun_is_decided_the_moment_it_is_recorded() {
+    let r = record_with(&[], |i| if i >= 120 { 250 } else { 5 }, |_| 40);
+    let e =
+        resolve("{ dependency: pricing, max_in_flight_below: 200, abort_on_fail: true }").unwrap();
+    assert_eq!(e.decide(&as_of(&r, 11.0)), None, "still holding at 11 s");
+    let v = e
+        .decide(&as_of(&r, 12.5))
+        .expect("decided once the overrun is recorded");
+    assert!(!v.passed);
+    assert_eq!(v, e.evaluate(&r), "the live verdict is the final one");
+}
+
+#[test]
+fn a_breaker_that_has_not_opened_by_its_deadline_is_decided_then_and_not_before() {
+    let never = healthy_record(&[]);
+    let e = resolve("{ breaker: pricing, opens_within: 5s, after: brownout }").unwrap();
+    assert_eq!(
+        e.decide(&as_of(&never, 9.0)),
+        None,
+        "brownout has not begun"
+    );
+    assert_eq!(e.decide(&as_of(&never, 14.9)), None, "the deadline is 15 s");
+    let v = e
+        .decide(&as_of(&never, 15.2))
+        .expect("decided after the deadline");
+    assert!(!v.passed, "{}", v.sentence);
+
+    let opens = healthy_record(&[(13.0, Open)]);
+    let v = e
+        .decide(&as_of(&opens, 13.5))
+        .expect("decided when it opens");
+    assert!(v.passed, "{}", v.sentence);
+    assert_eq!(v, e.evaluate(&opens));
+}
+
+#[test]
+fn already_closed_when_recovery_begins_waits_for_the_end_of_the_run() {
+    // Closed at 20 s; it reopens at 27 s and closes again at 29 s: the final verdict depends on what follows.
+    let r = healthy_record(&[(12.0, Open), (18.0, Closed), (27.0, Open), (29.0, Closed)]);
+    let e = resolve("{ breaker: pricing, closes_within: 5s, after: recovered }").unwrap();
+    assert_eq!(e.decide(&as_of(&r, 26.0)), None);
+}
+
+#[test]
+fn phase_bounds_are_decided_once_the_phase_has_ended_and_whole_run_bounds_at_the_end() {
+    let r = record_with(
+        &[],
+        |_| 5,
+        |i| if (100..200).contains(&i) { 900 } else { 40 },
+    );
+    let phase = resolve("{ sut_latency: p99, below: 100ms, during: brownout }").unwrap();
+    assert_eq!(phase.decide(&as_of(&r, 19.0)), None, "brownout still going");
+    let v = phase.decide(&as_of(&r, 20.5)).expect("brownout is over");
+    assert!(!v.passed);
+    assert_eq!(v, phase.evaluate(&r));
+
+    let whole = resolve("{ sut_latency: p99, below: 100ms }").unwrap();
+    assert!(!whole.check.decidable_live());
+    assert_eq!(whole.decide(&as_of(&r, 29.9)), None);
+
+    // A sliding window decides a failure as soon as one complete window breaks the bound.
+    let windowed = resolve("{ sut_latency: p99, below: 100ms, over: 2s }").unwrap();
+    assert_eq!(windowed.decide(&as_of(&r, 10.0)), None);
+    let v = windowed
+        .decide(&as_of(&r, 11.0))
+        .expect("a slow window is complete");
+    assert!(!v.passed, "{}", v.sentence);
+}
+
+#[test]
+fn stays_closed_and_transition_counts_fail_live_and_pass_only_when_their_phase_is_over() {
+    let r = healthy_record(&[
+        (12.0, Open),
+        (13.0, HalfOpen),
+        (13.1, Open),
+        (14.0, HalfOpen),
+        (14.1, Open),
+    ]);
+    let flaps = resolve("{ breaker: pricing, transitions_at_most: 3, during: brownout }").unwrap();
+    assert_eq!(flaps.decide(&as_of(&r, 13.5)), None, "2 transitions so far");
+    let v = flaps
+        .decide(&as_of(&r, 14.05))
+        .expect("the fourth transition decides it");
+    assert!(!v.passed);
+
+    let quiet = resolve("{ breaker: pricing, stays_closed: true, during: healthy }").unwrap();
+    assert_eq!(quiet.decide(&as_of(&r, 9.0)), None);
+    assert!(quiet.decide(&as_of(&r, 10.5)).unwrap().passed);
+}
+
+#[test]
+fn probes_and_the_rate_while_open_cannot_stop_a_run() {
+    for spec in [
+        "{ breaker: pricing, probes_per_half_open_at_most: 1, abort_on_fail: true }",
+        "{ dependency: pricing, rate_while_open_below: 5/s, while_open: true, abort_on_fail: true }",
+        "{ sut_share: error, below: 5%, abort_on_fail: true }",
+    ] {
+        let e = resolve(spec).unwrap_err();
+        assert!(e.contains("`abort_on_fail` cannot apply"), "{spec}: {e}");
+    }
+    for spec in [
+        "{ sut_share: error, below: 5%, during: brownout, abort_on_fail: true }",
+        "{ sut_share: error, below: 5%, over: 10s, abort_on_fail: true }",
+        "{ breaker: pricing, opens_within: 5s, after: brownout, abort_on_fail: true }",
+        "{ breaker: pricing, transitions_at_most: 4, abort_on_fail: true }",
+    ] {
+        assert!(resolve(spec).unwrap().abort_on_fail, "{spec}");
+    }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::breaker::BreakerTimeline;
-use crate::expect::{Expectation, Verdict};
+use crate::expect::{Check, DependencyCheck, Expectation, Verdict};
 use crate::record::{OutcomeClass, RunRecord};
 use crate::run::{Ending, RunOutput};
 use crate::scenario::Validated;
@@ -140,12 +140,12 @@ impl PoolLimit {
 pub fn pool_limits(expectations: &[Expectation]) -> BTreeMap<String, PoolLimit> {
     let mut limits: BTreeMap<String, PoolLimit> = BTreeMap::new();
     for e in expectations {
-        let Expectation::MaxInFlight {
+        let Check::Dependency(DependencyCheck::MaxInFlight {
             route,
             bound,
             inclusive,
             ..
-        } = e
+        }) = &e.check
         else {
             continue;
         };

@@ -396,23 +396,7 @@ impl Scenario {
             }
         }
         for e in &mut self.expect {
-            let e = &mut e.value;
-            for d in [&mut e.opens_within, &mut e.closes_within]
-                .into_iter()
-                .flatten()
-            {
-                *d = d.scaled(factor);
-            }
-            if let Some(r) = e.rate_while_open_below.as_mut() {
-                *r = faultline_units::Rate::per_second(r.per_sec() / factor);
-            }
-            if e.sut_latency.is_some() {
-                if let Some(b) = e.below.as_mut() {
-                    if let Ok(d) = b.parse::<Dur>() {
-                        *b = d.scaled(factor).to_string();
-                    }
-                }
-            }
+            e.value.scale_time(factor);
         }
     }
 }

@@ -1,8 +1,8 @@
-//! Starting and watching the service under test when it is a command: placeholders rendered, output captured (the
-//! last lines for error reports, every line for log-based breaker observation), readiness polled with a deadline,
-//! and the whole process group stopped at the end so that nothing is left behind.
+//! A service under test that is a command: started in a process group of its own, its output captured (the last
+//! lines for error reports, every line for log-based breaker observation), readiness polled with a deadline, and
+//! the whole group stopped at the end so that nothing is left behind.
 //!
-//! Not for the in-process demo (the runner starts it through `demo::start`) nor for a SUT that is already running.
+//! Not for the in-process demo nor for a SUT that is already running (`sut` chooses between the three).
 
 use std::collections::VecDeque;
 use std::process::Stdio;

@@ -1,0 +1,162 @@
+//! Every breaker of a run watched at once, from whichever source the scenario names for it: the scrape loops, the
+//! webhook's events, the SUT's log lines, and inference from traffic. It hands out one `BreakerTimeline` per breaker
+//! at any moment, so the same timelines feed the live verdicts during the run and the final ones after it.
+//!
+//! Not for judging timelines (`expect`) nor for starting the SUT whose lines it reads.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::metrics::{scrape_loop, Scraped};
+use super::scrape::StateMapping;
+use super::webhook::{self, Events};
+use super::{inference, log, BreakerState, BreakerTimeline};
+use crate::record::RunRecord;
+use crate::run::sut::OutputLine;
+use crate::scenario::{Observation, Validated};
+
+/// The breakers of a run under observation.
+pub struct BreakerWatch {
+    sources: BTreeMap<String, Observation>,
+    /// The route each breaker guards, where known: what inference reads.
+    routes: BTreeMap<String, String>,
+    scraped: Scraped,
+    events: Events,
+    lines: Vec<OutputLine>,
+    scrapers: Vec<JoinHandle<()>>,
+    origin: Instant,
+    origin_wall: SystemTime,
+}
+
+/// The timelines at one moment: the one each breaker's own source gives, and the one inferred from traffic (for
+/// every breaker whose route is known), kept beside it for comparison.
+#[derive(Debug, Clone, Default)]
+pub struct Timelines {
+    pub observed: BTreeMap<String, BreakerTimeline>,
+    pub inferred: BTreeMap<String, BreakerTimeline>,
+}
+
+impl BreakerWatch {
+    /// Starts the scrape loops (from `origin`, against `sut_url` for relative paths) and listens to `events`.
+    pub fn start(
+        v: &Validated,
+        sut_url: &str,
+        events: Events,
+        origin: Instant,
+        origin_wall: SystemTime,
+    ) -> BreakerWatch {
+        let scraped: Scraped = Default::default();
+        let mut by_url: BTreeMap<String, (Duration, Vec<(String, StateMapping)>)> = BTreeMap::new();
+        for (name, obs) in &v.breakers {
+            if let Observation::Metrics {
+                url_or_path,
+                mapping,
+                interval,
+            } = obs
+            {
+                let url = if url_or_path.starts_with("http") {
+                    url_or_path.clone()
+                } else {
+                    format!("{sut_url}{url_or_path}")
+                };
+                let entry = by_url.entry(url).or_insert((interval.get(), Vec::new()));
+                entry.0 = entry.0.min(interval.get());
+                entry.1.push((name.clone(), mapping.clone()));
+            }
+        }
+        let scrapers = by_url
+            .into_iter()
+            .map(|(url, (interval, breakers))| {
+                tokio::spawn(scrape_loop(
+                    url,
+                    interval,
+                    breakers,
+                    origin,
+                    scraped.clone(),
+                ))
+            })
+            .collect();
+        let routes = v
+            .breakers
+            .keys()
+            .filter_map(|name| Some((name.clone(), v.breaker_route(name)?)))
+            .collect();
+        BreakerWatch {
+            sources: v.breakers.clone(),
+            routes,
+            scraped,
+            events,
+            lines: Vec::new(),
+            scrapers,
+            origin,
+            origin_wall,
+        }
+    }
+
+    /// A line the SUT printed, for log sources.
+    pub fn push_line(&mut self, line: OutputLine) {
+        self.lines.push(line);
+    }
+
+    /// Stops the scrape loops; the observations made so far stay.
+    pub fn stop(&self) {
+        for s in &self.scrapers {
+            s.abort();
+        }
+    }
+
+    /// The breakers' names.
+    pub fn names(&self) -> impl Iterator<Item = &String> {
+        self.sources.keys()
+    }
+
+    /// The last state scraped or pushed for `breaker`, for the live line.
+    pub fn current(&self, breaker: &str) -> Option<BreakerState> {
+        let scraped = self
+            .scraped
+            .lock()
+            .ok()
+            .and_then(|s| s.get(breaker).and_then(|v| v.last().map(|(_, st)| *st)));
+        scraped.or_else(|| webhook::last_state(&self.events, breaker))
+    }
+
+    /// Every breaker's timeline as far as `record` goes (observations after `record.duration` are left for later,
+    /// so that a record still growing and its timelines cover the same time).
+    pub fn timelines(&self, record: &RunRecord) -> Timelines {
+        let mut out = Timelines::default();
+        for (name, route) in &self.routes {
+            if let Ok(t) = inference::from_record(record, route) {
+                out.inferred.insert(name.clone(), t);
+            }
+        }
+        let scraped = self.scraped.lock().map(|s| s.clone()).unwrap_or_default();
+        for (name, obs) in &self.sources {
+            let timeline = match obs {
+                Observation::Metrics { interval, .. } => BreakerTimeline::from_observations(
+                    scraped.get(name).map(|v| v.as_slice()).unwrap_or_default(),
+                    super::Source::Metrics,
+                    interval.get(),
+                ),
+                Observation::Webhook { name: event_name } => {
+                    webhook::timeline(&self.events, event_name, self.origin, self.origin_wall)
+                }
+                Observation::Log { pattern } => {
+                    log::timeline(&self.lines, pattern, name, self.origin)
+                }
+                Observation::Inferred => out.inferred.get(name).cloned().unwrap_or_default(),
+            };
+            out.observed
+                .insert(name.clone(), timeline.until(record.duration));
+        }
+        out
+    }
+}
+
+impl Drop for BreakerWatch {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,118 @@
+//! Breaker transitions pushed by the SUT: a small HTTP receiver (`POST /breaker-events`, JSON
+//! `{"breaker": "pricing", "to": "open", "at_unix_ms": 1764...}`) served on loopback for the length of a run, and
+//! the timeline those events make.
+//!
+//! Not for deciding what the events mean for a verdict; only for when each breaker changed state.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use axum::extract::State;
+use axum::routing::post;
+use axum::{Json, Router};
+use serde::Deserialize;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::{BreakerState, BreakerTimeline, Source};
+
+/// A transition pushed to the webhook.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BreakerEvent {
+    pub breaker: String,
+    pub to: String,
+    /// The SUT's own wall-clock time of the change, in Unix milliseconds, if it sends one.
+    #[serde(default)]
+    pub at_unix_ms: Option<u64>,
+}
+
+/// Events as they arrived: when, the SUT's own stamp, and the event.
+pub type Events = Arc<Mutex<Vec<(Instant, Option<u64>, BreakerEvent)>>>;
+
+/// The receiver, serving until dropped.
+pub struct Webhook {
+    url: String,
+    events: Events,
+    task: JoinHandle<()>,
+}
+
+impl Webhook {
+    /// Serves the receiver on a free loopback port.
+    pub async fn serve() -> std::io::Result<Webhook> {
+        let events: Events = Arc::default();
+        let listener =
+            tokio::net::TcpListener::bind(std::net::SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let url = format!("http://{}/breaker-events", listener.local_addr()?);
+        let app = Router::new()
+            .route("/breaker-events", post(receive))
+            .with_state(events.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Webhook { url, events, task })
+    }
+
+    /// Where the SUT posts its events.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The events received so far.
+    pub fn events(&self) -> Events {
+        self.events.clone()
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn receive(State(events): State<Events>, Json(event): Json<BreakerEvent>) -> &'static str {
+    if let Ok(mut e) = events.lock() {
+        e.push((Instant::now(), event.at_unix_ms, event));
+    }
+    "ok"
+}
+
+/// The last state pushed for `breaker`.
+pub fn last_state(events: &Events, breaker: &str) -> Option<BreakerState> {
+    let e = events.lock().ok()?;
+    e.iter()
+        .rev()
+        .find(|(_, _, ev)| ev.breaker == breaker)
+        .and_then(|(_, _, ev)| BreakerState::parse(&ev.to))
+}
+
+/// The timeline of the events named `breaker`, on the run's clock (`origin` is t = 0, `origin_wall` its wall-clock
+/// time). The SUT's own timestamp, where it sends one, is when the breaker changed; arrival here is a few
+/// milliseconds later, long enough to count returning traffic as probes.
+pub fn timeline(
+    events: &Events,
+    breaker: &str,
+    origin: Instant,
+    origin_wall: SystemTime,
+) -> BreakerTimeline {
+    let origin_unix_ms = origin_wall
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i128)
+        .unwrap_or(0);
+    let events = events.lock().map(|e| e.clone()).unwrap_or_default();
+    let mut obs: Vec<(Duration, BreakerState)> = events
+        .iter()
+        .filter(|(_, _, e)| e.breaker == breaker)
+        .filter_map(|(at, stamped, e)| {
+            let arrived = at.saturating_duration_since(origin);
+            let t = match stamped {
+                Some(ms) if (*ms as i128 - origin_unix_ms).abs() < 86_400_000 => {
+                    Duration::from_millis((*ms as i128 - origin_unix_ms).max(0) as u64).min(arrived)
+                }
+                _ => arrived,
+            };
+            BreakerState::parse(&e.to).map(|s| (t, s))
+        })
+        .collect();
+    obs.sort_by_key(|(t, _)| *t);
+    BreakerTimeline::from_observations(&obs, Source::Webhook, Duration::ZERO)
+}

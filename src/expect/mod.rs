@@ -1,0 +1,197 @@
+//! Expectations: what a scenario says a good breaker does, resolved against the scenario (phases, breakers and
+//! routes must exist) and evaluated on a `RunRecord`, finished or still growing.
+//!
+//! Each result reads as one sentence with the measured value, the bound and PASS or FAIL, because that sentence is
+//! what a person reads in CI: "breaker pricing opened 7.3 s after brownout began; expected within 5s: FAIL".
+//! Evaluation never reaches back into running components; it only reads the record.
+//!
+//! One file per family: `breaker` (when it opens and closes, how it flaps, how many probes it lets through),
+//! `dependency` (calls in flight, the call rate while open, retry amplification) and `sut` (latency percentiles and
+//! outcome shares, whole or over sliding windows). `spec` is the format as written and its resolution. An
+//! [`Expectation`] carries its id, its abort flag and its check, and judges itself: [`Expectation::evaluate`] on a
+//! finished run, [`Expectation::decide`] while the run goes on.
+
+pub mod breaker;
+pub mod dependency;
+pub mod spec;
+pub mod sut;
+mod words;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::breaker::BreakerTimeline;
+use crate::record::{PhaseSpan, RunRecord};
+
+pub use breaker::BreakerCheck;
+pub use dependency::DependencyCheck;
+pub use spec::{ExpectationSpec, Names, WhileOpen};
+pub use sut::{Percentile, ShareOf, SutCheck};
+pub use words::{ms, secs};
+
+/// One resolved expectation: its id, whether its failure stops the run, and the check itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expectation {
+    /// The scenario's `id`, if it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Stop the run as soon as this expectation is decided as failed.
+    #[serde(default)]
+    pub abort_on_fail: bool,
+    pub check: Check,
+}
+
+/// What an expectation checks, by family.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "family", rename_all = "snake_case")]
+pub enum Check {
+    Breaker(BreakerCheck),
+    Dependency(DependencyCheck),
+    Sut(SutCheck),
+}
+
+impl Check {
+    /// A short name, for JUnit test cases and tables.
+    pub fn name(&self) -> String {
+        match self {
+            Check::Breaker(c) => c.name(),
+            Check::Dependency(c) => c.name(),
+            Check::Sut(c) => c.name(),
+        }
+    }
+
+    /// Whether this check can be decided before the run ends (so `abort_on_fail` makes sense for it).
+    pub fn decidable_live(&self) -> bool {
+        match self {
+            Check::Breaker(c) => c.decidable_live(),
+            Check::Dependency(c) => c.decidable_live(),
+            Check::Sut(c) => c.decidable_live(),
+        }
+    }
+
+    fn evaluate(&self, name: String, record: &RunRecord) -> Verdict {
+        match self {
+            Check::Breaker(c) => c.evaluate(name, record),
+            Check::Dependency(c) => c.evaluate(name, record),
+            Check::Sut(c) => c.evaluate(name, record),
+        }
+    }
+
+    fn decide(&self, name: String, record: &RunRecord) -> Option<Verdict> {
+        match self {
+            Check::Breaker(c) => c.decide(name, record),
+            Check::Dependency(c) => c.decide(name, record),
+            Check::Sut(c) => c.decide(name, record),
+        }
+    }
+}
+
+impl Expectation {
+    /// A short name, for JUnit test cases and tables.
+    pub fn name(&self) -> String {
+        self.check.name()
+    }
+
+    /// Evaluates the expectation on a finished run.
+    pub fn evaluate(&self, record: &RunRecord) -> Verdict {
+        Verdict {
+            id: self.id.clone(),
+            ..self.check.evaluate(self.name(), record)
+        }
+    }
+
+    /// The verdict, if it is already decided on `record`, a run still going on whose data is complete up to
+    /// `record.duration`: no later data can change it. A pool overrun, a breaker that did not open by its deadline,
+    /// a latency bound over a phase that has ended are decided; most bounds over the whole run are not until it ends.
+    pub fn decide(&self, record: &RunRecord) -> Option<Verdict> {
+        let v = self.check.decide(self.name(), record)?;
+        Some(Verdict {
+            id: self.id.clone(),
+            ..v
+        })
+    }
+}
+
+/// The verdict on one expectation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// The expectation's `id`, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// A short name for the expectation, e.g. "breaker pricing opens within 6s after brownout".
+    pub name: String,
+    /// The sentence with the measured value, the bound and PASS or FAIL.
+    pub sentence: String,
+    pub passed: bool,
+    /// The measured figure, in the unit of the bound (seconds, calls, calls per second, a fraction), if any.
+    pub measured: Option<f64>,
+    pub bound: Option<f64>,
+}
+
+impl Verdict {
+    /// The verdict on a route the dependency's recording lacks (an external faultd configured with other routes).
+    pub(crate) fn unrecorded(name: String, route: &str, bound: Option<f64>) -> Self {
+        Verdict::new(
+            name,
+            false,
+            format!("no recording of route {route}"),
+            None,
+            bound,
+        )
+    }
+
+    pub(crate) fn new(
+        name: String,
+        passed: bool,
+        text: String,
+        measured: Option<f64>,
+        bound: Option<f64>,
+    ) -> Self {
+        let sentence = format!("{text}: {}", if passed { "PASS" } else { "FAIL" });
+        Verdict {
+            id: None,
+            name,
+            sentence,
+            passed,
+            measured,
+            bound,
+        }
+    }
+}
+
+/// The span an expectation's `during` names, or the whole run.
+pub(crate) fn span(record: &RunRecord, during: &Option<String>) -> PhaseSpan {
+    during
+        .as_ref()
+        .and_then(|p| record.phase(p))
+        .unwrap_or_else(|| record.whole_run())
+}
+
+/// Whether a span of a record that is still growing has ended with data recorded after it, so that nothing later
+/// can change what happened inside it. The whole run never has, until the run is over.
+pub(crate) fn ended(record: &RunRecord, during: &Option<String>) -> bool {
+    during.is_some() && span(record, during).end < record.duration
+}
+
+/// "during brownout", or "over the run".
+pub(crate) fn phase_words(s: &PhaseSpan) -> String {
+    if s.name == "the run" {
+        "over the run".to_string()
+    } else {
+        format!("during {}", s.name)
+    }
+}
+
+/// The timeline of `breaker` in the record (empty, so always closed, if it was never observed).
+pub(crate) fn timeline<'a>(record: &'a RunRecord, breaker: &str) -> &'a BreakerTimeline {
+    static EMPTY: BreakerTimeline = BreakerTimeline {
+        transitions: Vec::new(),
+        resolution: Duration::ZERO,
+        gaps: Vec::new(),
+    };
+    record.breakers.get(breaker).unwrap_or(&EMPTY)
+}
+
+#[cfg(test)]
+mod tests;

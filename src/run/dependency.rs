@@ -1,0 +1,171 @@
+//! The run's dependency: an embedded faultd (started in-process on loopback ports) or an external one driven
+//! through its control API. Either way the runner configures it, starts its schedule at t = 0, reads its
+//! recording, and returns it to healthy at the end.
+//!
+//! Not for faults or recording themselves: faultd owns those, and this room only talks to its public API.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{loopback, RunError};
+use crate::scenario::{ExternalFaultd, Scenario};
+
+/// The dependency of a run.
+pub enum Dependency {
+    Embedded(faultd::Faultd),
+    External(ExternalFaultd),
+}
+
+impl Dependency {
+    /// Starts (or configures) the dependency of `scenario` with the run's seed and bucket width.
+    pub async fn start(
+        scenario: &Scenario,
+        seed: u64,
+        bucket: Duration,
+    ) -> Result<Dependency, RunError> {
+        let mut config = scenario.dependency.clone();
+        config.seed = Some(config.seed.unwrap_or(seed));
+        config.bucket = Some(faultline_units::Dur(bucket));
+        match &scenario.faultd {
+            None => faultd::start(
+                config,
+                faultd::Options {
+                    listen: loopback(0),
+                    control: Some(loopback(0)),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(Dependency::Embedded)
+            .map_err(|e| RunError::Faultd(e.to_string())),
+            Some(ext) => {
+                let body = serde_json::to_value(&config).map_err(|e| RunError::ExternalFaultd {
+                    url: ext.control.clone(),
+                    message: e.to_string(),
+                })?;
+                control_call(ext, "/config", Some(body)).await?;
+                Ok(Dependency::External(ext.clone()))
+            }
+        }
+    }
+
+    /// The base URL the SUT calls.
+    pub fn url(&self) -> String {
+        match self {
+            Dependency::Embedded(f) => format!("http://{}", f.data_addr()),
+            Dependency::External(ext) => ext.url.trim_end_matches('/').to_string(),
+        }
+    }
+
+    /// The placeholders a command SUT may use to reach the dependency: `faultd.url`, and for an embedded faultd
+    /// `faultd.host`, `faultd.port` and `faultd.control`.
+    pub fn placeholders(&self) -> BTreeMap<String, String> {
+        let mut values = BTreeMap::from([("faultd.url".to_string(), self.url())]);
+        if let Dependency::Embedded(f) = self {
+            let a: SocketAddr = f.data_addr();
+            values.insert("faultd.host".into(), a.ip().to_string());
+            values.insert("faultd.port".into(), a.port().to_string());
+            if let Some(c) = f.control_addr() {
+                values.insert("faultd.control".into(), format!("http://{c}"));
+            }
+        }
+        values
+    }
+
+    /// Starts the schedule with t = 0 at `origin`.
+    pub async fn start_schedule(&self, origin: Instant) -> Result<(), RunError> {
+        match self {
+            Dependency::Embedded(f) => {
+                f.start_schedule(origin);
+                Ok(())
+            }
+            // An external faultd starts on receipt: the runner's origin is a few milliseconds away.
+            Dependency::External(ext) => control_call(ext, "/schedule/start", None).await,
+        }
+    }
+
+    /// Calls in flight now, where it can be read without a round trip.
+    pub fn in_flight(&self) -> Option<u64> {
+        match self {
+            Dependency::Embedded(f) => Some(f.in_flight()),
+            Dependency::External(_) => None,
+        }
+    }
+
+    /// Returns every route to healthy at once (a run that stops early must not leave the dependency failing).
+    pub fn reset_to_healthy(&self) {
+        if let Dependency::Embedded(f) = self {
+            f.reset_to_healthy();
+        }
+    }
+
+    /// The recording so far.
+    pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
+        match self {
+            Dependency::Embedded(f) => Ok(f.recording()),
+            Dependency::External(ext) => {
+                let mut req = reqwest::Client::new()
+                    .get(format!("{}/recording", ext.control.trim_end_matches('/')));
+                if let Some(t) = &ext.token {
+                    req = req.bearer_auth(t);
+                }
+                let failed = |message: String| RunError::ExternalFaultd {
+                    url: ext.control.clone(),
+                    message: format!("cannot read its recording: {message}"),
+                };
+                req.send()
+                    .await
+                    .map_err(|e| failed(e.to_string()))?
+                    .json()
+                    .await
+                    .map_err(|e| failed(e.to_string()))
+            }
+        }
+    }
+
+    /// Stops the schedule and returns to healthy; an embedded faultd is shut down.
+    pub async fn stop(self) {
+        match self {
+            Dependency::Embedded(f) => {
+                f.stop_schedule();
+                f.reset_to_healthy();
+                f.shutdown().await;
+            }
+            Dependency::External(ext) => {
+                let _ = control_call(&ext, "/schedule/reset", None).await;
+            }
+        }
+    }
+}
+
+async fn control_call(
+    ext: &ExternalFaultd,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> Result<(), RunError> {
+    let url = format!("{}{path}", ext.control.trim_end_matches('/'));
+    let client = reqwest::Client::new();
+    let mut req = match body {
+        Some(b) => client.put(&url).json(&b),
+        None => client.post(&url),
+    };
+    if let Some(t) = &ext.token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.map_err(|e| RunError::ExternalFaultd {
+        url: url.clone(),
+        message: e.to_string(),
+    })?;
+    if !resp.status().is_success() {
+        let status = resp.status();
+        let text = resp.text().await.unwrap_or_default();
+        return Err(RunError::ExternalFaultd {
+            url,
+            message: format!("{status}: {text}"),
+        });
+    }
+    Ok(())
+}

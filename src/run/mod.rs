@@ -1,0 +1,297 @@
+//! One run of a scenario, orchestration only: start the dependency, the webhook receiver and the SUT, set the one
+//! clock (t = 0), run the load and the schedule together while the breakers are watched and the expectations decided
+//! as they can be, then stop everything and collect the recordings. A hard deadline always ends the run; Ctrl-C and
+//! SIGTERM stop the load, return faultd to healthy and still hand back what was recorded, marked aborted.
+//!
+//! The rooms: `clock` (t = 0), `dependency` (embedded or external faultd), `sut` and `child` (the service under
+//! test), `signals`, `live` (the terminal line), `verdicts` (deciding while the run goes on). Breaker sources live
+//! in `crate::breaker`. Not for judging or reporting: `run` returns a `RunOutput`; `expect` and `report` take it
+//! from there.
+
+mod child;
+pub mod clock;
+pub mod dependency;
+pub mod live;
+pub mod signals;
+pub mod sut;
+pub mod verdicts;
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::breaker::watch::BreakerWatch;
+use crate::breaker::webhook::Webhook;
+use crate::breaker::BreakerTimeline;
+use crate::expect::Verdict;
+use crate::observe;
+use crate::record::RunRecord;
+use crate::scenario::Validated;
+pub use clock::Clock;
+use dependency::Dependency;
+pub use signals::Signals;
+use sut::{OutputLine, Started, Sut, SutError};
+use verdicts::{LiveVerdicts, Series};
+
+/// The seed of a scenario that names none: runs are reproducible by default.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// How long before t = 0 the clock is set, so that every component is armed before it.
+const LEAD: Duration = Duration::from_millis(20);
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Ending {
+    /// The load ran its full duration.
+    Completed,
+    /// Stopped by a signal (Ctrl-C, SIGTERM).
+    Aborted { signal: String },
+    /// The hard deadline passed before the load finished.
+    Deadline,
+    /// The SUT exited during the run.
+    SutDied { status: String, last_lines: String },
+    /// An expectation marked `abort_on_fail` was decided as failed while the run went on.
+    StoppedOnFailure { expectation: String },
+}
+
+/// Everything a run produced, before reporting.
+pub struct RunOutput {
+    /// The wall-clock time of t = 0, the origin every time in the recordings counts from.
+    pub started: SystemTime,
+    pub ending: Ending,
+    pub record: RunRecord,
+    pub load: loadgen::Recording,
+    pub dependency: faultd::Recording,
+    /// For each breaker with a known route, the timeline inferred from traffic (beside the observed one).
+    pub inferred: BTreeMap<String, BreakerTimeline>,
+    pub verdicts: Vec<Verdict>,
+    /// The run's own checks that failed (e.g. request conservation), as sentences.
+    pub run_errors: Vec<String>,
+}
+
+/// Why a run could not start or broke before recording anything: exit code 3.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot start faultd: {0}")]
+    Faultd(String),
+    #[error("cannot start the demo SUT: {0}")]
+    Demo(String),
+    #[error(transparent)]
+    Sut(#[from] SutError),
+    #[error("cannot start the load: {0}")]
+    Load(String),
+    #[error("cannot serve the breaker webhook: {0}")]
+    Webhook(std::io::Error),
+    #[error("cannot configure the external faultd at {url}: {message}")]
+    ExternalFaultd { url: String, message: String },
+}
+
+/// Runs a validated scenario to its end.
+pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
+    let scenario = &v.scenario;
+    let bucket = scenario
+        .bucket
+        .map(|b| b.get())
+        .unwrap_or(Duration::from_millis(100));
+    let seed = scenario.seed.unwrap_or(DEFAULT_SEED);
+    // Listen for Ctrl-C and SIGTERM from the very start: until a handler is installed, either signal kills the
+    // process outright, which would orphan a SUT that is still starting (it runs in a process group of its own).
+    let mut signals = Signals::new();
+
+    let dependency = Dependency::start(scenario, seed, bucket).await?;
+    let webhook = Webhook::serve().await.map_err(RunError::Webhook)?;
+    let (lines_tx, mut lines_rx) = mpsc::unbounded_channel::<OutputLine>();
+    let (mut sut, aborted_early) = match Sut::start(
+        scenario,
+        &dependency,
+        webhook.url(),
+        seed,
+        lines_tx,
+        &mut signals,
+    )
+    .await?
+    {
+        Started::Ready(s) => (s, None),
+        Started::Interrupted(s, signal) => (s, Some(signal)),
+    };
+
+    let clock = Clock::starting_in(LEAD);
+    dependency.start_schedule(clock.origin).await?;
+    let phases = scenario.dependency.phase_names();
+    let (series_sender, series) = Series::new();
+    let load = loadgen::start(
+        scenario.load.clone(),
+        loadgen::RunOptions {
+            base_url: sut.url.clone(),
+            // Aborted before the SUT was ready: an empty timetable, so that not one request reaches it.
+            duration: if aborted_early.is_some() {
+                Duration::ZERO
+            } else {
+                scenario.duration.get()
+            },
+            seed,
+            phases: phases.clone(),
+            bucket,
+            allow_hosts: scenario.allow_hosts.clone(),
+            series: series_sender,
+        },
+        clock.origin,
+    )
+    .map_err(|e| RunError::Load(e.to_string()))?;
+    let mut breakers = BreakerWatch::start(v, &sut.url, webhook.events(), clock.origin, clock.wall);
+
+    // Wait for the load to end, a signal, the SUT dying, a decided failure that stops the run, or the deadline.
+    let live = std::io::stderr().is_terminal();
+    let judge_live = live || LiveVerdicts::can_stop(&v.expectations);
+    let mut decisions = LiveVerdicts::new(&v.expectations);
+    let mut buckets: Vec<loadgen::Bucket> = Vec::new();
+    let mut live_record = RunRecord::empty(bucket);
+    let deadline = clock.origin
+        + scenario.duration.get()
+        + scenario.load.timeout.get()
+        + Duration::from_secs(30);
+    let end_of_schedule = clock.origin + scenario.duration.get();
+    let mut ending = match aborted_early {
+        Some(signal) => Ending::Aborted {
+            signal: signal.to_string(),
+        },
+        None => Ending::Completed,
+    };
+    let mut ticker = tokio::time::interval(Duration::from_millis(250));
+    let mut next_decision = Instant::now() + Duration::from_secs(1);
+    while aborted_early.is_none() {
+        tokio::select! {
+            _ = ticker.tick() => {
+                if let Some(status) = sut.exited() {
+                    // Let the last output lines arrive before they are kept.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    ending = Ending::SutDied { status, last_lines: sut.last_lines() };
+                    break;
+                }
+                if judge_live && Instant::now() >= next_decision {
+                    next_decision += Duration::from_secs(1);
+                    let fresh = series.take_new();
+                    observe::append_sut(&mut live_record, &fresh);
+                    buckets.extend(fresh);
+                    let covered = bucket * buckets.len() as u32;
+                    if let Ok(rec) = dependency.recording().await {
+                        observe::advance(&mut live_record, covered, &phases, &rec);
+                        live_record.breakers = breakers.timelines(&live_record).observed;
+                        let (new, stop) = decisions.update(&v.expectations, &live_record);
+                        if live {
+                            for verdict in &new {
+                                live::announce(clock.elapsed(), verdict);
+                            }
+                        }
+                        if let Some(expectation) = stop {
+                            ending = Ending::StoppedOnFailure { expectation };
+                            break;
+                        }
+                    }
+                }
+                if live {
+                    let decided = live::decided_words(&v.expectations, decisions.decided());
+                    live::draw(clock.elapsed(), &phases, &load.progress(), dependency.in_flight(), &breakers, &decided);
+                }
+                if Instant::now() >= end_of_schedule {
+                    break;
+                }
+                if Instant::now() >= deadline {
+                    ending = Ending::Deadline;
+                    break;
+                }
+            }
+            Some(line) = lines_rx.recv() => breakers.push_line(line),
+            name = signals.recv() => {
+                ending = Ending::Aborted { signal: name.to_string() };
+                break;
+            }
+        }
+    }
+    if live {
+        eprint!("\r\x1b[2K");
+    }
+    if ending != Ending::Completed {
+        load.stop();
+        dependency.reset_to_healthy();
+    }
+    // Let in-flight requests finish. The wait is bounded by the client timeout (and the deadline), so a signal
+    // here does not cut it short, which would lose the recording: it marks the run aborted and the wait goes on.
+    let finish = tokio::time::timeout_at(
+        deadline.max(Instant::now() + Duration::from_secs(1)),
+        load.finish(),
+    );
+    tokio::pin!(finish);
+    let load_recording = loop {
+        tokio::select! {
+            r = &mut finish => break r.ok(),
+            name = signals.recv() => {
+                if ending == Ending::Completed {
+                    ending = Ending::Aborted { signal: name.to_string() };
+                    dependency.reset_to_healthy();
+                }
+            }
+        }
+    };
+    breakers.stop();
+    while let Ok(line) = lines_rx.try_recv() {
+        breakers.push_line(line);
+    }
+    let dependency_recording = dependency.recording().await;
+    dependency.stop().await;
+    sut.stop().await;
+    drop(webhook);
+    let dependency_recording = dependency_recording?;
+    let Some(mut load_recording) = load_recording else {
+        return Err(RunError::Load(
+            "the load did not finish in time after the run was stopped".into(),
+        ));
+    };
+    buckets.extend(series.finish());
+    load_recording.buckets = buckets;
+
+    let run_length = if ending == Ending::Completed {
+        scenario.duration.get()
+    } else {
+        clock.elapsed().min(scenario.duration.get())
+    };
+    let mut record = observe::record(
+        bucket,
+        run_length,
+        &phases,
+        &load_recording.buckets,
+        &dependency_recording,
+    );
+    let timelines = breakers.timelines(&record);
+    record.breakers = timelines.observed;
+
+    let mut run_errors = Vec::new();
+    let c = load_recording.conservation;
+    if !c.holds {
+        run_errors.push(format!(
+            "requests were not conserved: {} sent, but the outcome classes add up to {} with {} still in flight",
+            c.sent, c.sum_of_classes, c.in_flight
+        ));
+    }
+    let verdicts = decisions.finish(&v.expectations, &record);
+    Ok(RunOutput {
+        started: clock.wall,
+        ending,
+        record,
+        load: load_recording,
+        dependency: dependency_recording,
+        inferred: timelines.inferred,
+        verdicts,
+        run_errors,
+    })
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
