@@ -1,7 +1,7 @@
 //! The configuration faultd runs: routes with their base behaviour, and a schedule of phases.
 //!
 //! For: the types a scenario's `dependency:` section deserialises into, their validation (errors name the file,
-//! line, column and field), and `--time-scale`. Not for: running anything; `plan.rs` compiles a validated
+//! line, column and field), and `--time-scale`. Not for: running anything; `schedule.rs` compiles a validated
 //! configuration for the data plane.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,12 +10,14 @@ use std::time::Duration;
 
 use faultline_units::Dur;
 use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::behaviours::{
-    Behaviour, Empty, ErrorResponse, FailFirst, Hang, Invalid, Latency, Malformed, Proxy, Reset,
-    Response, SlowBody,
+    Behaviour, Empty, ErrorResponse, FailFirst, Hang, Latency, Malformed, Proxy, Reset, Response,
+    SlowBody,
 };
+use crate::invalid::Invalid;
 use crate::routing::{parse_method, PathPattern};
 
 /// The recording step when the configuration does not set one.
@@ -317,14 +319,13 @@ impl Config {
 
     /// Parses and validates JSON (a control-API body). Errors name the field by its path.
     pub fn from_json(body: &[u8], label: &str) -> Result<Config, ConfigError> {
-        let config: Config =
-            crate::control::parse_json(body).map_err(|(field, message)| ConfigError {
-                file: Some(label.to_string()),
-                line: None,
-                column: None,
-                field,
-                message,
-            })?;
+        let config: Config = parse_json(body).map_err(|(field, message)| ConfigError {
+            file: Some(label.to_string()),
+            line: None,
+            column: None,
+            field,
+            message,
+        })?;
         config.validate().map_err(|mut e| {
             e.file = Some(label.to_string());
             e
@@ -457,6 +458,16 @@ impl Config {
     pub fn bucket(&self) -> Duration {
         self.bucket.map_or(DEFAULT_BUCKET, Dur::get)
     }
+}
+
+/// Parses JSON, naming the path of the field that failed (`routes.pricing.latency.fixed`).
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, String)> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        (field, e.into_inner().to_string())
+    })
 }
 
 /// The first line of a parser message, without its trailing " at line L, column C" (the error prints those

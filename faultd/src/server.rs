@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use axum::http::{Request, Response, StatusCode};
 use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
@@ -36,10 +35,7 @@ use crate::draw::CallDraws;
 use crate::recorder::{CallGuard, Outcome, Recorder};
 use crate::schedule::Live;
 
-/// The error type of response bodies (a proxied upstream body can fail).
-pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
-/// The body of every data-plane response.
-pub type DataBody = UnsyncBoxBody<Bytes, BodyError>;
+pub use crate::behaviours::response::{BodyError, DataBody};
 
 /// What the data plane shares between connections and with the control API.
 pub struct Shared {

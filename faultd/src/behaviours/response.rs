@@ -32,6 +32,11 @@ pub struct Response {
     pub body_size: Option<Size>,
 }
 
+/// The error type of response bodies (a proxied upstream body can fail).
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+/// The body of every data-plane response: built here, trickled by `slow_body`, forwarded by `proxy`.
+pub type DataBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BodyError>;
+
 /// A response built once and cloned per call (cloning `Bytes` and a small header map is cheap).
 #[derive(Debug, Clone)]
 pub struct PreparedResponse {

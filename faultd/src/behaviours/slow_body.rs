@@ -151,9 +151,7 @@ impl TrickleBody {
     }
 
     /// Boxes this body for the data plane's response type.
-    pub fn boxed(
-        self,
-    ) -> http_body_util::combinators::UnsyncBoxBody<Bytes, crate::server::BodyError> {
+    pub fn boxed(self) -> super::response::DataBody {
         self.map_err(|never: std::convert::Infallible| match never {})
             .boxed_unsync()
     }
