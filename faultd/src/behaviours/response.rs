@@ -11,7 +11,7 @@ use faultline_units::Size;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_headers, check_status, Invalid};
+use super::{check_headers, check_status, Fault, Invalid};
 
 /// The largest body faultd will build; bodies are built once per behaviour and shared by every call.
 pub const MAX_BODY: u64 = 64 << 20;
@@ -48,9 +48,9 @@ pub struct PreparedResponse {
     pub body: Bytes,
 }
 
-impl Response {
+impl Fault for Response {
     /// Checks the status, the headers and the body size.
-    pub fn validate(&self) -> Result<(), Invalid> {
+    fn validate(&self) -> Result<(), Invalid> {
         if let Some(s) = self.status {
             check_status(s).map_err(|e| e.at("status"))?;
         }
@@ -65,7 +65,9 @@ impl Response {
         }
         Ok(())
     }
+}
 
+impl Response {
     /// Builds the response once; call after `validate`.
     pub fn prepare(&self) -> Result<PreparedResponse, Invalid> {
         self.validate()?;
