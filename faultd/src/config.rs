@@ -1,7 +1,7 @@
 //! The configuration faultd runs: routes with their base behaviour, and a schedule of phases.
 //!
 //! For: the types a scenario's `dependency:` section deserialises into, their validation (errors name the file,
-//! line, column and field), and `--time-scale`. Not for: running anything; `plan.rs` compiles a validated
+//! line, column and field), and `--time-scale`. Not for: running anything; `schedule.rs` compiles a validated
 //! configuration for the data plane.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,12 +10,12 @@ use std::time::Duration;
 
 use faultline_units::Dur;
 use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::behaviours::{
-    Behaviour, Empty, ErrorResponse, FailFirst, Hang, Invalid, Latency, Malformed, Proxy, Reset,
-    Response, SlowBody,
-};
+// Every type the fault list names, for the fields of `Route`.
+use crate::behaviours::*;
+use crate::invalid::Invalid;
 use crate::routing::{parse_method, PathPattern};
 
 /// The recording step when the configuration does not set one.
@@ -48,46 +48,44 @@ pub struct Config {
     pub phases: Vec<Phase>,
 }
 
-/// A route: which calls it takes (method and path pattern) and its base ("healthy") behaviour.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Route {
-    /// The HTTP method; any method when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub method: Option<String>,
-    /// The path pattern: `*` or `{id}` match one segment, a final `**` the rest, e.g. `/price/*`.
-    pub path: String,
-    /// Base behaviour: the delay before any answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<Latency>,
-    /// Base behaviour: error responses, each with its share.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errors: Option<Vec<ErrorResponse>>,
-    /// Base behaviour: the share of calls held until the caller gives up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hang: Option<Hang>,
-    /// Base behaviour: the share of calls whose connection is reset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reset: Option<Reset>,
-    /// Base behaviour: the share of calls closed with no response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub empty: Option<Empty>,
-    /// Base behaviour: the share of calls answered with bytes that are not HTTP.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub malformed: Option<Malformed>,
-    /// Base behaviour: stream healthy bodies at this rate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slow_body: Option<SlowBody>,
-    /// Base behaviour: forward healthy calls to this upstream.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<Proxy>,
-    /// Base behaviour: the healthy response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<Response>,
-    /// Base behaviour: the first N calls fail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fail_first: Option<FailFirst>,
+/// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
+macro_rules! route_from_list {
+    ($( $(#[$doc:meta])* $module:ident.rs => $field:ident: $ty:ty, )*) => {
+        /// A route: which calls it takes (method and path pattern) and its base ("healthy") behaviour, whose
+        /// fields sit beside `method` and `path`.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct Route {
+            /// The HTTP method; any method when absent.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub method: Option<String>,
+            /// The path pattern: `*` or `{id}` match one segment, a final `**` the rest, e.g. `/price/*`.
+            pub path: String,
+            $(
+                /// Base behaviour:
+                $(#[$doc])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $field: Option<$ty>,
+            )*
+        }
+
+        impl Route {
+            /// The route's base behaviour, what `healthy` restores.
+            pub fn base(&self) -> Behaviour {
+                Behaviour {
+                    $( $field: self.$field.clone(), )*
+                }
+            }
+
+            /// Replaces the route's base behaviour, keeping its method and path.
+            pub fn set_base(&mut self, base: Behaviour) {
+                $( self.$field = base.$field; )*
+            }
+        }
+    };
 }
+
+crate::behaviours::fault_list!(route_from_list);
 
 impl Route {
     /// A route on `path` with an empty (healthy, immediate) base behaviour.
@@ -96,40 +94,6 @@ impl Route {
             path: path.to_string(),
             ..Route::default()
         }
-    }
-
-    /// The route's base behaviour, what `healthy` restores.
-    pub fn base(&self) -> Behaviour {
-        Behaviour {
-            latency: self.latency.clone(),
-            errors: self.errors.clone(),
-            hang: self.hang,
-            reset: self.reset,
-            empty: self.empty,
-            malformed: self.malformed,
-            slow_body: self.slow_body,
-            proxy: self.proxy.clone(),
-            response: self.response.clone(),
-            fail_first: self.fail_first,
-        }
-    }
-
-    /// Replaces the route's base behaviour, keeping its method and path.
-    pub fn set_base(&mut self, b: Behaviour) {
-        *self = Route {
-            method: self.method.take(),
-            path: std::mem::take(&mut self.path),
-            latency: b.latency,
-            errors: b.errors,
-            hang: b.hang,
-            reset: b.reset,
-            empty: b.empty,
-            malformed: b.malformed,
-            slow_body: b.slow_body,
-            proxy: b.proxy,
-            response: b.response,
-            fail_first: b.fail_first,
-        };
     }
 }
 
@@ -317,14 +281,13 @@ impl Config {
 
     /// Parses and validates JSON (a control-API body). Errors name the field by its path.
     pub fn from_json(body: &[u8], label: &str) -> Result<Config, ConfigError> {
-        let config: Config =
-            crate::control::parse_json(body).map_err(|(field, message)| ConfigError {
-                file: Some(label.to_string()),
-                line: None,
-                column: None,
-                field,
-                message,
-            })?;
+        let config: Config = parse_json(body).map_err(|(field, message)| ConfigError {
+            file: Some(label.to_string()),
+            line: None,
+            column: None,
+            field,
+            message,
+        })?;
         config.validate().map_err(|mut e| {
             e.file = Some(label.to_string());
             e
@@ -457,6 +420,16 @@ impl Config {
     pub fn bucket(&self) -> Duration {
         self.bucket.map_or(DEFAULT_BUCKET, Dur::get)
     }
+}
+
+/// Parses JSON, naming the path of the field that failed (`routes.pricing.latency.fixed`).
+pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, String)> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { String::new() } else { path };
+        (field, e.into_inner().to_string())
+    })
 }
 
 /// The first line of a parser message, without its trailing " at line L, column C" (the error prints those

@@ -32,25 +32,15 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
-use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::time::Instant;
 
+pub use crate::config::parse_json;
 use crate::config::{Config, ConfigError, PhaseRoute};
+use crate::error::FaultdError;
 use crate::recorder::Recording;
 use crate::schedule::{Clock, Plan};
 use crate::server::Shared;
-use crate::FaultdError;
-
-/// Parses JSON, naming the path of the field that failed (`routes.pricing.latency.fixed`).
-pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, String)> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." { String::new() } else { path };
-        (field, e.into_inner().to_string())
-    })
-}
 
 /// Starts the schedule at `origin`.
 pub fn start_schedule(shared: &Shared, origin: Instant) {

@@ -30,6 +30,8 @@ pub mod config;
 pub mod control;
 pub mod deadlines;
 pub mod draw;
+mod error;
+pub mod invalid;
 pub mod recorder;
 pub mod routing;
 pub mod schedule;
@@ -46,6 +48,7 @@ use tokio::time::Instant;
 
 pub use behaviours::Behaviour;
 pub use config::{Config, ConfigError, Phase, PhaseRoute, Route};
+pub use error::FaultdError;
 pub use faultline_units::Dur;
 pub use recorder::{
     ConnectionBucket, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
@@ -86,25 +89,6 @@ impl Default for Options {
             precise_delays: true,
         }
     }
-}
-
-/// Why faultd could not start or a run-time change was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum FaultdError {
-    /// The configuration is invalid.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// A listener could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-    /// No route has this name.
-    #[error("no route named {0:?}")]
-    UnknownRoute(String),
 }
 
 /// A running faultd.

@@ -556,13 +556,8 @@ impl Drop for CallGuard {
     }
 }
 
-/// An HDR histogram of nanoseconds with 3 significant digits that grows as needed.
-pub fn new_histogram() -> Histogram<u64> {
-    // Only more than 5 significant digits can fail, and 3 is a constant.
-    let mut h = Histogram::new(3).expect("3 significant digits is within hdrhistogram's range");
-    h.auto(true);
-    h
-}
+/// An HDR histogram of nanoseconds with 3 significant digits that grows as needed (the shared codec's settings).
+pub use faultline_hdr::new_histogram;
 
 // ---------------------------------------------------------------------------------------------------------------
 // The recording as data
@@ -597,7 +592,7 @@ pub struct RouteRecording {
     pub in_flight: u64,
     /// Served latency (arrival to last byte handed to the socket) in ns, per phase name, 3 significant digits;
     /// in JSON, base64 of the HdrHistogram V2+DEFLATE encoding.
-    #[serde(with = "histogram_map")]
+    #[serde(with = "faultline_hdr::as_base64::histogram_map")]
     pub latency: BTreeMap<String, Histogram<u64>>,
 }
 
@@ -689,60 +684,6 @@ pub struct ConnectionBucket {
     /// Connections shed over the connection limit (answered 503, never served); absent in older recordings.
     #[serde(default)]
     pub shed: u64,
-}
-
-/// Serialises `BTreeMap<String, Histogram<u64>>` as base64 of V2+DEFLATE per entry.
-mod histogram_map {
-    use std::collections::BTreeMap;
-
-    use base64::Engine;
-    use hdrhistogram::serialization::{
-        Deserializer as HdrDeserializer, Serializer as _, V2DeflateSerializer,
-    };
-    use hdrhistogram::Histogram;
-    use serde::{
-        de::Error as _, ser::Error as _, Deserialize, Deserializer, Serialize, Serializer,
-    };
-
-    pub fn serialize<S: Serializer>(
-        map: &BTreeMap<String, Histogram<u64>>,
-        s: S,
-    ) -> Result<S::Ok, S::Error> {
-        let mut out = BTreeMap::new();
-        let mut serializer = V2DeflateSerializer::new();
-        for (phase, h) in map {
-            let mut bytes = Vec::new();
-            serializer
-                .serialize(h, &mut bytes)
-                .map_err(|e| S::Error::custom(format!("{e:?}")))?;
-            out.insert(
-                phase.as_str(),
-                base64::engine::general_purpose::STANDARD.encode(bytes),
-            );
-        }
-        out.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        d: D,
-    ) -> Result<BTreeMap<String, Histogram<u64>>, D::Error> {
-        let encoded = BTreeMap::<String, String>::deserialize(d)?;
-        let mut deserializer = HdrDeserializer::new();
-        encoded
-            .into_iter()
-            .map(|(phase, text)| {
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(text.as_bytes())
-                    .map_err(|e| D::Error::custom(format!("latency.{phase}: not base64: {e}")))?;
-                let h = deserializer
-                    .deserialize(&mut bytes.as_slice())
-                    .map_err(|e| {
-                        D::Error::custom(format!("latency.{phase}: not an HDR histogram: {e:?}"))
-                    })?;
-                Ok((phase, h))
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]

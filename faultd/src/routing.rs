@@ -6,7 +6,7 @@
 
 use axum::http::Method;
 
-use crate::behaviours::Invalid;
+use crate::invalid::Invalid;
 
 /// One segment of a path pattern.
 #[derive(Debug, Clone, PartialEq, Eq)]

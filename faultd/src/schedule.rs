@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::behaviours::{Behaviour, CompiledBehaviour, Invalid};
+use crate::behaviours::{Behaviour, CompiledBehaviour};
 use crate::config::{Config, ConfigError, PhaseRoute};
 use crate::draw::route_key;
+use crate::invalid::Invalid;
 use crate::recorder::{PhaseEntry, Recorder, RouteRecorder};
 use crate::routing::{parse_method, PathPattern, RouteTable};
 

@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use axum::http::{Request, Response, StatusCode};
 use bytes::Bytes;
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
@@ -27,19 +26,15 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::time::Instant;
 
-use crate::behaviours::malformed::MALFORMED_BYTES;
-use crate::behaviours::proxy::ProxyClient;
-use crate::behaviours::slow_body::TrickleBody;
-use crate::behaviours::{decide, CallAction};
+use crate::behaviours::{
+    decide, header_map, CallAction, ProxyClient, TrickleBody, MALFORMED_BYTES,
+};
 use crate::deadlines::Deadlines;
 use crate::draw::CallDraws;
 use crate::recorder::{CallGuard, Outcome, Recorder};
 use crate::schedule::Live;
 
-/// The error type of response bodies (a proxied upstream body can fail).
-pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
-/// The body of every data-plane response.
-pub type DataBody = UnsyncBoxBody<Bytes, BodyError>;
+pub use crate::behaviours::{BodyError, DataBody};
 
 /// What the data plane shares between connections and with the control API.
 pub struct Shared {
@@ -361,7 +356,7 @@ async fn call(
                 Response::new(Full::new(Bytes::from(e.body.clone().unwrap_or_default())));
             *response.status_mut() =
                 StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            if let Ok(headers) = crate::behaviours::response::header_map(&e.headers) {
+            if let Ok(headers) = header_map(&e.headers) {
                 response.headers_mut().extend(headers);
             }
             guarded(

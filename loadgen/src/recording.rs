@@ -5,30 +5,21 @@
 //! Not for recording live (that is `recorder`) nor for printing (that is `summary` and `hgrm`).
 
 use std::collections::BTreeMap;
-use std::io::Cursor;
 use std::time::Duration;
 
-use base64::Engine;
 use faultline_units::Dur;
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::outcome::{ClassCounts, Outcome};
 
-/// Significant decimal digits of every histogram: 0.1% resolution at any magnitude.
-pub const SIGNIFICANT_DIGITS: u8 = 3;
-
-/// A new, empty, auto-resizing nanosecond histogram with [`SIGNIFICANT_DIGITS`].
-pub fn new_histogram() -> Histogram<u64> {
-    // `new` only fails for sigfig > 5.
-    Histogram::new(SIGNIFICANT_DIGITS)
-        .unwrap_or_else(|_| unreachable!("3 significant digits is valid"))
-}
+pub use faultline_hdr::{new_histogram, DecodeError, SIGNIFICANT_DIGITS};
 
 /// An HDR histogram of nanoseconds, serialised as a base64 V2+DEFLATE string.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LatencyHistogram(pub Histogram<u64>);
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LatencyHistogram(
+    #[serde(with = "faultline_hdr::as_base64::histogram")] pub Histogram<u64>,
+);
 
 impl Default for LatencyHistogram {
     fn default() -> Self {
@@ -36,67 +27,14 @@ impl Default for LatencyHistogram {
     }
 }
 
-/// The V2+DEFLATE bytes of a histogram (empty on the impossible failure of writing to a `Vec`).
+/// The V2+DEFLATE bytes of a histogram (empty on the impossible failure of encoding into memory).
 pub fn encode_histogram(h: &Histogram<u64>) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    if V2DeflateSerializer::new().serialize(h, &mut bytes).is_err() {
-        bytes.clear();
-    }
-    // Kept for the whole run, one per bucket: without the spare capacity of the growing writes.
-    bytes.shrink_to_fit();
-    bytes
+    faultline_hdr::encode(h).unwrap_or_default()
 }
 
 /// A histogram from V2 or V2+DEFLATE bytes.
-pub fn decode_histogram(bytes: &[u8]) -> Result<Histogram<u64>, String> {
-    Deserializer::new()
-        .deserialize(&mut Cursor::new(bytes))
-        .map_err(|e| format!("not an HDR histogram: {e:?}"))
-}
-
-impl Serialize for LatencyHistogram {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(
-            &base64::engine::general_purpose::STANDARD.encode(encode_histogram(&self.0)),
-        )
-    }
-}
-
-impl<'de> Deserialize<'de> for LatencyHistogram {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(serde::de::Error::custom)?;
-        let mut h = decode_histogram(&bytes).map_err(serde::de::Error::custom)?;
-        h.auto(true);
-        Ok(LatencyHistogram(h))
-    }
-}
-
-/// Serde for optional raw bytes as base64 text.
-mod base64_bytes {
-    use base64::Engine;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(bytes) => {
-                s.serialize_some(&base64::engine::general_purpose::STANDARD.encode(bytes))
-            }
-            None => s.serialize_none(),
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
-        Option::<String>::deserialize(d)?
-            .map(|t| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(t)
-                    .map_err(serde::de::Error::custom)
-            })
-            .transpose()
-    }
+pub fn decode_histogram(bytes: &[u8]) -> Result<Histogram<u64>, DecodeError> {
+    faultline_hdr::decode(bytes)
 }
 
 /// Which of the three recorded times a histogram holds.
@@ -180,7 +118,7 @@ pub struct Bucket {
     /// The bucket's corrected-latency histogram as V2+DEFLATE bytes (base64 in JSON), for an interval log.
     #[serde(
         default,
-        with = "base64_bytes",
+        with = "faultline_hdr::as_base64::encoded_option",
         skip_serializing_if = "Option::is_none"
     )]
     pub interval_histogram: Option<Vec<u8>>,

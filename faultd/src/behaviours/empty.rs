@@ -15,6 +15,8 @@ use super::{CallAction, Fault};
 pub struct Empty(pub Share);
 
 impl Fault for Empty {
+    const TAKES_A_SHARE: bool = true;
+
     fn share(&self) -> Share {
         self.0
     }

@@ -27,20 +27,20 @@ pub struct ErrorResponse {
     pub headers: BTreeMap<String, String>,
 }
 
-impl ErrorResponse {
-    /// Checks the status and the header names and values.
-    pub fn validate(&self) -> Result<(), Invalid> {
-        check_status(self.status).map_err(|e| e.at("status"))?;
-        check_headers(&self.headers).map_err(|e| e.at("headers"))
-    }
-}
-
 impl Fault for ErrorResponse {
+    const TAKES_A_SHARE: bool = true;
+
     fn share(&self) -> Share {
         self.share
     }
 
     fn action(&self) -> CallAction<'_> {
         CallAction::Error(self)
+    }
+
+    /// Checks the status and the header names and values.
+    fn validate(&self) -> Result<(), Invalid> {
+        check_status(self.status).map_err(|e| e.at("status"))?;
+        check_headers(&self.headers).map_err(|e| e.at("headers"))
     }
 }

@@ -6,7 +6,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_status, Invalid};
+use super::{check_status, CallAction, Fault, Invalid};
 
 /// The first `calls` calls of the phase are answered with `status`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -18,9 +18,13 @@ pub struct FailFirst {
     pub status: u16,
 }
 
-impl FailFirst {
+impl Fault for FailFirst {
+    fn first_calls(&self) -> Option<(u64, CallAction<'_>)> {
+        Some((self.calls, CallAction::FailFirst(self.status)))
+    }
+
     /// Checks the status.
-    pub fn validate(&self) -> Result<(), Invalid> {
+    fn validate(&self) -> Result<(), Invalid> {
         check_status(self.status).map_err(|e| e.at("status"))
     }
 }

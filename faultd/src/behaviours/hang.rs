@@ -16,6 +16,8 @@ use super::{CallAction, Fault};
 pub struct Hang(pub Share);
 
 impl Fault for Hang {
+    const TAKES_A_SHARE: bool = true;
+
     fn share(&self) -> Share {
         self.0
     }

@@ -15,7 +15,7 @@ use faultline_units::Dur;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Invalid;
+use super::{Fault, Invalid};
 
 /// The delay before a call is answered. Exactly one form must be given:
 /// `{fixed: 100ms}`, `{uniform: [10ms, 50ms]}`, `{normal: {mean: 50ms, stddev: 10ms}}`,
@@ -77,9 +77,15 @@ impl Latency {
             ..Latency::default()
         }
     }
+}
+
+impl Fault for Latency {
+    fn validate(&self) -> Result<(), Invalid> {
+        self.model().map(|_| ())
+    }
 
     /// Multiplies every duration by `factor`; `sigma` is a ratio and stays.
-    pub fn scale_time(&mut self, factor: f64) {
+    fn scale_time(&mut self, factor: f64) {
         let scale = |d: &mut Option<Dur>| {
             if let Some(v) = d {
                 *v = v.scaled(factor);
@@ -102,7 +108,9 @@ impl Latency {
         scale(&mut self.p99);
         scale(&mut self.p999);
     }
+}
 
+impl Latency {
     /// Checks that exactly one form is given and that its parameters make a distribution, and returns it.
     pub fn model(&self) -> Result<LatencyModel, Invalid> {
         let percentile_spec =

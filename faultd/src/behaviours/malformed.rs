@@ -19,6 +19,8 @@ pub const MALFORMED_BYTES: &[u8] =
 pub struct Malformed(pub Share);
 
 impl Fault for Malformed {
+    const TAKES_A_SHARE: bool = true;
+
     fn share(&self) -> Share {
         self.0
     }

@@ -1,26 +1,23 @@
 //! Behaviours: what a route does to the calls it receives, one small type per fault, in the Toxiproxy manner.
 //!
-//! For: the parameters of each behaviour exactly as the scenario writes them (`latency`, `errors`, `hang`,
-//! `reset`, `empty`, `malformed`, `slow_body`, `proxy`, `response`, `fail_first`), their validation, and
-//! [`decide`], the pure function that turns a behaviour and a call's seeded draws into what that call gets.
-//! Not for: timing (the schedule picks the behaviour), sockets (the data plane carries out the decision) or
-//! counting (the recorder).
+//! For: the parameters of each fault exactly as the scenario writes them, their validation, and [`decide`], the
+//! pure function that turns a behaviour and a call's seeded draws into what that call gets. Not for: timing (the
+//! schedule picks the behaviour), sockets (the data plane carries out the decision) or counting (the recorder).
 //!
-//! Adding a share-based fault means one file with one type that implements [`Fault`], and one field on
-//! [`Behaviour`].
-
-pub mod empty;
-pub mod error;
-pub mod fail_first;
-pub mod hang;
-pub mod latency;
-pub mod malformed;
-pub mod proxy;
-pub mod reset;
-pub mod response;
-pub mod slow_body;
+//! `fault_list!` below is the only place that knows every fault. Each line names a file of this folder and the
+//! field a scenario writes (`hang.rs => hang: Hang`); from that one list come the fields of [`Behaviour`] and of a
+//! route's base behaviour (`config::Route`) with their serde attributes and JSON Schema, [`Behaviour::over`],
+//! [`Behaviour::scale_time`], the validation with the sum of shares, and the order in which [`decide`] gives a
+//! call its fault. Each file's type implements [`Fault`], whose methods all have defaults: a fault says whether
+//! it takes a share of the calls and what such a call gets, or that the first N calls get something, how to
+//! check its parameters, and how `--time-scale` changes it.
+//!
+//! Adding a fault means one file here with one type that implements [`Fault`], and one line in `fault_list!`,
+//! as long as its calls end in one of the data plane's [`CallAction`]s; a new way of ending a call is also a new
+//! [`CallAction`] that `server.rs` carries out.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -28,48 +25,231 @@ use faultline_units::Share;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use empty::Empty;
-pub use error::ErrorResponse;
-pub use fail_first::FailFirst;
-pub use hang::Hang;
-pub use latency::{Latency, LatencyModel, LogNormal, Normal};
-pub use malformed::Malformed;
-pub use proxy::Proxy;
-pub use reset::Reset;
-pub use response::{PreparedResponse, Response};
-pub use slow_body::{ByteRate, SlowBody};
+pub use crate::invalid::Invalid;
 
 use crate::draw::CallDraws;
 
-/// A validation failure inside a behaviour: the dotted path of the field (relative to where validation started)
-/// and what is wrong with it. The config layer prefixes the path and adds the file and line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    /// Dotted path, e.g. `latency.p99` or `errors[1].status`.
-    pub field: String,
-    /// What is wrong, for a person.
-    pub message: String,
+/// The faults, one line each: `file.rs => field: Type`, with the field's documentation above it. The order of
+/// the lines is the order of the fields in a behaviour (and in its JSON) and the order in which a call's fault is
+/// decided: first every count rule ("the first N calls"), then every share, each in list order. A field holding a
+/// list (`errors`) takes one share per entry.
+///
+/// The list is handed to a macro that builds from it: `behaviour_from_list!` here, `route_from_list!` in
+/// `config.rs`.
+macro_rules! fault_list {
+    ($then:ident) => {
+        $then! {
+            /// The delay before any answer (not before a hang).
+            latency.rs => latency: Latency,
+            /// Error responses, each with its share. `[]` clears the base's errors.
+            error.rs => errors: Vec<ErrorResponse>,
+            /// The share of calls held until the caller gives up.
+            hang.rs => hang: Hang,
+            /// The share of calls whose connection is reset.
+            reset.rs => reset: Reset,
+            /// The share of calls whose connection is closed with no response.
+            empty.rs => empty: Empty,
+            /// The share of calls answered with bytes that are not HTTP.
+            malformed.rs => malformed: Malformed,
+            /// Stream healthy bodies at this rate.
+            slow_body.rs => slow_body: SlowBody,
+            /// Forward healthy calls to this upstream instead of answering them.
+            proxy.rs => proxy: Proxy,
+            /// The healthy response.
+            response.rs => response: Response,
+            /// The first N calls after this behaviour is set fail with a status.
+            fail_first.rs => fail_first: FailFirst,
+        }
+    };
+}
+pub(crate) use fault_list;
+
+/// Declares each file of the list as a module whose public items this module re-exports, and builds
+/// [`Behaviour`] and the code that walks its fields in list order.
+macro_rules! behaviour_from_list {
+    ($( $(#[$doc:meta])* $module:ident.rs => $field:ident: $ty:ty, )*) => {
+        $( pub mod $module; pub use $module::*; )*
+
+        /// A route's behaviour: a route's base, or what a phase sets on top of it. Every field is optional; a
+        /// phase's behaviour replaces the base field by field ([`Behaviour::over`]), so `{latency: {fixed: 2s}}`
+        /// keeps the base's response and errors. The shares of the faults that take one (`errors`, `hang`,
+        /// `reset`, ...) add up to at most 100%; the rest of the calls get the healthy response.
+        #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        pub struct Behaviour {
+            $(
+                $(#[$doc])*
+                #[serde(default, skip_serializing_if = "Option::is_none")]
+                pub $field: Option<$ty>,
+            )*
+        }
+
+        impl Behaviour {
+            /// The fields of a behaviour, in list order.
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($field)),*];
+
+            /// This behaviour laid over `base`: each field set here wins, each field left out comes from `base`.
+            pub fn over(&self, base: &Behaviour) -> Behaviour {
+                Behaviour {
+                    $( $field: self.$field.as_ref().or(base.$field.as_ref()).cloned(), )*
+                }
+            }
+
+            /// Multiplies every duration by `factor` and divides every rate by it; counts and shares are
+            /// unchanged.
+            pub fn scale_time(&mut self, factor: f64) {
+                $( if let Some(f) = &mut self.$field { FaultField::scale_time(f, factor); } )*
+            }
+
+            /// Shows `visit` each field in list order, with the same field of `from` (the behaviour a ramp comes
+            /// from) beside it; stops at the first break.
+            fn each_field<'a, V: VisitFields<'a>>(
+                from: Option<&'a Behaviour>,
+                to: &'a Behaviour,
+                visit: &mut V,
+            ) -> ControlFlow<V::Break> {
+                $( visit.field(stringify!($field), from.and_then(|b| b.$field.as_ref()), to.$field.as_ref())?; )*
+                ControlFlow::Continue(())
+            }
+        }
+    };
 }
 
-impl Invalid {
-    /// A failure of `field` (may be empty for "this very value").
-    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Invalid {
-        Invalid {
-            field: field.into(),
-            message: message.into(),
+fault_list!(behaviour_from_list);
+
+/// One fault of the list: its parameters are the type, deserialised straight from the scenario. Every method has
+/// a default, so a fault implements only what it does.
+pub trait Fault {
+    /// Whether this fault takes a share of the calls (`hang: 5%`). Such shares add up to at most 100% in a
+    /// behaviour, and a call's fault is drawn among them.
+    const TAKES_A_SHARE: bool = false;
+
+    /// The share of calls this fault takes; only asked of faults that take a share.
+    fn share(&self) -> Share {
+        Share::from_fraction(0.0)
+    }
+
+    /// What a call taken by this fault gets.
+    fn action(&self) -> CallAction<'_> {
+        CallAction::Healthy
+    }
+
+    /// A count rule: the first N calls under this behaviour get this action, before any share is drawn.
+    fn first_calls(&self) -> Option<(u64, CallAction<'_>)> {
+        None
+    }
+
+    /// Checks the parameters; fields are named relative to this fault (`status`, `p99`).
+    fn validate(&self) -> Result<(), Invalid> {
+        Ok(())
+    }
+
+    /// Checks this fault against the rest of the behaviour it is in; fields are named relative to the behaviour.
+    fn fits(&self, _behaviour: &Behaviour) -> Result<(), Invalid> {
+        Ok(())
+    }
+
+    /// Multiplies every duration by `factor` and divides every rate by it (`--time-scale`).
+    fn scale_time(&mut self, _factor: f64) {}
+}
+
+/// What a field of [`Behaviour`] holds: one fault (`hang: 5%`) or a list of them (`errors: [...]`), each fault
+/// taking one slot of the decision.
+trait FaultField {
+    const TAKES_A_SHARE: bool;
+    /// How many slots of the decision this field takes.
+    fn slots(&self) -> usize;
+    /// The share and action of one slot.
+    fn slot(&self, i: usize) -> Option<(Share, CallAction<'_>)>;
+    fn first_calls(&self) -> Option<(u64, CallAction<'_>)>;
+    fn validate(&self) -> Result<(), Invalid>;
+    fn fits(&self, behaviour: &Behaviour) -> Result<(), Invalid>;
+    fn scale_time(&mut self, factor: f64);
+    /// Whether an excess of shares is reported on this field rather than on the whole behaviour: a list names
+    /// itself when it has entries, since that is where a person adjusts several shares at once.
+    fn holds_the_shares(&self) -> bool;
+}
+
+impl<F: Fault> FaultField for F {
+    const TAKES_A_SHARE: bool = F::TAKES_A_SHARE;
+
+    fn slots(&self) -> usize {
+        usize::from(F::TAKES_A_SHARE)
+    }
+
+    fn slot(&self, i: usize) -> Option<(Share, CallAction<'_>)> {
+        (F::TAKES_A_SHARE && i == 0).then(|| (self.share(), self.action()))
+    }
+
+    fn first_calls(&self) -> Option<(u64, CallAction<'_>)> {
+        Fault::first_calls(self)
+    }
+
+    fn validate(&self) -> Result<(), Invalid> {
+        Fault::validate(self)
+    }
+
+    fn fits(&self, behaviour: &Behaviour) -> Result<(), Invalid> {
+        Fault::fits(self, behaviour)
+    }
+
+    fn scale_time(&mut self, factor: f64) {
+        Fault::scale_time(self, factor);
+    }
+
+    fn holds_the_shares(&self) -> bool {
+        false
+    }
+}
+
+impl<F: Fault> FaultField for Vec<F> {
+    const TAKES_A_SHARE: bool = F::TAKES_A_SHARE;
+
+    fn slots(&self) -> usize {
+        if F::TAKES_A_SHARE {
+            self.len()
+        } else {
+            0
         }
     }
 
-    /// The same failure seen from one level up: `at("latency")` turns `p99` into `latency.p99`.
-    pub fn at(mut self, prefix: &str) -> Invalid {
-        self.field = match (prefix.is_empty(), self.field.is_empty()) {
-            (true, _) => self.field,
-            (false, true) => prefix.to_string(),
-            (false, false) if self.field.starts_with('[') => format!("{prefix}{}", self.field),
-            (false, false) => format!("{prefix}.{}", self.field),
-        };
-        self
+    fn slot(&self, i: usize) -> Option<(Share, CallAction<'_>)> {
+        self.get(i).and_then(|f| f.slot(0))
     }
+
+    fn first_calls(&self) -> Option<(u64, CallAction<'_>)> {
+        None
+    }
+
+    fn validate(&self) -> Result<(), Invalid> {
+        for (i, f) in self.iter().enumerate() {
+            Fault::validate(f).map_err(|e| e.at(&format!("[{i}]")))?;
+        }
+        Ok(())
+    }
+
+    fn fits(&self, behaviour: &Behaviour) -> Result<(), Invalid> {
+        self.iter().try_for_each(|f| Fault::fits(f, behaviour))
+    }
+
+    fn scale_time(&mut self, factor: f64) {
+        self.iter_mut().for_each(|f| Fault::scale_time(f, factor));
+    }
+
+    fn holds_the_shares(&self) -> bool {
+        F::TAKES_A_SHARE && !self.is_empty()
+    }
+}
+
+/// Work done on a behaviour's fields in list order by [`Behaviour::each_field`].
+trait VisitFields<'a> {
+    type Break;
+    fn field<F: FaultField>(
+        &mut self,
+        name: &'static str,
+        from: Option<&'a F>,
+        to: Option<&'a F>,
+    ) -> ControlFlow<Self::Break>;
 }
 
 /// Checks that a status is a final HTTP status (200-599); 1xx are interim answers, not responses.
@@ -87,14 +267,6 @@ pub fn check_status(status: u16) -> Result<(), Invalid> {
 /// Checks header names and values.
 pub fn check_headers(headers: &BTreeMap<String, String>) -> Result<(), Invalid> {
     response::header_map(headers).map(|_| ())
-}
-
-/// A fault that takes a share of the calls: errors, hang, reset, empty, malformed.
-pub trait Fault {
-    /// The share of calls this fault takes.
-    fn share(&self) -> Share;
-    /// What a call taken by this fault gets.
-    fn action(&self) -> CallAction<'_>;
 }
 
 /// What one call gets, after its delay.
@@ -125,147 +297,80 @@ pub struct CallDecision<'a> {
     pub action: CallAction<'a>,
 }
 
-/// A route's behaviour: a route's base, or what a phase sets on top of it. Every field is optional; a phase's
-/// behaviour replaces the base field by field ([`Behaviour::over`]), so `{latency: {fixed: 2s}}` keeps the base's
-/// response and errors. The shares of `errors`, `hang`, `reset`, `empty` and `malformed` add up to at most 100%;
-/// the rest of the calls get the healthy response.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Behaviour {
-    /// The delay before any answer (not before a hang).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<Latency>,
-    /// Error responses, each with its share. `[]` clears the base's errors.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errors: Option<Vec<ErrorResponse>>,
-    /// The share of calls held until the caller gives up.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hang: Option<Hang>,
-    /// The share of calls whose connection is reset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reset: Option<Reset>,
-    /// The share of calls whose connection is closed with no response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub empty: Option<Empty>,
-    /// The share of calls answered with bytes that are not HTTP.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub malformed: Option<Malformed>,
-    /// Stream healthy bodies at this rate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slow_body: Option<SlowBody>,
-    /// Forward healthy calls to this upstream instead of answering them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub proxy: Option<Proxy>,
-    /// The healthy response.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub response: Option<Response>,
-    /// The first N calls after this behaviour is set fail with a status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fail_first: Option<FailFirst>,
-}
-
 impl Behaviour {
-    /// This behaviour laid over `base`: each field set here wins, each field left out comes from `base`.
-    pub fn over(&self, base: &Behaviour) -> Behaviour {
-        fn pick<T: Clone>(top: &Option<T>, base: &Option<T>) -> Option<T> {
-            top.as_ref().or(base.as_ref()).cloned()
-        }
-        Behaviour {
-            latency: pick(&self.latency, &base.latency),
-            errors: pick(&self.errors, &base.errors),
-            hang: pick(&self.hang, &base.hang),
-            reset: pick(&self.reset, &base.reset),
-            empty: pick(&self.empty, &base.empty),
-            malformed: pick(&self.malformed, &base.malformed),
-            slow_body: pick(&self.slow_body, &base.slow_body),
-            proxy: pick(&self.proxy, &base.proxy),
-            response: pick(&self.response, &base.response),
-            fail_first: pick(&self.fail_first, &base.fail_first),
-        }
-    }
-
-    /// Multiplies every duration by `factor` and divides every rate by it; counts and shares are unchanged.
-    pub fn scale_time(&mut self, factor: f64) {
-        if let Some(l) = &mut self.latency {
-            l.scale_time(factor);
-        }
-        if let Some(s) = &mut self.slow_body {
-            s.scale_time(factor);
-        }
-    }
-
-    /// The share-based faults of this behaviour in decision order: errors, hang, reset, empty, malformed.
-    fn fault_slot(&self, slot: usize, error_slots: usize) -> Option<&dyn Fault> {
-        if slot < error_slots {
-            return self.errors.as_ref()?.get(slot).map(|e| e as &dyn Fault);
-        }
-        match slot - error_slots {
-            0 => self.hang.as_ref().map(|f| f as &dyn Fault),
-            1 => self.reset.as_ref().map(|f| f as &dyn Fault),
-            2 => self.empty.as_ref().map(|f| f as &dyn Fault),
-            3 => self.malformed.as_ref().map(|f| f as &dyn Fault),
-            _ => None,
-        }
-    }
-
-    fn error_count(&self) -> usize {
-        self.errors.as_ref().map_or(0, Vec::len)
-    }
-
-    /// Checks every parameter, and that the shares add up to at most 100%. Fields are named relative to this
-    /// behaviour (`latency.p99`, `errors[1].status`).
+    /// Checks every parameter, each fault against the others, and that the shares add up to at most 100%.
+    /// Fields are named relative to this behaviour (`latency.p99`, `errors[1].status`).
     pub fn validate(&self) -> Result<(), Invalid> {
-        if let Some(l) = &self.latency {
-            l.model().map_err(|e| e.at("latency"))?;
+        let mut check = Validate {
+            behaviour: self,
+            total: 0.0,
+            share_names: Vec::new(),
+            shares_field: "",
+        };
+        if let ControlFlow::Break(e) = Behaviour::each_field(None, self, &mut check) {
+            return Err(e);
         }
-        for (i, e) in self.errors.iter().flatten().enumerate() {
-            e.validate().map_err(|e| e.at(&format!("errors[{i}]")))?;
-        }
-        let n = self.error_count();
-        let total: f64 = (0..n + 4)
-            .filter_map(|s| self.fault_slot(s, n))
-            .map(|f| f.share().fraction())
-            .sum();
-        if total > 1.0 + 1e-9 {
-            let field = if n > 0 { "errors" } else { "" };
+        if check.total > 1.0 + 1e-9 {
+            let names = match check.share_names.split_last() {
+                Some((last, [])) => last.to_string(),
+                Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+                None => String::new(),
+            };
             return Err(Invalid::new(
-                field,
+                check.shares_field,
                 format!(
-                    "the shares of errors, hang, reset, empty and malformed add up to {}%, over 100%",
-                    (total * 1e4).round() / 1e2
+                    "the shares of {names} add up to {}%, over 100%",
+                    (check.total * 1e4).round() / 1e2
                 ),
             ));
-        }
-        if let Some(s) = &self.slow_body {
-            s.validate().map_err(|e| e.at("slow_body"))?;
-        }
-        if let Some(p) = &self.proxy {
-            p.validate().map_err(|e| e.at("proxy"))?;
-            if self.response.is_some() {
-                return Err(Invalid::new(
-                    "response",
-                    "give either proxy or response: a proxied call gets the upstream's answer",
-                ));
-            }
-            if self.slow_body.is_some() {
-                return Err(Invalid::new(
-                    "slow_body",
-                    "slow_body applies to faultd's own responses, not to proxied ones",
-                ));
-            }
-        }
-        if let Some(r) = &self.response {
-            r.validate().map_err(|e| e.at("response"))?;
-        }
-        if let Some(f) = &self.fail_first {
-            f.validate().map_err(|e| e.at("fail_first"))?;
         }
         Ok(())
     }
 }
 
+/// Validation, field by field: parameters, fit with the rest, and the running sum of shares.
+struct Validate<'a> {
+    behaviour: &'a Behaviour,
+    total: f64,
+    share_names: Vec<&'static str>,
+    shares_field: &'static str,
+}
+
+impl<'a> VisitFields<'a> for Validate<'a> {
+    type Break = Invalid;
+
+    fn field<F: FaultField>(
+        &mut self,
+        name: &'static str,
+        _from: Option<&'a F>,
+        to: Option<&'a F>,
+    ) -> ControlFlow<Invalid> {
+        if F::TAKES_A_SHARE {
+            self.share_names.push(name);
+        }
+        let Some(f) = to else {
+            return ControlFlow::Continue(());
+        };
+        if let Err(e) = f.validate() {
+            return ControlFlow::Break(e.at(name));
+        }
+        if let Err(e) = f.fits(self.behaviour) {
+            return ControlFlow::Break(e);
+        }
+        self.total += (0..f.slots())
+            .filter_map(|i| f.slot(i))
+            .map(|(share, _)| share.fraction())
+            .sum::<f64>();
+        if self.shares_field.is_empty() && f.holds_the_shares() {
+            self.shares_field = name;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// A behaviour made ready for the hot path: validated, its latency model and healthy response built once, and
-/// the counter of its `fail_first` rule. One exists per (route, phase), so the count restarts with each phase.
+/// the counters of its count rules (`fail_first`). One exists per (route, phase), so counts restart with each
+/// phase.
 #[derive(Debug)]
 pub struct CompiledBehaviour {
     /// The behaviour as configured (already laid over the route's base).
@@ -273,7 +378,8 @@ pub struct CompiledBehaviour {
     latency: Option<LatencyModel>,
     /// The healthy response, built once.
     pub healthy: PreparedResponse,
-    fail_first_used: AtomicU64,
+    /// Calls taken so far by each field's count rule, in list order.
+    first_calls_used: Box<[AtomicU64]>,
 }
 
 impl CompiledBehaviour {
@@ -296,7 +402,10 @@ impl CompiledBehaviour {
             behaviour: behaviour.clone(),
             latency,
             healthy,
-            fail_first_used: AtomicU64::new(0),
+            first_calls_used: Behaviour::FIELDS
+                .iter()
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         })
     }
 
@@ -309,7 +418,8 @@ impl CompiledBehaviour {
 
 /// Decides what one call gets. `to` is the behaviour in force; during a ramp, `from` is the previous phase's and
 /// `weight` (0..=1) how far the ramp has gone: every delay quantile and every fault share moves linearly from
-/// `from`'s value to `to`'s. Pure but for `fail_first`, whose counter on `to` this call may consume.
+/// `from`'s value to `to`'s. Count rules come first, then the shares in list order; the rest is healthy. Pure
+/// but for the count rules, whose counters on `to` this call may consume.
 pub fn decide<'a>(
     from: Option<&'a CompiledBehaviour>,
     to: &'a CompiledBehaviour,
@@ -328,54 +438,103 @@ pub fn decide<'a>(
     };
     let delay = Duration::from_secs_f64(delay.max(0.0));
 
-    if let Some(rule) = to.behaviour.fail_first {
-        if to.fail_first_used.load(Ordering::Relaxed) < rule.calls
-            && to.fail_first_used.fetch_add(1, Ordering::Relaxed) < rule.calls
-        {
-            return CallDecision {
-                delay,
-                action: CallAction::FailFirst(rule.status),
-            };
+    let mut counts = CountRules {
+        used: &to.first_calls_used,
+        field: 0,
+    };
+    let mut shares = DrawShare {
+        fault: draws.fault,
+        weight: w,
+        ramping: from.is_some(),
+        upper: 0.0,
+    };
+    let taken = match Behaviour::each_field(None, &to.behaviour, &mut counts) {
+        ControlFlow::Break(action) => Some(action),
+        ControlFlow::Continue(()) => {
+            match Behaviour::each_field(from.map(|f| &f.behaviour), &to.behaviour, &mut shares) {
+                ControlFlow::Break(action) => Some(action),
+                ControlFlow::Continue(()) => None,
+            }
         }
+    };
+    match taken {
+        Some(CallAction::Hang) => CallDecision {
+            delay: Duration::ZERO,
+            action: CallAction::Hang,
+        },
+        Some(action) => CallDecision { delay, action },
+        None => CallDecision {
+            delay,
+            action: CallAction::Healthy,
+        },
     }
+}
 
-    let from_b = from.map(|f| &f.behaviour);
-    let error_slots = to
-        .behaviour
-        .error_count()
-        .max(from_b.map_or(0, Behaviour::error_count));
-    let mut upper = 0.0;
-    for slot in 0..error_slots + 4 {
-        let later = to.behaviour.fault_slot(slot, error_slots);
-        let earlier = from_b.and_then(|b| b.fault_slot(slot, error_slots));
-        let share_to = later.map_or(0.0, |f| f.share().fraction());
-        let share = match earlier {
-            Some(e) if w < 1.0 => e.share().fraction() * (1.0 - w) + share_to * w,
-            _ => {
-                share_to
-                    * if earlier.is_none() && from.is_some() {
-                        w
-                    } else {
-                        1.0
-                    }
-            }
-        };
-        upper += share;
-        if draws.fault < upper {
-            if let Some(fault) = later.or(earlier) {
-                let action = fault.action();
-                let delay = if action == CallAction::Hang {
-                    Duration::ZERO
-                } else {
-                    delay
-                };
-                return CallDecision { delay, action };
+/// The count rules of the behaviour in force: the first of them whose count is not used up takes the call.
+struct CountRules<'c> {
+    used: &'c [AtomicU64],
+    field: usize,
+}
+
+impl<'a> VisitFields<'a> for CountRules<'_> {
+    type Break = CallAction<'a>;
+
+    fn field<F: FaultField>(
+        &mut self,
+        _name: &'static str,
+        _from: Option<&'a F>,
+        to: Option<&'a F>,
+    ) -> ControlFlow<CallAction<'a>> {
+        let used = &self.used[self.field];
+        self.field += 1;
+        if let Some((calls, action)) = to.and_then(|f| f.first_calls()) {
+            if used.load(Ordering::Relaxed) < calls && used.fetch_add(1, Ordering::Relaxed) < calls
+            {
+                return ControlFlow::Break(action);
             }
         }
+        ControlFlow::Continue(())
     }
-    CallDecision {
-        delay,
-        action: CallAction::Healthy,
+}
+
+/// The draw among shares: slot by slot, each share (blended along a ramp) takes its stretch of [0, 1), and the
+/// call's uniform draw falls in one of them or past them all (healthy). A list's slots pair up by position, so a
+/// ramp to fewer errors fades the old ones out.
+struct DrawShare {
+    fault: f64,
+    weight: f64,
+    ramping: bool,
+    upper: f64,
+}
+
+impl<'a> VisitFields<'a> for DrawShare {
+    type Break = CallAction<'a>;
+
+    fn field<F: FaultField>(
+        &mut self,
+        _name: &'static str,
+        from: Option<&'a F>,
+        to: Option<&'a F>,
+    ) -> ControlFlow<CallAction<'a>> {
+        let w = self.weight;
+        let slots = to.map_or(0, F::slots).max(from.map_or(0, F::slots));
+        for slot in 0..slots {
+            let later = to.and_then(|f| f.slot(slot));
+            let earlier = from.and_then(|f| f.slot(slot));
+            let share_to = later.map_or(0.0, |(s, _)| s.fraction());
+            let share = match earlier {
+                Some((e, _)) if w < 1.0 => e.fraction() * (1.0 - w) + share_to * w,
+                None if self.ramping => share_to * w,
+                _ => share_to,
+            };
+            self.upper += share;
+            if self.fault < self.upper {
+                if let Some((_, action)) = later.or(earlier) {
+                    return ControlFlow::Break(action);
+                }
+            }
+        }
+        ControlFlow::Continue(())
     }
 }
 

@@ -11,7 +11,7 @@ use hyper_util::rt::TokioExecutor;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::Invalid;
+use super::{Behaviour, Fault, Invalid};
 
 /// Forwards healthy calls to this upstream URL, written `proxy: http://127.0.0.1:8080`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -26,9 +26,9 @@ pub fn proxy_client() -> ProxyClient {
     Client::builder(TokioExecutor::new()).build_http()
 }
 
-impl Proxy {
+impl Fault for Proxy {
     /// Accepts `http://host[:port][/prefix]` only.
-    pub fn validate(&self) -> Result<(), Invalid> {
+    fn validate(&self) -> Result<(), Invalid> {
         let uri: Uri = self
             .0
             .parse()
@@ -51,6 +51,25 @@ impl Proxy {
         Ok(())
     }
 
+    /// A proxied call gets the upstream's answer, so faultd's own healthy response and its trickle do not apply.
+    fn fits(&self, behaviour: &Behaviour) -> Result<(), Invalid> {
+        if behaviour.response.is_some() {
+            return Err(Invalid::new(
+                "response",
+                "give either proxy or response: a proxied call gets the upstream's answer",
+            ));
+        }
+        if behaviour.slow_body.is_some() {
+            return Err(Invalid::new(
+                "slow_body",
+                "slow_body applies to faultd's own responses, not to proxied ones",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Proxy {
     /// Sends `request` to the upstream: its path and query appended to the upstream URL, its Host header
     /// replaced by the upstream's. An unreachable upstream is answered 502 with the reason.
     pub async fn forward(

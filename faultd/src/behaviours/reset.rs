@@ -16,6 +16,8 @@ use super::{CallAction, Fault};
 pub struct Reset(pub Share);
 
 impl Fault for Reset {
+    const TAKES_A_SHARE: bool = true;
+
     fn share(&self) -> Share {
         self.0
     }

@@ -11,7 +11,7 @@ use faultline_units::Size;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{check_headers, check_status, Invalid};
+use super::{check_headers, check_status, Fault, Invalid};
 
 /// The largest body faultd will build; bodies are built once per behaviour and shared by every call.
 pub const MAX_BODY: u64 = 64 << 20;
@@ -32,6 +32,11 @@ pub struct Response {
     pub body_size: Option<Size>,
 }
 
+/// The error type of response bodies (a proxied upstream body can fail).
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+/// The body of every data-plane response: built here, trickled by `slow_body`, forwarded by `proxy`.
+pub type DataBody = http_body_util::combinators::UnsyncBoxBody<Bytes, BodyError>;
+
 /// A response built once and cloned per call (cloning `Bytes` and a small header map is cheap).
 #[derive(Debug, Clone)]
 pub struct PreparedResponse {
@@ -43,9 +48,9 @@ pub struct PreparedResponse {
     pub body: Bytes,
 }
 
-impl Response {
+impl Fault for Response {
     /// Checks the status, the headers and the body size.
-    pub fn validate(&self) -> Result<(), Invalid> {
+    fn validate(&self) -> Result<(), Invalid> {
         if let Some(s) = self.status {
             check_status(s).map_err(|e| e.at("status"))?;
         }
@@ -60,7 +65,9 @@ impl Response {
         }
         Ok(())
     }
+}
 
+impl Response {
     /// Builds the response once; call after `validate`.
     pub fn prepare(&self) -> Result<PreparedResponse, Invalid> {
         self.validate()?;

@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::time::{Instant, Sleep};
 
-use super::Invalid;
+use super::{Fault, Invalid};
 
 /// Streams the body at `rate`, written `slow_body: {rate: 1KiB/s}`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -28,16 +28,16 @@ pub struct SlowBody {
     pub rate: ByteRate,
 }
 
-impl SlowBody {
+impl Fault for SlowBody {
     /// Divides the rate by `factor`: a scenario run ten times faster trickles ten times faster.
-    pub fn scale_time(&mut self, factor: f64) {
+    fn scale_time(&mut self, factor: f64) {
         if factor > 0.0 {
             self.rate = ByteRate(self.rate.0 / factor);
         }
     }
 
     /// Refuses a zero rate (that would be a hang; say `hang` instead).
-    pub fn validate(&self) -> Result<(), Invalid> {
+    fn validate(&self) -> Result<(), Invalid> {
         if self.rate.0 <= 0.0 || !self.rate.0.is_finite() {
             return Err(Invalid::new(
                 "rate",
@@ -151,9 +151,7 @@ impl TrickleBody {
     }
 
     /// Boxes this body for the data plane's response type.
-    pub fn boxed(
-        self,
-    ) -> http_body_util::combinators::UnsyncBoxBody<Bytes, crate::server::BodyError> {
+    pub fn boxed(self) -> super::DataBody {
         self.map_err(|never: std::convert::Infallible| match never {})
             .boxed_unsync()
     }

@@ -1,0 +1,27 @@
+//! Why faultd could not start, or why a change asked of it at run time was refused.
+//!
+//! For: the one error type of faultd's library API and of its control functions. Not for: what is wrong inside a
+//! configuration (that is [`ConfigError`], which this wraps).
+
+use std::net::SocketAddr;
+
+use crate::config::ConfigError;
+
+/// Why faultd could not start or a run-time change was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultdError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// No route has this name.
+    #[error("no route named {0:?}")]
+    UnknownRoute(String),
+}
