@@ -249,17 +249,38 @@ async fn post_reset(State(shared): State<Arc<Shared>>) -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
-async fn get_recording(State(shared): State<Arc<Shared>>) -> Json<Recording> {
-    Json(recording(&shared))
+async fn get_recording(
+    State(shared): State<Arc<Shared>>,
+    tcp: Option<axum::Extension<Arc<crate::tcp::TcpRoutes>>>,
+) -> Response {
+    let mut json = match serde_json::to_value(recording(&shared)) {
+        Ok(v) => v,
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    };
+    // TCP routes ride beside the HTTP ones, only when there are some, so the HTTP shape is unchanged.
+    let tcp_routes = tcp.map(|t| t.recording()).unwrap_or_default();
+    if let (false, Some(map)) = (tcp_routes.is_empty(), json.as_object_mut()) {
+        map.insert(
+            "tcp_routes".into(),
+            serde_json::to_value(tcp_routes).unwrap_or_default(),
+        );
+    }
+    Json(json).into_response()
 }
 
-async fn get_metrics(State(shared): State<Arc<Shared>>) -> Response {
+async fn get_metrics(
+    State(shared): State<Arc<Shared>>,
+    tcp: Option<axum::Extension<Arc<crate::tcp::TcpRoutes>>>,
+) -> Response {
     let snapshot = MetricsSnapshot {
         recording: recording(&shared),
         open_connections: shared.recorder.open_connections(),
     };
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(snapshot));
+    if let Some(axum::Extension(tcp)) = tcp {
+        registry.register_collector(Box::new(crate::tcp::record::TcpMetrics(tcp.recording())));
+    }
     let mut text = String::new();
     match prometheus_client::encoding::text::encode(&mut text, &registry) {
         Ok(()) => (

@@ -36,6 +36,8 @@ pub mod recorder;
 pub mod routing;
 pub mod schedule;
 pub mod server;
+pub mod tcp;
+pub mod toxiproxy;
 mod yaml_index;
 
 use std::net::SocketAddr;
@@ -76,6 +78,10 @@ pub struct Options {
     /// tokio's ~1-4 ms lateness, with no spinning). Turn off under paused tokio time, which only tokio's timer
     /// follows.
     pub precise_delays: bool,
+    /// The Toxiproxy-compatible API's address ([`toxiproxy`]); none when `None`. Port 0 picks a free port.
+    pub toxiproxy_api: Option<SocketAddr>,
+    /// Hosts other than loopback a TCP route's upstream may name; loopback only when empty.
+    pub allow_hosts: Vec<String>,
 }
 
 impl Default for Options {
@@ -87,6 +93,8 @@ impl Default for Options {
             max_connections: None,
             backlog: 8192,
             precise_delays: true,
+            toxiproxy_api: None,
+            allow_hosts: Vec::new(),
         }
     }
 }
@@ -94,8 +102,10 @@ impl Default for Options {
 /// A running faultd.
 pub struct Faultd {
     shared: Arc<Shared>,
+    tcp: Arc<tcp::TcpRoutes>,
     data_addr: SocketAddr,
     control_addr: Option<SocketAddr>,
+    toxiproxy_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -114,6 +124,12 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
     config.validate()?;
     let recorder = Arc::new(recorder::Recorder::new(config.bucket()));
     let seed = config.seed.unwrap_or_else(fresh_seed);
+    let tcp = Arc::new(tcp::TcpRoutes::new(tcp::TcpSettings {
+        seed,
+        allow_hosts: options.allow_hosts.clone(),
+        backlog: options.backlog,
+        bucket: config.bucket(),
+    }));
     let plan = Plan::compile(config, seed, &recorder)?;
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
@@ -149,7 +165,8 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
                 .local_addr()
                 .map_err(|source| FaultdError::Bind { addr, source })?,
         );
-        let router = control::router(shared.clone(), options.token.clone());
+        let router = control::router(shared.clone(), options.token.clone())
+            .layer(axum::Extension(tcp.clone()));
         let mut rx = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
             let stop = async move {
@@ -163,10 +180,35 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
             }
         }));
     }
+    let mut toxiproxy_addr = None;
+    if let Some(addr) = options.toxiproxy_api {
+        let listener =
+            server::bind(addr, 1024).map_err(|source| FaultdError::Bind { addr, source })?;
+        toxiproxy_addr = Some(
+            listener
+                .local_addr()
+                .map_err(|source| FaultdError::Bind { addr, source })?,
+        );
+        let router = toxiproxy::router(tcp.clone());
+        let mut rx = shutdown_rx.clone();
+        tasks.push(tokio::spawn(async move {
+            let stop = async move {
+                let _ = rx.changed().await;
+            };
+            if let Err(e) = axum::serve(listener, router)
+                .with_graceful_shutdown(stop)
+                .await
+            {
+                tracing::warn!("Toxiproxy API stopped: {e}");
+            }
+        }));
+    }
     Ok(Faultd {
         shared,
+        tcp,
         data_addr,
         control_addr,
+        toxiproxy_addr,
         shutdown,
         tasks,
     })
@@ -187,6 +229,22 @@ impl Faultd {
     /// were recorded in bucket 0. Drops run-time route overrides.
     pub fn start_schedule(&self, origin: Instant) {
         control::start_schedule(&self.shared, origin);
+        self.tcp.set_origin(origin);
+    }
+
+    /// The TCP routes: create, change and delete them and their toxics (the library side of the Toxiproxy API).
+    pub fn tcp(&self) -> &Arc<tcp::TcpRoutes> {
+        &self.tcp
+    }
+
+    /// The Toxiproxy-compatible API's address, if it was asked for.
+    pub fn toxiproxy_addr(&self) -> Option<SocketAddr> {
+        self.toxiproxy_addr
+    }
+
+    /// What every TCP route recorded, by name (the `tcp_routes` of `/recording`).
+    pub fn tcp_recording(&self) -> std::collections::BTreeMap<String, tcp::TcpRouteRecording> {
+        self.tcp.recording()
     }
 
     /// Freezes the schedule at the current phase (recording goes on).
@@ -242,6 +300,7 @@ impl Faultd {
     /// Stops serving: closes the listeners and drops every open connection (hung calls included).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        self.tcp.clear();
         for task in self.tasks {
             let _ = task.await;
         }

@@ -47,6 +47,13 @@ BEHAVIOURS (per route, or set by a phase)
   response    {status: 200, headers: {...}, body_size: 2KiB}
   fail_first  {calls: 20, status: 503}   the first N calls of the phase fail
 
+TCP ROUTES (the Toxiproxy 2.x API, with --toxiproxy-api 127.0.0.1:8474)
+  curl -s -XPOST 127.0.0.1:8474/proxies -d '{"name":"redis","listen":"127.0.0.1:26379","upstream":"127.0.0.1:6379"}'
+  curl -s -XPOST 127.0.0.1:8474/proxies/redis/toxics -d '{"type":"latency","attributes":{"latency":300}}'
+  toxics: latency {latency, jitter ms}  bandwidth {rate KB/s}  slow_close {delay ms}  timeout {timeout ms}
+          reset_peer {timeout ms}  limit_data {bytes}  slicer {average_size, size_variation, delay us}
+          stall {}  connect_delay {delay ms};  down: POST /proxies/redis {"enabled": false}
+
 CONTROL API
   GET/PUT /config   PUT /routes/{name}   POST /schedule/start|stop|reset   GET /schedule   GET /recording   GET /metrics
 
@@ -87,7 +94,17 @@ struct Cli {
     /// Do not start the schedule at launch; wait for POST /schedule/start.
     #[arg(long)]
     no_start: bool,
+    /// Serve the Toxiproxy 2.x API here (TCP routes and their toxics), e.g. 127.0.0.1:8474. Without --config,
+    /// faultd then runs with one catch-all HTTP route.
+    #[arg(long, value_name = "ADDR")]
+    toxiproxy_api: Option<SocketAddr>,
+    /// A host other than loopback that TCP routes may forward to (repeat for several).
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_hosts: Vec<String>,
 }
+
+/// The configuration of a faultd started only for its TCP routes: one catch-all HTTP route, healthy.
+const TCP_ONLY_CONFIG: &str = "routes:\n  any: { path: /* }\n";
 
 #[derive(Debug, Subcommand)]
 enum Command {
@@ -161,10 +178,17 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         None => {}
     }
-    let path = cli
-        .config
-        .ok_or_else(|| bad_input(anyhow::anyhow!("give --config FILE (see faultd --help)")))?;
-    let mut config = load(&path, cli.time_scale)?;
+    let mut config = match (&cli.config, cli.toxiproxy_api) {
+        (Some(path), _) => load(path, cli.time_scale)?,
+        (None, Some(_)) => {
+            faultd::Config::from_yaml(TCP_ONLY_CONFIG, "built-in").map_err(bad_input)?
+        }
+        (None, None) => {
+            return Err(bad_input(anyhow::anyhow!(
+                "give --config FILE or --toxiproxy-api ADDR (see faultd --help)"
+            )))
+        }
+    };
     if cli.seed.is_some() {
         config.seed = cli.seed;
     }
@@ -175,6 +199,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         max_connections: cli.max_connections,
         backlog: cli.backlog,
         precise_delays: true,
+        toxiproxy_api: cli.toxiproxy_api,
+        allow_hosts: cli.allow_hosts,
     };
     let faultd = faultd::start(config, options).await.map_err(|e| match e {
         faultd::FaultdError::Config(_) => bad_input(e),
@@ -193,6 +219,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     );
     if let Some(c) = faultd.control_addr() {
         eprintln!("faultd: control API on http://{c} (GET /schedule, /recording, /metrics)");
+    }
+    if let Some(t) = faultd.toxiproxy_addr() {
+        eprintln!("faultd: Toxiproxy API on http://{t} (GET /proxies, POST /proxies, POST /reset)");
     }
     wait_for_stop().await;
     faultd.reset_to_healthy();

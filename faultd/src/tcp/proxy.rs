@@ -1,0 +1,496 @@
+//! The TCP data plane: one listener per route, and per accepted connection one task pair (client to server, and
+//! server to client) that forwards bytes through the route's toxics.
+//!
+//! For: accepting, connecting upstream (loopback unless allowed), forwarding with half-close kept intact,
+//! applying each active toxic through its hooks, deciding once per connection and toxic whether the toxic takes
+//! it (`toxicity`, a seeded draw), and ending connections with a FIN or a reset. Not for: the list of routes or
+//! the API (see [`super::routes`] and `crate::toxiproxy`), or what a toxic does (see [`super::toxics`]).
+//!
+//! Each direction reads into a short queue stamped with the instant each chunk arrived, and writes from it; a
+//! latency toxic holds a chunk until its arrival plus the delay, as Toxiproxy's chained stages do, so a chunk
+//! read while an earlier one waits is not delayed twice. Toxics added or removed while a connection is open
+//! apply to it at once, as in Toxiproxy: pooled connections are the ones a real incident hits.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::time::{sleep, sleep_until, Instant};
+
+use super::record::TcpRecorder;
+use super::toxics::{ChunkPlan, ChunkRng, Connect, Ending, Stream};
+use super::{upstream_allowed, Toxic};
+use crate::draw::{route_key, CallDraws};
+
+/// Bytes read at once from either side.
+const READ_SIZE: usize = 32 * 1024;
+/// Chunks queued per direction between the read and the write; beyond, the reader waits (TCP back-pressure).
+const QUEUE: usize = 16;
+/// The longest faultd waits for the upstream to accept before closing the client's connection.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What every connection of one route shares.
+#[derive(Debug)]
+pub struct RouteShared {
+    /// The route's name.
+    pub name: String,
+    /// `host:port` to forward to.
+    pub upstream: String,
+    /// Hosts other than loopback the upstream may resolve to.
+    pub allow_hosts: Arc<Vec<String>>,
+    /// The seed of the toxicity and jitter draws.
+    pub seed: u64,
+    /// The toxics in force, in the order they were added; connections watch it.
+    pub toxics: watch::Sender<Arc<Vec<Toxic>>>,
+    /// Bumped to close every open connection (the route disabled or deleted).
+    pub kill: watch::Sender<u64>,
+    /// The route's recorder.
+    pub recorder: Arc<TcpRecorder>,
+    /// Connections accepted so far: the next connection's number in the draws.
+    pub accepted: AtomicU64,
+}
+
+/// A bound listener and its accept loop; dropping it does not stop it, [`Listening::stop`] does.
+#[derive(Debug)]
+pub struct Listening {
+    /// The address bound.
+    pub addr: SocketAddr,
+    socket: socket2::Socket,
+    stopped: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Binds `addr` with a large backlog (tokio's default of 1,024 drops bursts of connects) and starts accepting.
+pub fn listen(addr: SocketAddr, backlog: u32, shared: Arc<RouteShared>) -> io::Result<Listening> {
+    let domain = socket2::Domain::for_address(addr);
+    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
+    let handle = socket.try_clone()?;
+    let listener = TcpListener::from_std(socket.into())?;
+    let addr = listener.local_addr()?;
+    let stopped = Arc::new(AtomicBool::new(false));
+    let task = tokio::spawn(accept_loop(listener, shared, stopped.clone()));
+    Ok(Listening {
+        addr,
+        socket: handle,
+        stopped,
+        task,
+    })
+}
+
+impl Listening {
+    /// Stops listening now: new connects are refused before this returns (the kernel resets what was queued).
+    pub fn stop(self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        // shutdown() on a listening socket makes Linux refuse new connects at once, whatever the accept task
+        // is doing; aborting the task then drops the last handle.
+        let _ = self.socket.shutdown(std::net::Shutdown::Both);
+        self.task.abort();
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<RouteShared>, stopped: Arc<AtomicBool>) {
+    loop {
+        match listener.accept().await {
+            Ok((tcp, _)) => {
+                let n = shared.accepted.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(connection(shared.clone(), tcp, n));
+            }
+            Err(_) if stopped.load(Ordering::SeqCst) => return,
+            Err(e) => {
+                // Out of descriptors or a connection that died in the queue: wait a little, keep serving.
+                tracing::warn!("tcp route {}: accept failed: {e}", shared.name);
+                sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+/// One connection's view: its number in the draws, its end signal, and which toxics it has already counted.
+struct ConnCtx {
+    shared: Arc<RouteShared>,
+    n: u64,
+    end: watch::Sender<Ending>,
+    counted: Mutex<HashSet<u64>>,
+}
+
+impl ConnCtx {
+    /// Whether `toxic` takes this connection: decided by a draw of (seed, route, toxic name, connection number),
+    /// so the same seed gives the same connections the same toxics, whenever the toxic was added.
+    fn takes(&self, toxic: &Toxic) -> bool {
+        if toxic.toxicity >= 1.0 {
+            return true;
+        }
+        let key = route_key(&self.shared.name) ^ toxic.key.rotate_left(29);
+        CallDraws::new(self.shared.seed, key, self.n).fault < toxic.toxicity
+    }
+
+    /// Counts `toxic` in the recorder the first time it acts on this connection.
+    fn note(&self, toxic: &Toxic) {
+        let first = self
+            .counted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(toxic.key);
+        if first {
+            self.shared.recorder.toxic(toxic.kind);
+        }
+    }
+
+    fn finish(&self, how: Ending) {
+        self.end.send_if_modified(|e| {
+            if *e == Ending::Open {
+                *e = how;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    fn ending(&self) -> Ending {
+        *self.end.borrow()
+    }
+}
+
+/// Resolves when the connection is ending (or its signal is gone).
+async fn ended(rx: &mut watch::Receiver<Ending>) {
+    let _ = rx.wait_for(|e| *e != Ending::Open).await;
+}
+
+async fn connection(shared: Arc<RouteShared>, client: TcpStream, n: u64) {
+    let _ = client.set_nodelay(true);
+    shared.recorder.opened();
+    let mut kill = shared.kill.subscribe();
+    let ctx = Arc::new(ConnCtx {
+        shared: shared.clone(),
+        n,
+        end: watch::channel(Ending::Open).0,
+        counted: Mutex::new(HashSet::new()),
+    });
+    let work = serve(ctx.clone(), client);
+    tokio::pin!(work);
+    let ending = tokio::select! {
+        e = &mut work => e,
+        _ = kill.changed() => {
+            ctx.finish(Ending::Close);
+            work.await
+        }
+    };
+    shared.recorder.closed(ending == Ending::Reset);
+}
+
+async fn serve(ctx: Arc<ConnCtx>, client: TcpStream) -> Ending {
+    let mut end_rx = ctx.end.subscribe();
+    let toxics = ctx.shared.toxics.borrow().clone();
+    let mut wait = Duration::ZERO;
+    let mut stall = false;
+    for t in toxics.iter() {
+        let connect = t.effect.before_connect();
+        if connect != Connect::Now && ctx.takes(t) {
+            ctx.note(t);
+            match connect {
+                Connect::Never => stall = true,
+                Connect::After(d) => wait += d,
+                Connect::Now => {}
+            }
+        }
+    }
+    if stall {
+        hold(client, &mut end_rx).await;
+        ctx.finish(Ending::Close);
+        return ctx.ending();
+    }
+    if !wait.is_zero() {
+        tokio::select! {
+            _ = sleep(wait) => {}
+            _ = ended(&mut end_rx) => return ctx.ending(),
+        }
+    }
+    let upstream = tokio::select! {
+        u = connect(&ctx.shared) => u,
+        _ = ended(&mut end_rx) => return ctx.ending(),
+    };
+    let upstream = match upstream {
+        Ok(u) => u,
+        Err(e) => {
+            tracing::warn!(
+                "tcp route {}: upstream {}: {e}",
+                ctx.shared.name,
+                ctx.shared.upstream
+            );
+            ctx.shared.recorder.upstream_error();
+            ctx.finish(Ending::Close);
+            return Ending::Close;
+        }
+    };
+    let _ = upstream.set_nodelay(true);
+    let (client_read, client_write) = client.into_split();
+    let (upstream_read, upstream_write) = upstream.into_split();
+    let up = tokio::spawn(pump(
+        ctx.clone(),
+        Stream::Upstream,
+        client_read,
+        upstream_write,
+    ));
+    let (_, client_write) =
+        pump(ctx.clone(), Stream::Downstream, upstream_read, client_write).await;
+    let ending = ctx.ending();
+    if let Ok((client_read, _)) = up.await {
+        if let Ok(client) = client_read.reunite(client_write) {
+            if ending == Ending::Reset {
+                // SO_LINGER 0 makes close() send a RST instead of a FIN: the client reads ECONNRESET.
+                let _ = socket2::SockRef::from(&client).set_linger(Some(Duration::ZERO));
+            }
+            drop(client);
+        }
+    }
+    if ending == Ending::Open {
+        Ending::Close
+    } else {
+        ending
+    }
+}
+
+/// Holds a stalled client: reads and drops what it sends until it leaves or the connection is ended.
+async fn hold(mut client: TcpStream, end_rx: &mut watch::Receiver<Ending>) {
+    let mut sink = vec![0u8; 4096];
+    loop {
+        tokio::select! {
+            r = client.read(&mut sink) => if !matches!(r, Ok(n) if n > 0) { return },
+            _ = ended(end_rx) => return,
+        }
+    }
+}
+
+/// Connects to the route's upstream, refusing addresses outside loopback and the allowed hosts.
+async fn connect(shared: &RouteShared) -> io::Result<TcpStream> {
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(&shared.upstream).await?.collect();
+    let mut last = io::Error::new(io::ErrorKind::NotFound, "the name resolved to no address");
+    for addr in addrs {
+        if !upstream_allowed(&shared.upstream, addr.ip(), &shared.allow_hosts) {
+            last = io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{addr} is not loopback and its host is not in allow_hosts"),
+            );
+            continue;
+        }
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = e,
+            Err(_) => {
+                last = io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("{addr} did not accept within {CONNECT_TIMEOUT:?}"),
+                )
+            }
+        }
+    }
+    Err(last)
+}
+
+/// Forwards one direction until its sender finishes or the connection ends; gives the halves back so the
+/// connection can be closed the way it ended.
+async fn pump(
+    ctx: Arc<ConnCtx>,
+    stream: Stream,
+    mut src: OwnedReadHalf,
+    mut dst: OwnedWriteHalf,
+) -> (OwnedReadHalf, OwnedWriteHalf) {
+    let (tx, mut rx) = mpsc::channel::<(Instant, Bytes)>(QUEUE);
+    let reader = async {
+        let tx = tx;
+        let mut end_rx = ctx.end.subscribe();
+        let mut buf = BytesMut::new();
+        loop {
+            buf.reserve(READ_SIZE);
+            let read = tokio::select! {
+                r = src.read_buf(&mut buf) => r,
+                _ = ended(&mut end_rx) => return,
+            };
+            match read {
+                Ok(0) => return,
+                Ok(_) => {
+                    let chunk = buf.split().freeze();
+                    let sent = tokio::select! {
+                        r = tx.send((Instant::now(), chunk)) => r.is_ok(),
+                        _ = ended(&mut end_rx) => false,
+                    };
+                    if !sent {
+                        return;
+                    }
+                }
+                Err(_) => {
+                    ctx.finish(Ending::Close);
+                    return;
+                }
+            }
+        }
+    };
+    let writer = write_loop(&ctx, stream, &mut rx, &mut dst);
+    tokio::join!(reader, writer);
+    (src, dst)
+}
+
+async fn write_loop(
+    ctx: &ConnCtx,
+    stream: Stream,
+    rx: &mut mpsc::Receiver<(Instant, Bytes)>,
+    dst: &mut OwnedWriteHalf,
+) {
+    let mut toxics_rx = ctx.shared.toxics.subscribe();
+    let mut end_rx = ctx.end.subscribe();
+    let direction = match stream {
+        Stream::Upstream => 0x75,
+        Stream::Downstream => 0x64,
+    };
+    let draws = CallDraws::new(
+        ctx.shared.seed,
+        route_key(&ctx.shared.name) ^ direction,
+        ctx.n,
+    );
+    let mut rng = ChunkRng::new((draws.latency * (1u64 << 53) as f64) as u64);
+    let mut first_seen: HashMap<u64, Instant> = HashMap::new();
+    let mut sent: u64 = 0;
+    loop {
+        let set = toxics_rx.borrow_and_update().clone();
+        let active: Vec<&Toxic> = set
+            .iter()
+            .filter(|t| {
+                t.stream == stream && t.effect.before_connect() == Connect::Now && ctx.takes(t)
+            })
+            .collect();
+        first_seen.retain(|k, _| active.iter().any(|t| t.key == *k));
+        let now = Instant::now();
+        let mut blocked = false;
+        let mut deadline: Option<(Instant, Ending)> = None;
+        for t in &active {
+            if let Some(hold) = t.effect.hold() {
+                ctx.note(t);
+                let since = *first_seen.entry(t.key).or_insert(now);
+                blocked |= hold.blocks;
+                if let Some((after, how)) = hold.ends {
+                    let at = since + after;
+                    if deadline.is_none_or(|(d, _)| at < d) {
+                        deadline = Some((at, how));
+                    }
+                }
+            }
+        }
+        let (deadline_at, deadline_how) = deadline.unwrap_or((now, Ending::Open));
+        tokio::select! {
+            biased;
+            _ = ended(&mut end_rx) => return,
+            _ = sleep_until(deadline_at), if deadline.is_some() => {
+                ctx.finish(deadline_how);
+                return;
+            }
+            changed = toxics_rx.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            item = rx.recv(), if !blocked => match item {
+                None => {
+                    let linger = active.iter().map(|t| t.effect.close_delay()).max().unwrap_or_default();
+                    if !linger.is_zero() {
+                        for t in active.iter().filter(|t| !t.effect.close_delay().is_zero()) {
+                            ctx.note(t);
+                        }
+                        tokio::select! {
+                            _ = sleep(linger) => {}
+                            _ = ended(&mut end_rx) => return,
+                        }
+                    }
+                    let _ = dst.shutdown().await;
+                    return;
+                }
+                Some((at, chunk)) => {
+                    let mut plan = ChunkPlan { delay: Duration::ZERO, bytes_per_second: None, slices: None, limit: None };
+                    for t in &active {
+                        let before = plan.clone();
+                        t.effect.shape(&mut plan, &mut rng);
+                        if plan != before {
+                            ctx.note(t);
+                        }
+                    }
+                    let go_on = tokio::select! {
+                        r = deliver(ctx, stream, at, chunk, &plan, &mut rng, &mut sent, dst) => r,
+                        _ = ended(&mut end_rx) => false,
+                    };
+                    if !go_on {
+                        return;
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Writes one chunk as its plan says; false when the connection must stop (a write failed, or a limit was hit).
+#[allow(clippy::too_many_arguments)]
+async fn deliver(
+    ctx: &ConnCtx,
+    stream: Stream,
+    arrived: Instant,
+    mut chunk: Bytes,
+    plan: &ChunkPlan,
+    rng: &mut ChunkRng,
+    sent: &mut u64,
+    dst: &mut OwnedWriteHalf,
+) -> bool {
+    if !plan.delay.is_zero() {
+        sleep_until(arrived + plan.delay).await;
+    }
+    let mut limit_hit = false;
+    if let Some(limit) = plan.limit {
+        let room = limit.saturating_sub(*sent);
+        if chunk.len() as u64 >= room {
+            chunk.truncate(room as usize);
+            limit_hit = true;
+        }
+    }
+    while !chunk.is_empty() {
+        let size = match (plan.slices, plan.bytes_per_second) {
+            (Some(s), _) => {
+                let size = s.average as i64 + rng.symmetric(s.variation);
+                size.max(1) as usize
+            }
+            // A tenth of a second's worth at a time, so a slow rate is smooth rather than bursty.
+            (None, Some(bps)) => ((bps / 10.0) as usize).max(1),
+            (None, None) => chunk.len(),
+        };
+        let piece = chunk.split_to(size.min(chunk.len()));
+        if let Some(bps) = plan.bytes_per_second {
+            sleep(Duration::from_secs_f64(piece.len() as f64 / bps)).await;
+        }
+        if dst.write_all(&piece).await.is_err() {
+            ctx.finish(Ending::Close);
+            return false;
+        }
+        *sent += piece.len() as u64;
+        ctx.shared.recorder.bytes(stream, piece.len());
+        if let Some(s) = plan.slices {
+            if !s.pause.is_zero() && !chunk.is_empty() {
+                sleep(s.pause).await;
+            }
+        }
+    }
+    if limit_hit {
+        let _ = dst.flush().await;
+        ctx.finish(Ending::Close);
+        return false;
+    }
+    true
+}

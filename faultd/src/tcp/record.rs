@@ -1,0 +1,427 @@
+//! The TCP recorder: what reached each TCP route and what its toxics did, per time bucket (faultd's bucket,
+//! 100 ms by default), on the run's clock.
+//!
+//! For: connection attempts (each accepted connection; a connect refused while the proxy is down never reaches
+//! faultd and is the client's to count), connections open (the maximum and the time-weighted mean per bucket: the
+//! pool as the dependency sees it), bytes each way, connections each toxic type took, upstream connects that
+//! failed, and how connections ended. Served in `/recording` as `tcp_routes` and on `/metrics`. Not for: deciding
+//! anything; recordings never feed back into toxics.
+//!
+//! Connection events are rare next to HTTP calls, so one short lock per event keeps this simple and exact: the
+//! level of open connections is integrated over time at every change, so a bucket in which 200 pooled
+//! connections sit idle still reports a mean and a maximum of 200.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::toxics::Stream;
+
+/// At most this many buckets per route (~29 h at 100 ms); later events land in the last one.
+const MAX_BUCKETS: usize = 1 << 20;
+
+/// One bucket of one TCP route.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpBucket {
+    /// Connections accepted in the bucket.
+    pub attempts: u64,
+    /// The most connections open at once in the bucket.
+    pub max_open: u64,
+    /// The time-weighted mean of connections open over the bucket.
+    pub mean_open: f64,
+    /// Bytes forwarded client to server.
+    pub bytes_upstream: u64,
+    /// Bytes forwarded server to client.
+    pub bytes_downstream: u64,
+    /// Connections closed in the bucket.
+    pub closed: u64,
+    /// Connections reset (reset_peer) in the bucket.
+    pub resets: u64,
+    /// Upstream connects that failed in the bucket (refused, unreachable, not allowed).
+    pub upstream_errors: u64,
+    /// Connections a toxic took, by toxic type.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub toxics: BTreeMap<String, u64>,
+}
+
+/// Everything recorded for one TCP route.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TcpRouteRecording {
+    /// The address clients connect to.
+    pub listen: String,
+    /// The address faultd forwards to.
+    pub upstream: String,
+    /// The bucket step, ms.
+    pub bucket_ms: u64,
+    /// Connections open now.
+    pub open: u64,
+    /// The most connections open at once over the whole run.
+    pub max_open: u64,
+    /// Sums over every bucket (`max_open` and `mean_open` there are the run's maximum and mean).
+    pub totals: TcpBucket,
+    /// One entry per bucket from t = 0.
+    pub buckets: Vec<TcpBucket>,
+}
+
+#[derive(Debug)]
+struct State {
+    origin: Instant,
+    buckets: Vec<TcpBucket>,
+    /// Per bucket, the integral of the open level, in connection-nanoseconds.
+    area: Vec<f64>,
+    open: u64,
+    max_open: u64,
+    last_change: Instant,
+}
+
+/// The recorder of one TCP route.
+#[derive(Debug)]
+pub struct TcpRecorder {
+    bucket: Duration,
+    state: Mutex<State>,
+}
+
+impl TcpRecorder {
+    /// A recorder with buckets of `bucket` from `origin`.
+    pub fn new(bucket: Duration, origin: Instant) -> TcpRecorder {
+        TcpRecorder {
+            bucket: bucket.max(Duration::from_millis(1)),
+            state: Mutex::new(State {
+                origin,
+                buckets: Vec::new(),
+                area: Vec::new(),
+                open: 0,
+                max_open: 0,
+                last_change: origin,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn index(&self, state: &State, at: Instant) -> usize {
+        let since = at.saturating_duration_since(state.origin);
+        ((since.as_nanos() / self.bucket.as_nanos()) as usize).min(MAX_BUCKETS - 1)
+    }
+
+    fn grow(state: &mut State, index: usize) {
+        if state.buckets.len() <= index {
+            state.buckets.resize(index + 1, TcpBucket::default());
+            state.area.resize(index + 1, 0.0);
+        }
+    }
+
+    /// Adds the open level from the last change up to `now` into the buckets it spans.
+    fn integrate(&self, state: &mut State, now: Instant) {
+        let from = state.last_change.max(state.origin);
+        if now <= from {
+            state.last_change = state.last_change.max(now);
+            return;
+        }
+        let level = state.open as f64;
+        let step = self.bucket.as_nanos();
+        let mut t = from.duration_since(state.origin).as_nanos();
+        let end = now.duration_since(state.origin).as_nanos();
+        let last = self.index(state, now);
+        Self::grow(state, last);
+        while t < end {
+            let index = ((t / step) as usize).min(MAX_BUCKETS - 1);
+            let bucket_end = if index == MAX_BUCKETS - 1 {
+                end
+            } else {
+                ((t / step) + 1) * step
+            };
+            let upto = bucket_end.min(end);
+            state.area[index] += level * (upto - t) as f64;
+            let b = &mut state.buckets[index];
+            b.max_open = b.max_open.max(state.open);
+            t = upto;
+        }
+        state.last_change = now;
+    }
+
+    /// Sets the run's t = 0; what was recorded before lands in bucket 0 from now on.
+    pub fn set_origin(&self, origin: Instant) {
+        let mut s = self.state();
+        let now = Instant::now();
+        self.integrate(&mut s, now);
+        let mut first = TcpBucket::default();
+        for b in s.buckets.drain(..) {
+            first.attempts += b.attempts;
+            first.bytes_upstream += b.bytes_upstream;
+            first.bytes_downstream += b.bytes_downstream;
+            first.closed += b.closed;
+            first.resets += b.resets;
+            first.upstream_errors += b.upstream_errors;
+            first.max_open = first.max_open.max(b.max_open);
+            for (k, v) in b.toxics {
+                *first.toxics.entry(k).or_default() += v;
+            }
+        }
+        s.area.clear();
+        s.origin = origin;
+        s.last_change = now.max(origin);
+        s.buckets.push(first);
+        s.area.push(0.0);
+    }
+
+    /// A connection was accepted and is now open.
+    pub fn opened(&self) {
+        let now = Instant::now();
+        let mut s = self.state();
+        self.integrate(&mut s, now);
+        s.open += 1;
+        s.max_open = s.max_open.max(s.open);
+        let i = self.index(&s, now);
+        Self::grow(&mut s, i);
+        let open = s.open;
+        let b = &mut s.buckets[i];
+        b.attempts += 1;
+        b.max_open = b.max_open.max(open);
+    }
+
+    /// A connection ended, reset or not.
+    pub fn closed(&self, reset: bool) {
+        let now = Instant::now();
+        let mut s = self.state();
+        self.integrate(&mut s, now);
+        s.open = s.open.saturating_sub(1);
+        let i = self.index(&s, now);
+        Self::grow(&mut s, i);
+        let b = &mut s.buckets[i];
+        b.closed += 1;
+        if reset {
+            b.resets += 1;
+        }
+    }
+
+    /// Bytes forwarded one way.
+    pub fn bytes(&self, stream: Stream, n: usize) {
+        let now = Instant::now();
+        let mut s = self.state();
+        let i = self.index(&s, now);
+        Self::grow(&mut s, i);
+        let b = &mut s.buckets[i];
+        match stream {
+            Stream::Upstream => b.bytes_upstream += n as u64,
+            Stream::Downstream => b.bytes_downstream += n as u64,
+        }
+    }
+
+    /// A toxic of type `kind` took a connection.
+    pub fn toxic(&self, kind: &str) {
+        let now = Instant::now();
+        let mut s = self.state();
+        let i = self.index(&s, now);
+        Self::grow(&mut s, i);
+        *s.buckets[i].toxics.entry(kind.to_string()).or_default() += 1;
+    }
+
+    /// The upstream connect failed.
+    pub fn upstream_error(&self) {
+        let now = Instant::now();
+        let mut s = self.state();
+        let i = self.index(&s, now);
+        Self::grow(&mut s, i);
+        s.buckets[i].upstream_errors += 1;
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> u64 {
+        self.state().open
+    }
+
+    /// Everything so far, up to now.
+    pub fn snapshot(&self, listen: String, upstream: String) -> TcpRouteRecording {
+        let now = Instant::now();
+        let mut s = self.state();
+        self.integrate(&mut s, now);
+        let step = self.bucket.as_nanos() as f64;
+        let mut buckets = s.buckets.clone();
+        for (b, area) in buckets.iter_mut().zip(&s.area) {
+            b.mean_open = area / step;
+        }
+        // The bucket in progress is averaged over the part that has elapsed.
+        let elapsed_in_last = now.saturating_duration_since(s.origin).as_nanos() as f64 % step;
+        if let (Some(b), Some(area)) = (buckets.last_mut(), s.area.last()) {
+            if elapsed_in_last > 0.0 && now >= s.origin {
+                b.mean_open = area / elapsed_in_last;
+            }
+        }
+        let mut totals = TcpBucket::default();
+        let mut area_sum = 0.0;
+        for (b, area) in buckets.iter().zip(&s.area) {
+            totals.attempts += b.attempts;
+            totals.bytes_upstream += b.bytes_upstream;
+            totals.bytes_downstream += b.bytes_downstream;
+            totals.closed += b.closed;
+            totals.resets += b.resets;
+            totals.upstream_errors += b.upstream_errors;
+            totals.max_open = totals.max_open.max(b.max_open);
+            for (k, v) in &b.toxics {
+                *totals.toxics.entry(k.clone()).or_default() += v;
+            }
+            area_sum += area;
+        }
+        let span = now.saturating_duration_since(s.origin).as_nanos() as f64;
+        totals.mean_open = if span > 0.0 { area_sum / span } else { 0.0 };
+        TcpRouteRecording {
+            listen,
+            upstream,
+            bucket_ms: self.bucket.as_millis() as u64,
+            open: s.open,
+            max_open: s.max_open,
+            totals,
+            buckets,
+        }
+    }
+}
+
+/// The TCP routes' figures for `/metrics`, encoded at scrape time from a snapshot of every route.
+#[derive(Debug)]
+pub struct TcpMetrics(pub BTreeMap<String, TcpRouteRecording>);
+
+impl prometheus_client::collector::Collector for TcpMetrics {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        use prometheus_client::metrics::MetricType;
+
+        type Row<'a> = (Vec<(&'a str, &'a str)>, u64);
+        let mut family = |name: &str, help: &str, kind: MetricType, rows: Vec<Row<'_>>| {
+            let mut f = encoder.encode_descriptor(name, help, None, kind)?;
+            for (labels, v) in rows {
+                match kind {
+                    MetricType::Gauge => {
+                        ConstGauge::new(v as i64).encode(f.encode_family(&labels)?)?
+                    }
+                    _ => ConstCounter::new(v).encode(f.encode_family(&labels)?)?,
+                }
+            }
+            Ok::<(), std::fmt::Error>(())
+        };
+        let per_route = |get: fn(&TcpRouteRecording) -> u64| -> Vec<Row<'_>> {
+            self.0
+                .iter()
+                .map(|(name, r)| (vec![("tcp_route", name.as_str())], get(r)))
+                .collect()
+        };
+        family(
+            "faultd_tcp_open_connections",
+            "Connections a TCP route holds open now",
+            MetricType::Gauge,
+            per_route(|r| r.open),
+        )?;
+        family(
+            "faultd_tcp_max_open_connections",
+            "The most connections a TCP route held open at once since start",
+            MetricType::Gauge,
+            per_route(|r| r.max_open),
+        )?;
+        family(
+            "faultd_tcp_connections",
+            "Connections a TCP route accepted",
+            MetricType::Counter,
+            per_route(|r| r.totals.attempts),
+        )?;
+        family(
+            "faultd_tcp_upstream_errors",
+            "Upstream connects a TCP route could not make",
+            MetricType::Counter,
+            per_route(|r| r.totals.upstream_errors),
+        )?;
+        family(
+            "faultd_tcp_resets",
+            "Connections a TCP route reset",
+            MetricType::Counter,
+            per_route(|r| r.totals.resets),
+        )?;
+        let bytes = self
+            .0
+            .iter()
+            .flat_map(|(name, r)| {
+                [
+                    (
+                        vec![("tcp_route", name.as_str()), ("stream", "upstream")],
+                        r.totals.bytes_upstream,
+                    ),
+                    (
+                        vec![("tcp_route", name.as_str()), ("stream", "downstream")],
+                        r.totals.bytes_downstream,
+                    ),
+                ]
+            })
+            .collect();
+        family(
+            "faultd_tcp_bytes",
+            "Bytes a TCP route forwarded, by stream",
+            MetricType::Counter,
+            bytes,
+        )?;
+        let toxics = self
+            .0
+            .iter()
+            .flat_map(|(name, r)| {
+                r.totals.toxics.iter().map(move |(kind, n)| {
+                    (
+                        vec![("tcp_route", name.as_str()), ("toxic", kind.as_str())],
+                        *n,
+                    )
+                })
+            })
+            .collect();
+        family(
+            "faultd_tcp_toxic_connections",
+            "Connections a toxic took, by TCP route and toxic type",
+            MetricType::Counter,
+            toxics,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_open_connections_count_in_every_bucket_they_span() {
+        let origin = Instant::now();
+        let r = TcpRecorder::new(Duration::from_millis(100), origin);
+        r.opened();
+        r.opened();
+        tokio::time::advance(Duration::from_millis(250)).await;
+        r.closed(false);
+        tokio::time::advance(Duration::from_millis(140)).await;
+        let rec = r.snapshot("l".into(), "u".into());
+        assert_eq!(rec.buckets.len(), 4);
+        assert_eq!(rec.buckets[0].attempts, 2);
+        assert_eq!(rec.buckets[1].max_open, 2);
+        assert!((rec.buckets[1].mean_open - 2.0).abs() < 1e-9, "{rec:?}");
+        assert!((rec.buckets[2].mean_open - 1.5).abs() < 1e-9, "{rec:?}");
+        assert_eq!(rec.buckets[2].closed, 1);
+        assert_eq!(rec.buckets[3].max_open, 1);
+        assert_eq!((rec.open, rec.max_open, rec.totals.attempts), (1, 2, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bytes_and_toxics_land_in_their_bucket() {
+        let r = TcpRecorder::new(Duration::from_millis(100), Instant::now());
+        r.bytes(Stream::Upstream, 10);
+        tokio::time::advance(Duration::from_millis(120)).await;
+        r.bytes(Stream::Downstream, 7);
+        r.toxic("latency");
+        let rec = r.snapshot(String::new(), String::new());
+        assert_eq!(rec.buckets[0].bytes_upstream, 10);
+        assert_eq!(rec.buckets[1].bytes_downstream, 7);
+        assert_eq!(rec.totals.toxics["latency"], 1);
+    }
+}

@@ -1,0 +1,436 @@
+//! The registry of TCP routes: create, read, change and delete routes and their toxics while faultd runs.
+//!
+//! For: the library API of TCP routes, with Toxiproxy's semantics (a proxy's listen port picked at creation and
+//! kept across disable and enable, `populate` replacing only what changed, `reset` re-enabling every proxy and
+//! removing every toxic), and the recordings of all routes. Every operation takes the registry's lock only to
+//! swap small values or bind a socket; connections never take it. Not for: HTTP (see `crate::toxiproxy`) or
+//! moving bytes (see [`super::proxy`]).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::proxy::{listen, Listening, RouteShared};
+use super::record::{TcpRecorder, TcpRouteRecording};
+use super::{
+    check_upstream, listen_addr, ProxySpec, ProxyUpdate, ProxyView, TcpError, Toxic, ToxicSpec,
+    ToxicUpdate, ToxicView,
+};
+
+/// What every TCP route of one faultd shares.
+#[derive(Debug, Clone)]
+pub struct TcpSettings {
+    /// The seed of toxicity and jitter draws.
+    pub seed: u64,
+    /// Hosts other than loopback an upstream may name (as faultd's HTTP proxy rule: loopback unless named).
+    pub allow_hosts: Vec<String>,
+    /// The listen backlog of each route.
+    pub backlog: u32,
+    /// The recorder's bucket.
+    pub bucket: Duration,
+}
+
+impl Default for TcpSettings {
+    fn default() -> TcpSettings {
+        TcpSettings {
+            seed: 0x5EED,
+            allow_hosts: Vec::new(),
+            backlog: 8192,
+            bucket: crate::config::DEFAULT_BUCKET,
+        }
+    }
+}
+
+/// One route: its shared state, and its listener while enabled.
+#[derive(Debug)]
+struct Route {
+    shared: Arc<RouteShared>,
+    /// The address bound at creation (with the real port), kept so a disabled route comes back on it.
+    listen: SocketAddr,
+    listening: Option<Listening>,
+}
+
+impl Route {
+    fn view(&self) -> ProxyView {
+        ProxyView {
+            name: self.shared.name.clone(),
+            listen: self.listen.to_string(),
+            upstream: self.shared.upstream.clone(),
+            enabled: self.listening.is_some(),
+            toxics: self.toxics().iter().map(Toxic::view).collect(),
+        }
+    }
+
+    fn toxics(&self) -> Arc<Vec<Toxic>> {
+        self.shared.toxics.borrow().clone()
+    }
+
+    /// Stops listening and closes every open connection.
+    fn disable(&mut self) {
+        if let Some(l) = self.listening.take() {
+            l.stop();
+        }
+        self.shared.kill.send_modify(|epoch| *epoch += 1);
+    }
+
+    fn enable(&mut self, backlog: u32) -> Result<(), TcpError> {
+        if self.listening.is_none() {
+            let l = bind(self.listen, backlog, self.shared.clone())?;
+            self.listening = Some(l);
+        }
+        Ok(())
+    }
+}
+
+fn bind(addr: SocketAddr, backlog: u32, shared: Arc<RouteShared>) -> Result<Listening, TcpError> {
+    listen(addr, backlog, shared).map_err(|source| {
+        if source.kind() == io::ErrorKind::AddrInUse {
+            TcpError::ListenTaken { addr, source }
+        } else {
+            TcpError::Bind { addr, source }
+        }
+    })
+}
+
+/// Every TCP route of one faultd.
+#[derive(Debug)]
+pub struct TcpRoutes {
+    settings: TcpSettings,
+    routes: Mutex<BTreeMap<String, Route>>,
+    origin: Mutex<Instant>,
+}
+
+impl TcpRoutes {
+    /// An empty registry; t = 0 is now until [`TcpRoutes::set_origin`].
+    pub fn new(settings: TcpSettings) -> TcpRoutes {
+        TcpRoutes {
+            settings,
+            routes: Mutex::new(BTreeMap::new()),
+            origin: Mutex::new(Instant::now()),
+        }
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Route>> {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sets the run's t = 0 for every route's recorder (and for routes created later).
+    pub fn set_origin(&self, origin: Instant) {
+        *self.origin.lock().unwrap_or_else(|p| p.into_inner()) = origin;
+        for route in self.routes().values() {
+            route.shared.recorder.set_origin(origin);
+        }
+    }
+
+    /// Creates and (if `enabled`) starts a route. Must run inside the tokio runtime.
+    pub fn create(&self, spec: ProxySpec) -> Result<ProxyView, TcpError> {
+        let mut routes = self.routes();
+        self.create_locked(&mut routes, spec, Vec::new())
+    }
+
+    fn create_locked(
+        &self,
+        routes: &mut BTreeMap<String, Route>,
+        spec: ProxySpec,
+        toxics: Vec<Toxic>,
+    ) -> Result<ProxyView, TcpError> {
+        if spec.name.is_empty() {
+            return Err(TcpError::MissingField("name"));
+        }
+        if spec.upstream.is_empty() {
+            return Err(TcpError::MissingField("upstream"));
+        }
+        if routes.contains_key(&spec.name) {
+            return Err(TcpError::ProxyExists(spec.name));
+        }
+        let addr = listen_addr(&spec.listen)?;
+        check_upstream(&spec.upstream, &self.settings.allow_hosts)?;
+        let origin = *self.origin.lock().unwrap_or_else(|p| p.into_inner());
+        let shared = Arc::new(RouteShared {
+            name: spec.name.clone(),
+            upstream: spec.upstream.clone(),
+            allow_hosts: Arc::new(self.settings.allow_hosts.clone()),
+            seed: self.settings.seed,
+            toxics: watch::channel(Arc::new(toxics)).0,
+            kill: watch::channel(0).0,
+            recorder: Arc::new(TcpRecorder::new(self.settings.bucket, origin)),
+            accepted: AtomicU64::new(0),
+        });
+        // Bind even a disabled route once, so its port is known and kept, as Toxiproxy reports it.
+        let listening = bind(addr, self.settings.backlog, shared.clone())?;
+        let mut route = Route {
+            shared,
+            listen: listening.addr,
+            listening: Some(listening),
+        };
+        if !spec.enabled {
+            route.disable();
+        }
+        let view = route.view();
+        routes.insert(spec.name, route);
+        Ok(view)
+    }
+
+    /// Creates the routes that do not exist, recreates those whose listen address or upstream changed, and
+    /// keeps the others (enabled). On an error, the routes created by this call are removed again and the
+    /// error comes back with the routes kept so far.
+    pub fn populate(
+        &self,
+        specs: Vec<ProxySpec>,
+    ) -> Result<Vec<ProxyView>, (TcpError, Vec<ProxyView>)> {
+        for spec in &specs {
+            if spec.name.is_empty() {
+                return Err((TcpError::MissingField("name"), Vec::new()));
+            }
+            if spec.upstream.is_empty() {
+                return Err((TcpError::MissingField("upstream"), Vec::new()));
+            }
+        }
+        let mut routes = self.routes();
+        let mut created: Vec<String> = Vec::new();
+        let mut views = Vec::new();
+        for spec in specs {
+            if let Some(existing) = routes.get_mut(&spec.name) {
+                let same_listen = spec.listen.is_empty()
+                    || listen_addr(&spec.listen)
+                        .is_ok_and(|a| a == existing.listen || a.port() == 0);
+                if same_listen && spec.upstream == existing.shared.upstream {
+                    if let Err(e) = existing.enable(self.settings.backlog) {
+                        return Err((e, views));
+                    }
+                    views.push(existing.view());
+                    continue;
+                }
+                if let Some(mut old) = routes.remove(&spec.name) {
+                    old.disable();
+                }
+            }
+            let name = spec.name.clone();
+            match self.create_locked(
+                &mut routes,
+                ProxySpec {
+                    enabled: true,
+                    ..spec
+                },
+                Vec::new(),
+            ) {
+                Ok(view) => {
+                    created.push(name);
+                    views.push(view);
+                }
+                Err(e) => {
+                    for name in &created {
+                        if let Some(mut r) = routes.remove(name) {
+                            r.disable();
+                        }
+                    }
+                    views.retain(|v| !created.contains(&v.name));
+                    return Err((e, views));
+                }
+            }
+        }
+        Ok(views)
+    }
+
+    /// Every route, by name.
+    pub fn list(&self) -> BTreeMap<String, ProxyView> {
+        self.routes()
+            .iter()
+            .map(|(name, r)| (name.clone(), r.view()))
+            .collect()
+    }
+
+    /// One route.
+    pub fn get(&self, name: &str) -> Result<ProxyView, TcpError> {
+        self.routes()
+            .get(name)
+            .map(Route::view)
+            .ok_or_else(|| TcpError::ProxyNotFound(name.to_string()))
+    }
+
+    /// Changes a route: a new listen address or upstream rebinds it (closing its connections, keeping its
+    /// toxics); `enabled: false` takes it down (connects refused, open connections closed).
+    pub fn update(&self, name: &str, update: ProxyUpdate) -> Result<ProxyView, TcpError> {
+        let mut routes = self.routes();
+        let route = routes
+            .get_mut(name)
+            .ok_or_else(|| TcpError::ProxyNotFound(name.to_string()))?;
+        let new_listen = match update.listen.as_deref() {
+            Some(l) if !l.is_empty() => {
+                let a = listen_addr(l)?;
+                (a != route.listen && !(a.port() == 0 && a.ip() == route.listen.ip())).then_some(a)
+            }
+            _ => None,
+        };
+        let new_upstream = match update.upstream {
+            Some(u) if !u.is_empty() && u != route.shared.upstream => {
+                check_upstream(&u, &self.settings.allow_hosts)?;
+                Some(u)
+            }
+            _ => None,
+        };
+        let enabled = update.enabled.unwrap_or(route.listening.is_some());
+        if new_listen.is_some() || new_upstream.is_some() {
+            let spec = ProxySpec {
+                name: name.to_string(),
+                listen: new_listen.unwrap_or(route.listen).to_string(),
+                upstream: new_upstream.unwrap_or_else(|| route.shared.upstream.clone()),
+                enabled,
+            };
+            let toxics = route.toxics().as_ref().clone();
+            let mut old = routes.remove(name).expect("looked up above");
+            old.disable();
+            return match self.create_locked(&mut routes, spec, toxics) {
+                Ok(view) => Ok(view),
+                Err(e) => {
+                    // Put the old route back as it was, so a refused change changes nothing.
+                    if old.enable(self.settings.backlog).is_ok() && !enabled {
+                        old.disable();
+                    }
+                    routes.insert(name.to_string(), old);
+                    Err(e)
+                }
+            };
+        }
+        if enabled {
+            route.enable(self.settings.backlog)?;
+        } else {
+            route.disable();
+        }
+        Ok(route.view())
+    }
+
+    /// Deletes a route: its listener closes and its connections end.
+    pub fn delete(&self, name: &str) -> Result<(), TcpError> {
+        let mut route = self
+            .routes()
+            .remove(name)
+            .ok_or_else(|| TcpError::ProxyNotFound(name.to_string()))?;
+        route.disable();
+        Ok(())
+    }
+
+    /// Re-enables every route and removes every toxic.
+    pub fn reset(&self) -> Result<(), TcpError> {
+        let mut routes = self.routes();
+        let mut first_error = None;
+        for route in routes.values_mut() {
+            route.shared.toxics.send_replace(Arc::new(Vec::new()));
+            if let Err(e) = route.enable(self.settings.backlog) {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Deletes every route (faultd's shutdown).
+    pub fn clear(&self) {
+        let mut routes = std::mem::take(&mut *self.routes());
+        for route in routes.values_mut() {
+            route.disable();
+        }
+    }
+
+    fn with_route<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut Route) -> Result<T, TcpError>,
+    ) -> Result<T, TcpError> {
+        let mut routes = self.routes();
+        let route = routes
+            .get_mut(name)
+            .ok_or_else(|| TcpError::ProxyNotFound(name.to_string()))?;
+        f(route)
+    }
+
+    /// A route's toxics, in the order they apply.
+    pub fn toxics(&self, proxy: &str) -> Result<Vec<ToxicView>, TcpError> {
+        self.with_route(proxy, |r| Ok(r.toxics().iter().map(Toxic::view).collect()))
+    }
+
+    /// One toxic.
+    pub fn toxic(&self, proxy: &str, toxic: &str) -> Result<ToxicView, TcpError> {
+        self.with_route(proxy, |r| {
+            r.toxics()
+                .iter()
+                .find(|t| t.name == toxic)
+                .map(Toxic::view)
+                .ok_or_else(|| TcpError::ToxicNotFound(toxic.to_string()))
+        })
+    }
+
+    /// Adds a toxic; it acts at once on open connections too.
+    pub fn add_toxic(&self, proxy: &str, spec: ToxicSpec) -> Result<ToxicView, TcpError> {
+        self.with_route(proxy, |r| {
+            let toxic = Toxic::from_spec(spec)?;
+            let mut toxics = r.toxics().as_ref().clone();
+            if toxics.iter().any(|t| t.name == toxic.name) {
+                return Err(TcpError::ToxicExists(toxic.name));
+            }
+            let view = toxic.view();
+            toxics.push(toxic);
+            r.shared.toxics.send_replace(Arc::new(toxics));
+            Ok(view)
+        })
+    }
+
+    /// Changes a toxic's toxicity or attributes.
+    pub fn update_toxic(
+        &self,
+        proxy: &str,
+        toxic: &str,
+        update: ToxicUpdate,
+    ) -> Result<ToxicView, TcpError> {
+        self.with_route(proxy, |r| {
+            let mut toxics = r.toxics().as_ref().clone();
+            let slot = toxics
+                .iter_mut()
+                .find(|t| t.name == toxic)
+                .ok_or_else(|| TcpError::ToxicNotFound(toxic.to_string()))?;
+            *slot = slot.updated(update)?;
+            let view = slot.view();
+            r.shared.toxics.send_replace(Arc::new(toxics));
+            Ok(view)
+        })
+    }
+
+    /// Removes a toxic; bytes it was holding flow again.
+    pub fn remove_toxic(&self, proxy: &str, toxic: &str) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| {
+            let mut toxics = r.toxics().as_ref().clone();
+            let before = toxics.len();
+            toxics.retain(|t| t.name != toxic);
+            if toxics.len() == before {
+                return Err(TcpError::ToxicNotFound(toxic.to_string()));
+            }
+            r.shared.toxics.send_replace(Arc::new(toxics));
+            Ok(())
+        })
+    }
+
+    /// Connections open now on a route.
+    pub fn open_connections(&self, proxy: &str) -> Result<u64, TcpError> {
+        self.with_route(proxy, |r| Ok(r.shared.recorder.open()))
+    }
+
+    /// What every route recorded, by name.
+    pub fn recording(&self) -> BTreeMap<String, TcpRouteRecording> {
+        self.routes()
+            .iter()
+            .map(|(name, r)| {
+                (
+                    name.clone(),
+                    r.shared
+                        .recorder
+                        .snapshot(r.listen.to_string(), r.shared.upstream.clone()),
+                )
+            })
+            .collect()
+    }
+}
