@@ -133,6 +133,25 @@ async fn reset_peer_resets_the_client_connection() {
 }
 
 #[tokio::test]
+async fn reset_peer_with_no_timeout_resets_before_any_byte_comes_back() {
+    let echo = Echo::start().await;
+    let f = faultd(7).await;
+    let addr = route(&f, "db", echo.addr);
+    toxic(
+        &f,
+        "db",
+        json!({"type": "reset_peer", "attributes": {"timeout": 0}}),
+    );
+    let mut s = connect(addr).await.unwrap();
+    let _ = s.write_all(b"PING").await;
+    assert_eq!(
+        read_until_end(&mut s, Duration::from_secs(3)).await,
+        ReadEnd::Reset(vec![])
+    );
+    f.shutdown().await;
+}
+
+#[tokio::test]
 async fn limit_data_closes_the_connection_after_n_bytes() {
     let echo = Echo::start().await;
     let f = faultd(7).await;

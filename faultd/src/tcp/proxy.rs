@@ -389,6 +389,12 @@ async fn write_loop(
             }
         }
         let (deadline_at, deadline_how) = deadline.unwrap_or((now, Ending::Open));
+        // A deadline already due ends the connection before another byte moves (tokio's timer would only
+        // notice it at its next tick, after a ready chunk had been written).
+        if deadline.is_some() && deadline_at <= Instant::now() {
+            ctx.finish(deadline_how);
+            return;
+        }
         tokio::select! {
             biased;
             _ = ended(&mut end_rx) => return,
