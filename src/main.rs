@@ -1,7 +1,8 @@
 //! The `faultline` command: parses the command line and hands each command to `faultline::commands`, which does the
 //! work and returns the exit code. Not for any command's logic: that lives in the library, where it is tested.
 //! Exit codes: 0 every expectation held, 1 an expectation failed, 2 the scenario or the command was wrong, 3 the run
-//! itself broke (the SUT would not start or died, a port was taken, requests were not conserved), 130 interrupted.
+//! itself broke (the SUT would not start or died, a port was taken, requests were not conserved), 4 nothing failed
+//! but an expectation could not be judged, 130 interrupted.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +20,7 @@ use faultline::scenario::Overrides;
 on a schedule while an open-model load generator drives the service under test through it. It records HDR latency, \
 the calls in flight at the dependency and the service's circuit-breaker transitions, and checks them against the \
 scenario's expectations.",
-    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 130 interrupted."
+    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]

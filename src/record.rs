@@ -88,7 +88,11 @@ pub struct RunRecord {
     pub sut_latency: Vec<Histogram<u64>>,
     /// Per dependency route.
     pub dependency: BTreeMap<String, Vec<DependencyBucket>>,
+    /// Per breaker, the finest timeline of its sources: what verdicts time transitions with.
     pub breakers: BTreeMap<String, BreakerTimeline>,
+    /// Per breaker, every timeline there is: each of its sources and the one inferred from traffic. Verdicts that
+    /// count (transitions, probes) weigh them all; reports list where they disagree.
+    pub evidence: BTreeMap<String, Vec<BreakerTimeline>>,
 }
 
 impl RunRecord {
@@ -102,6 +106,7 @@ impl RunRecord {
             sut_latency: Vec::new(),
             dependency: BTreeMap::new(),
             breakers: BTreeMap::new(),
+            evidence: BTreeMap::new(),
         }
     }
 

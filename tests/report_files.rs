@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use faultline::breaker::crosscheck::Disagreement;
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
-use faultline::expect::{Check, DependencyCheck, Expectation, Verdict};
+use faultline::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
 use faultline::report::result::{
     pool_limits, BreakerSummary, Percentiles, PhaseSummary, PoolLimit, RouteSummary, ScenarioInfo,
     Series, Totals,
@@ -56,6 +57,7 @@ fn verdict(name: &str, passed: bool, measured: Option<f64>, bound: Option<f64>) 
         name: name.into(),
         sentence: format!("{name}: measured {measured:?}: {word}"),
         passed,
+        outcome: None,
         measured,
         bound,
     }
@@ -284,7 +286,21 @@ fn fixture(buckets: usize) -> Fixture {
         ],
         resolution: Duration::from_millis(500),
         gaps: vec![(0.5 * secs, 0.52 * secs)],
+        source: Some(Source::Metrics),
+        samples: Vec::new(),
     };
+    let logged = BreakerTimeline::from_observations(
+        &[
+            (Duration::from_secs_f64(0.44 * secs), BreakerState::Open),
+            (
+                Duration::from_secs_f64(0.755 * secs),
+                BreakerState::HalfOpen,
+            ),
+            (Duration::from_secs_f64(0.757 * secs), BreakerState::Closed),
+        ],
+        Source::Log,
+        Duration::ZERO,
+    );
     let result = ResultFile {
         version: RESULT_VERSION,
         scenario: ScenarioInfo {
@@ -318,6 +334,13 @@ fn fixture(buckets: usize) -> Fixture {
                 Some(61.0),
                 Some(0.05),
             ),
+            Verdict::with_outcome(
+                "breaker pricing lets at most 1 probes through per half-open window".into(),
+                Outcome::Inconclusive,
+                "breaker pricing's half-open round at 75.00-76.00 s had between 0 and 40 calls at pricing".into(),
+                None,
+                Some(1.0),
+            ),
         ],
         run_errors: vec!["sent 100 = 99 in classes + 0 in flight: 1 request lost".into()],
         phases,
@@ -344,12 +367,23 @@ fn fixture(buckets: usize) -> Fixture {
         breakers: [(
             "pricing".to_string(),
             BreakerSummary {
-                observed,
+                observed: observed.clone(),
                 inferred: Some(BreakerTimeline::default()),
+                sources: vec![observed, logged],
             },
         )]
         .into_iter()
         .collect(),
+        disagreements: vec![Disagreement {
+            breaker: "pricing".into(),
+            at_s: 0.755 * secs,
+            to: BreakerState::Closed,
+            seen_by: Source::Log,
+            seen_resolution_s: 0.0,
+            missed_by: Source::Metrics,
+            missed_resolution_s: 0.5,
+            finer_missed: false,
+        }],
         series,
     };
     Fixture {
@@ -529,14 +563,31 @@ fn junit_is_well_formed_and_its_counts_match_the_verdicts() {
     assert_eq!(report.test_suites.len(), 1);
     let suite = &report.test_suites[0];
     assert_eq!(suite.name.as_str(), "slow-dependency");
-    // Three expectations and one test case for the run's own error.
-    assert_eq!(suite.tests, 4);
-    assert_eq!(suite.test_cases.len(), 4);
+    // Four expectations and one test case for the run's own error.
+    assert_eq!(suite.tests, 5);
+    assert_eq!(suite.test_cases.len(), 5);
     assert_eq!(
         suite.failures,
-        f.result.verdicts.iter().filter(|v| !v.passed).count()
+        f.result.verdicts.iter().filter(|v| v.failed()).count()
     );
-    assert_eq!(suite.errors, 1);
+    // The run's error, and the expectation that could not be judged: an error, not a failure of the breaker.
+    assert_eq!(suite.errors, 2);
+    let unjudged = suite
+        .test_cases
+        .iter()
+        .find(|c| {
+            c.name
+                .as_str()
+                .starts_with("breaker pricing lets at most 1 probes")
+        })
+        .unwrap();
+    assert!(matches!(
+        &unjudged.status,
+        quick_junit::TestCaseStatus::NonSuccess {
+            kind: quick_junit::NonSuccessKind::Error,
+            ..
+        }
+    ));
     let failed = suite
         .test_cases
         .iter()

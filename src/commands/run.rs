@@ -10,7 +10,8 @@ use crate::run::{self, Ending};
 use crate::scenario::{Overrides, Scenario, Validated};
 
 /// Runs the scenario at `path` with `overrides` and prints the summary (or result.json with `json`); returns the
-/// exit code: 0 every expectation held, 1 one failed, 2 the scenario is invalid, 3 the run broke, 130 interrupted.
+/// exit code: 0 every expectation held, 1 one failed, 2 the scenario is invalid, 3 the run broke, 4 nothing failed but
+/// at least one expectation could not be judged, 130 interrupted.
 pub fn run_command(
     path: &Path,
     report_dir: Option<PathBuf>,
@@ -109,21 +110,32 @@ fn exit_code(out: &run::RunOutput) -> i32 {
     code_for(
         &out.ending,
         !out.run_errors.is_empty(),
-        out.verdicts.iter().any(|v| !v.passed),
+        out.verdicts.iter().any(|v| v.failed()),
+        out.verdicts.iter().any(|v| v.inconclusive()),
     )
 }
 
-/// The exit code of an ending: the run's own failures (broken conservation, say) outrank failed expectations.
-fn code_for(ending: &Ending, run_failed: bool, expectation_failed: bool) -> i32 {
+/// The exit code of an ending: the run's own failures (broken conservation, say) outrank failed expectations,
+/// which outrank expectations that could not be judged.
+fn code_for(
+    ending: &Ending,
+    run_failed: bool,
+    expectation_failed: bool,
+    inconclusive: bool,
+) -> i32 {
     match ending {
         Ending::Aborted { .. } => 130,
         Ending::SutDied { .. } | Ending::Deadline => 3,
         Ending::StoppedOnFailure { .. } => 1,
         Ending::Completed if run_failed => 3,
         Ending::Completed if expectation_failed => 1,
+        Ending::Completed if inconclusive => INCONCLUSIVE,
         Ending::Completed => 0,
     }
 }
+
+/// The exit code of a run in which nothing failed but at least one expectation could not be judged.
+pub const INCONCLUSIVE: i32 = 4;
 
 #[cfg(test)]
 mod tests {
@@ -131,10 +143,10 @@ mod tests {
 
     #[test]
     fn a_run_whose_requests_were_not_conserved_exits_3_even_when_every_expectation_held() {
-        assert_eq!(code_for(&Ending::Completed, true, false), 3);
-        assert_eq!(code_for(&Ending::Completed, true, true), 3);
-        assert_eq!(code_for(&Ending::Completed, false, true), 1);
-        assert_eq!(code_for(&Ending::Completed, false, false), 0);
+        assert_eq!(code_for(&Ending::Completed, true, false, false), 3);
+        assert_eq!(code_for(&Ending::Completed, true, true, false), 3);
+        assert_eq!(code_for(&Ending::Completed, false, true, false), 1);
+        assert_eq!(code_for(&Ending::Completed, false, false, false), 0);
     }
 
     #[test]
@@ -147,12 +159,29 @@ mod tests {
             last_lines: String::new(),
         };
         for (run_failed, expectation_failed) in [(false, false), (true, true)] {
-            assert_eq!(code_for(&aborted, run_failed, expectation_failed), 130);
-            assert_eq!(code_for(&died, run_failed, expectation_failed), 3);
             assert_eq!(
-                code_for(&Ending::Deadline, run_failed, expectation_failed),
+                code_for(&aborted, run_failed, expectation_failed, true),
+                130
+            );
+            assert_eq!(code_for(&died, run_failed, expectation_failed, true), 3);
+            assert_eq!(
+                code_for(&Ending::Deadline, run_failed, expectation_failed, true),
                 3
             );
         }
+    }
+
+    #[test]
+    fn an_inconclusive_verdict_exits_4_only_when_nothing_failed() {
+        assert_eq!(
+            code_for(&Ending::Completed, false, false, true),
+            INCONCLUSIVE
+        );
+        assert_eq!(code_for(&Ending::Completed, false, true, true), 1);
+        assert_eq!(code_for(&Ending::Completed, true, false, true), 3);
+        let stopped = Ending::StoppedOnFailure {
+            expectation: "pool".into(),
+        };
+        assert_eq!(code_for(&stopped, false, false, true), 1);
     }
 }

@@ -321,7 +321,12 @@ impl ExpectationSpec {
             }));
         }
         if let Some(at_most) = self.transitions_at_most {
+            let route = match &self.route {
+                Some(r) => Some(route("route", r)?),
+                None => (names.breaker_routes)(&b),
+            };
             return Ok(Check::Breaker(BreakerCheck::TransitionsAtMost {
+                route,
                 breaker: b,
                 at_most,
                 during,

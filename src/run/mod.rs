@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::breaker::crosscheck::{self, Disagreement};
 use crate::breaker::watch::BreakerWatch;
 use crate::breaker::webhook::Webhook;
 use crate::breaker::BreakerTimeline;
@@ -70,6 +71,8 @@ pub struct RunOutput {
     pub dependency: faultd::Recording,
     /// For each breaker with a known route, the timeline inferred from traffic (beside the observed one).
     pub inferred: BTreeMap<String, BreakerTimeline>,
+    /// Changes of state that one of a breaker's timelines shows and another does not.
+    pub disagreements: Vec<Disagreement>,
     pub verdicts: Vec<Verdict>,
     /// The run's own checks that failed (e.g. request conservation), as sentences.
     pub run_errors: Vec<String>,
@@ -182,7 +185,9 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
                     let covered = bucket * buckets.len() as u32;
                     if let Ok(rec) = dependency.recording().await {
                         observe::advance(&mut live_record, covered, &phases, &rec);
-                        live_record.breakers = breakers.timelines(&live_record).observed;
+                        let t = breakers.timelines(&live_record);
+                        live_record.breakers = t.observed;
+                        live_record.evidence = t.evidence;
                         let (new, stop) = decisions.update(&v.expectations, &live_record);
                         if live {
                             for verdict in &new {
@@ -270,6 +275,7 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
     );
     let timelines = breakers.timelines(&record);
     record.breakers = timelines.observed;
+    record.evidence = timelines.evidence;
 
     let mut run_errors = Vec::new();
     let c = load_recording.conservation;
@@ -279,7 +285,19 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
             c.sent, c.sum_of_classes, c.in_flight
         ));
     }
-    let verdicts = decisions.finish(&v.expectations, &record);
+    let stopped_by = match &ending {
+        Ending::StoppedOnFailure { expectation } => Some(
+            expectation
+                .split(':')
+                .next()
+                .unwrap_or(expectation)
+                .to_string()
+                + " failed",
+        ),
+        _ => None,
+    };
+    let verdicts = decisions.finish(&v.expectations, &record, stopped_by.as_deref());
+    let disagreements = crosscheck::disagreements(&record.evidence);
     Ok(RunOutput {
         started: clock.wall,
         ending,
@@ -287,6 +305,7 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
         load: load_recording,
         dependency: dependency_recording,
         inferred: timelines.inferred,
+        disagreements,
         verdicts,
         run_errors,
     })

@@ -204,7 +204,7 @@ fn resolve_breaker(
     spec: &BreakerSpec,
     sut: &SutSpec,
     routes: &[String],
-) -> Result<Observation, String> {
+) -> Result<Vec<Observation>, String> {
     if let Some(r) = &spec.route {
         if !routes.contains(r) {
             return Err(format!(
@@ -219,11 +219,12 @@ fn resolve_breaker(
         spec.log.is_some(),
         spec.inferred == Some(true),
     ];
-    if sources.iter().filter(|s| **s).count() != 1 {
+    if !sources.iter().any(|s| *s) {
         return Err(
-            "choose exactly one source: `metrics`, `webhook`, `log` or `inferred: true`".into(),
+            "choose at least one source: `metrics`, `webhook`, `log` or `inferred: true`".into(),
         );
     }
+    let mut observations = Vec::new();
     if let Some(m) = &spec.metrics {
         let mapping = match (m.preset, &m.metric) {
             (Some(p), None) => StateMapping::preset(p, name, &m.labels),
@@ -253,14 +254,14 @@ fn resolve_breaker(
             .url
             .clone()
             .unwrap_or_else(|| m.path.clone().unwrap_or_else(|| "/metrics".into()));
-        return Ok(Observation::Metrics {
+        observations.push(Observation::Metrics {
             url_or_path,
             mapping,
             interval: m.interval.unwrap_or(Dur::from_millis(100)),
         });
     }
     if let Some(w) = &spec.webhook {
-        return Ok(Observation::Webhook {
+        observations.push(Observation::Webhook {
             name: w.name.clone().unwrap_or_else(|| name.to_string()),
         });
     }
@@ -276,13 +277,16 @@ fn resolve_breaker(
                     .into(),
             );
         }
-        return Ok(Observation::Log { pattern });
+        observations.push(Observation::Log { pattern });
     }
-    let has_route = spec.route.is_some() || routes.contains(&name.to_string());
-    if !has_route {
-        return Err(
-            "`inferred` needs the dependency route the breaker guards: add `route:`".into(),
-        );
+    if spec.inferred == Some(true) {
+        let has_route = spec.route.is_some() || routes.contains(&name.to_string());
+        if !has_route {
+            return Err(
+                "`inferred` needs the dependency route the breaker guards: add `route:`".into(),
+            );
+        }
+        observations.push(Observation::Inferred);
     }
-    Ok(Observation::Inferred)
+    Ok(observations)
 }
