@@ -39,21 +39,34 @@ pub struct Disagreement {
 impl Disagreement {
     /// One line for a person.
     pub fn sentence(&self) -> String {
+        // The source as a subject, and whether it takes a plural verb.
+        let noun = |s: Source| match s {
+            Source::Metrics => ("the metrics scrape", false),
+            Source::Webhook => ("the webhook events", true),
+            Source::Log => ("the log lines", true),
+            Source::Inferred => ("inference from traffic", false),
+        };
+        let (seen, seen_plural) = noun(self.seen_by);
+        let (missed, missed_plural) = noun(self.missed_by);
         let ms = |s: f64| format!("±{:.0} ms", s * 1e3);
-        let doubt = if self.finer_missed {
-            "at least as fine: the change is in doubt"
+        let relation = if self.missed_resolution_s < self.seen_resolution_s
+            || self.missed_resolution_s == 0.0
+        {
+            "finer: the change is in doubt"
+        } else if self.missed_resolution_s == self.seen_resolution_s {
+            "as fine: one of the two is wrong, or the change was shorter than both can place"
         } else {
             "coarser: it cannot see so short a change"
         };
         format!(
-            "the {} ({}) shows breaker {} going {} at {:.2} s; the {} ({}) never shows it {} near then ({doubt})",
-            self.seen_by,
+            "{seen} ({}) {} breaker {} going {} at {:.2} s; {missed} ({}) never {} it {} near then ({relation})",
             ms(self.seen_resolution_s),
+            if seen_plural { "show" } else { "shows" },
             self.breaker,
             self.to,
             self.at_s,
-            self.missed_by,
             ms(self.missed_resolution_s),
+            if missed_plural { "show" } else { "shows" },
             self.to,
         )
     }
@@ -166,13 +179,13 @@ mod tests {
             ]
         );
         assert!(
-            d[1].sentence().contains("the change is in doubt"),
+            d[1].sentence().contains("(finer: the change is in doubt)"),
             "{}",
             d[1].sentence()
         );
         assert!(
             d[0].sentence().contains(
-                "the log line (±0 ms) shows breaker pricing going closed at 9.00 s; the metrics scrape (±100 ms) never shows it closed near then (coarser"
+                "the log lines (±0 ms) show breaker pricing going closed at 9.00 s; the metrics scrape (±100 ms) never shows it closed near then (coarser"
             ),
             "{}",
             d[0].sentence()
