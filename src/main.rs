@@ -49,6 +49,16 @@ enum Command {
         /// Print result.json to stdout instead of the summary.
         #[arg(long)]
         json: bool,
+        /// Serve live Prometheus metrics (faultline_*) at http://ADDR/metrics while the run goes on, e.g.
+        /// 127.0.0.1:9464. An address that is taken is reported, and the run goes on.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// Allow --metrics-listen on an address that is not loopback.
+        #[arg(long)]
+        metrics_allow_remote: bool,
+        /// Push the final metrics to this Prometheus Pushgateway when the run ends, e.g. http://127.0.0.1:9091.
+        #[arg(long, value_name = "URL")]
+        push: Option<String>,
     },
     /// Run a scenario twice against the demo service: with its recommended configuration every expectation must
     /// hold; with the scenario's `proof.mistake` switched on, the expectations in `proof.fails` must fail.
@@ -74,6 +84,9 @@ enum Command {
     Report {
         /// The run directory, e.g. reports/slow-dependency/2026-11-30T09-00-00Z.
         run_dir: PathBuf,
+        /// How to print the summary: text, or markdown (as a CI job's summary page shows it).
+        #[arg(long, value_enum, default_value_t = commands::Format::Text)]
+        format: commands::Format,
     },
     /// Compare two runs phase by phase; exit 1 if any percentile of B is slower than A by more than the threshold.
     Compare {
@@ -113,6 +126,9 @@ fn main() -> ExitCode {
             time_scale,
             mistake,
             json,
+            metrics_listen,
+            metrics_allow_remote,
+            push,
         } => commands::run_command(
             &scenario,
             report_dir,
@@ -123,6 +139,11 @@ fn main() -> ExitCode {
                 patch: None,
             },
             json,
+            &commands::Exports {
+                metrics_listen,
+                allow_remote: metrics_allow_remote,
+                push,
+            },
         ),
         Command::Prove {
             scenarios,
@@ -133,7 +154,7 @@ fn main() -> ExitCode {
         Command::Validate { scenarios } => commands::validate(&scenarios),
         Command::Schema => commands::schema(),
         Command::List { dir } => commands::list(&dir),
-        Command::Report { run_dir } => commands::report(&run_dir),
+        Command::Report { run_dir, format } => commands::report(&run_dir, format),
         Command::Compare {
             run_a,
             run_b,

@@ -12,6 +12,7 @@ mod child;
 pub mod clock;
 pub mod dependency;
 pub mod live;
+pub mod metrics;
 pub mod signals;
 pub mod sut;
 pub mod verdicts;
@@ -97,6 +98,14 @@ pub enum RunError {
 
 /// Runs a validated scenario to its end.
 pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
+    run_with(v, None).await
+}
+
+/// As `run`, handing the run's figures to a live metrics endpoint once per tick.
+pub async fn run_with(
+    v: &Validated,
+    metrics: Option<&metrics::Metrics>,
+) -> Result<RunOutput, RunError> {
     let scenario = &v.scenario;
     let bucket = scenario
         .bucket
@@ -151,7 +160,7 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
 
     // Wait for the load to end, a signal, the SUT dying, a decided failure that stops the run, or the deadline.
     let live = std::io::stderr().is_terminal();
-    let judge_live = live || LiveVerdicts::can_stop(&v.expectations);
+    let judge_live = live || metrics.is_some() || LiveVerdicts::can_stop(&v.expectations);
     let mut decisions = LiveVerdicts::new(&v.expectations);
     let mut buckets: Vec<loadgen::Bucket> = Vec::new();
     let mut live_record = RunRecord::empty(bucket);
@@ -203,6 +212,9 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
                 if live {
                     let decided = live::decided_words(&v.expectations, decisions.decided());
                     live::draw(clock.elapsed(), &phases, &load.progress(), dependency.in_flight(), &breakers, &decided);
+                }
+                if let Some(m) = metrics {
+                    m.tick(clock.elapsed(), &phases, &load.progress(), &buckets, &live_record, &breakers, decisions.decided());
                 }
                 if Instant::now() >= end_of_schedule {
                     break;
