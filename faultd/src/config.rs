@@ -46,6 +46,9 @@ pub struct Config {
     /// The schedule: phases in ascending start time. Without phases every route keeps its base behaviour.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
+    /// HTTP/2 settings announced on each new connection, e.g. `{max_concurrent_streams: 8}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<crate::http2::Http2Settings>,
 }
 
 /// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
@@ -244,6 +247,7 @@ impl Config {
                 .map(|(n, r)| (n.to_string(), r))
                 .collect(),
             phases: Vec::new(),
+            http2: None,
         }
     }
 
@@ -300,6 +304,17 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.routes.is_empty() {
             return Err(Invalid::new("routes", "give at least one route").into());
+        }
+        if self
+            .http2
+            .and_then(|h| h.max_concurrent_streams)
+            .is_some_and(|n| n == 0)
+        {
+            return Err(Invalid::new(
+                "http2.max_concurrent_streams",
+                "at least 1 stream (0 would refuse every call)",
+            )
+            .into());
         }
         if let Some(b) = self.bucket {
             if b.get() < Duration::from_millis(1) || b.get() > Duration::from_secs(60) {

@@ -31,6 +31,8 @@ pub mod control;
 pub mod deadlines;
 pub mod draw;
 mod error;
+pub mod grpc;
+pub mod http2;
 pub mod invalid;
 pub mod recorder;
 pub mod routing;
