@@ -120,12 +120,12 @@ fn the_action_runs_every_scenario_summarises_annotates_and_fails_the_step_on_a_f
         "{md}"
     );
     assert!(
-        stdout.contains("::error file=scenarios/ci-summary.yaml,line=22,title=FAIL too-fast::"),
+        stdout.contains("::error file=scenarios/ci-summary.yaml,line=24,title=FAIL too-fast::"),
         "{stdout}"
     );
     assert!(
         stdout.contains(
-            "::warning file=scenarios/ci-summary.yaml,line=23,title=INCONCLUSIVE probes::"
+            "::warning file=scenarios/ci-summary.yaml,line=25,title=INCONCLUSIVE probes::"
         ),
         "{stdout}"
     );
@@ -287,13 +287,14 @@ fn the_containerfile_builds_with_the_install_command_and_copies_binaries_that_co
         .find_map(cargo_command)
         .expect("install.sh runs cargo build");
     // The build stage: from its FROM to the next FROM.
-    let stages: Vec<&str> = containerfile.split("\nFROM ").collect();
+    let stages: Vec<&str> = containerfile.split("\nFROM ").skip(1).collect();
     assert_eq!(stages.len(), 2, "a build stage and a runtime stage");
     let build = stages[0];
     assert!(
         build
             .lines()
-            .any(|l| l.starts_with("FROM ") && l.ends_with(" AS build")),
+            .next()
+            .is_some_and(|l| l.ends_with(" AS build")),
         "{build}"
     );
     let runs: Vec<String> = build

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Three expectations: one holds (the pool), one fails (a p99 bound no service meets), one cannot be judged
-/// (probes of a breaker that never opens), at lines 21, 22 and 23 of tests/fixtures/ci-summary.yaml.
+/// (probes of a breaker that never opens), at lines 23, 24 and 25 of tests/fixtures/ci-summary.yaml.
 const SCENARIO: &str = include_str!("fixtures/ci-summary.yaml");
 
 fn scratch(name: &str) -> PathBuf {
@@ -73,7 +73,7 @@ fn a_run_in_actions_writes_the_step_summary_and_annotates_the_failed_lines() {
     assert_eq!(errors.len(), 1, "{stdout}");
     assert!(
         errors[0].starts_with(&format!(
-            "::error file={file},line=22,title=FAIL too-fast::"
+            "::error file={file},line=24,title=FAIL too-fast::"
         )),
         "{}",
         errors[0]
@@ -81,7 +81,7 @@ fn a_run_in_actions_writes_the_step_summary_and_annotates_the_failed_lines() {
     assert_eq!(warnings.len(), 1, "{stdout}");
     assert!(
         warnings[0].starts_with(&format!(
-            "::warning file={file},line=23,title=INCONCLUSIVE probes::"
+            "::warning file={file},line=25,title=INCONCLUSIVE probes::"
         )),
         "{}",
         warnings[0]

@@ -17,8 +17,12 @@ rank() { case "$1" in 0) echo 0 ;; 4) echo 1 ;; 1) echo 2 ;; 130) echo 3 ;; 2) e
 
 worst=0
 count=0
+# Split the input into words without expanding them, then expand each one as a glob (no match: no file).
+set -f
+patterns=( ${FAULTLINE_SCENARIOS:-} )
+set +f
 shopt -s nullglob
-for pattern in ${FAULTLINE_SCENARIOS:-}; do
+for pattern in "${patterns[@]}"; do
   files=( $pattern )
   if (( ${#files[@]} == 0 )); then
     echo "::error title=no scenario::no file matches $pattern"

@@ -250,7 +250,8 @@ impl Metrics {
         let mut registry = prometheus_client::registry::Registry::default();
         registry.register_collector(Box::new(Snapshot(state)));
         let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
-        out
+        // A series without labels is written `name{} value` by the collector API: drop the empty braces.
+        out.replace("{} ", " ")
     }
 
     /// Serves `GET /metrics` on `addr` until the returned task is aborted. Refuses an address that is not
