@@ -302,7 +302,7 @@ fn the_containerfile_builds_with_the_install_command_and_copies_binaries_that_co
         .filter(|l| l.starts_with("RUN "))
         .filter_map(cargo_command)
         .collect();
-    assert_eq!(runs, [expected.clone()]);
+    assert_eq!(runs, std::slice::from_ref(&expected));
     let packages: Vec<&str> = expected
         .split_whitespace()
         .collect::<Vec<_>>()
