@@ -834,7 +834,7 @@ fn report_html_is_self_contained_and_carries_every_chart() {
     );
     assert_eq!(d["phases"][1], serde_json::json!(["brownout", 12.0, 21.0]));
     // The observed band: closed, open at 13.5 s, half-open at 22.5 s, closed again from 22.8 s to the end; the
-    // inferred timeline has its own row.
+    // log source and the inferred timeline have their own rows.
     assert_eq!(
         d["breakers"][0]["spans"],
         serde_json::json!([
@@ -844,7 +844,9 @@ fn report_html_is_self_contained_and_carries_every_chart() {
             [22.8, 30.0, 0]
         ])
     );
-    assert_eq!(d["breakers"][1]["label"], "pricing (inferred)");
+    // Each other source of the breaker has its row, then the inferred timeline.
+    assert_eq!(d["breakers"][1]["label"], "pricing (log line)");
+    assert_eq!(d["breakers"][2]["label"], "pricing (inferred)");
     // One distribution plot per phase, each with the SUT corrected and uncorrected and the route's served latency.
     let dists = d["distributions"].as_array().unwrap();
     assert_eq!(dists.len(), 3);
