@@ -59,6 +59,9 @@ macro_rules! fault_list {
             response.rs => response: Response,
             /// The first N calls after this behaviour is set fail with a status.
             fail_first.rs => fail_first: FailFirst,
+            /// TCP routes only: Toxiproxy's toxics on the route's connections. A phase's list replaces the
+            /// route's; `[]` clears it.
+            toxics.rs => toxics: Vec<TcpToxic>,
         }
     };
 }
