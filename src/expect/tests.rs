@@ -795,3 +795,25 @@ fn probes_and_the_rate_while_open_cannot_stop_a_run() {
         assert!(resolve(spec).unwrap().abort_on_fail, "{spec}");
     }
 }
+
+#[test]
+fn max_connections_is_the_in_flight_bound_in_the_words_of_a_tcp_route() {
+    let r = record_with(&[], |i| if i == 30 { 20 } else { 5 }, |_| 40);
+    let v = verdict("{ dependency: pricing, max_connections_below: 20 }", &r);
+    assert!(!v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .starts_with("connections open at pricing peaked at 20"),
+        "{}",
+        v.sentence
+    );
+    let v = verdict("{ dependency: pricing, max_connections_at_most: 20 }", &r);
+    assert!(v.passed, "{}", v.sentence);
+    assert_eq!(
+        resolve("{ dependency: pricing, max_connections_below: 20 }")
+            .unwrap()
+            .check
+            .name(),
+        "connections open at pricing stay below 20"
+    );
+}

@@ -65,7 +65,10 @@ impl Scenario {
         }
 
         // Placeholders and hosts.
-        let known = Placeholders::names();
+        let mut known = Placeholders::names();
+        for (name, _) in self.dependency.tcp_routes() {
+            known.extend(Placeholders::tcp_route_names(name));
+        }
         for (field, value) in sut
             .command
             .iter()
@@ -81,6 +84,13 @@ impl Scenario {
         let mut urls: Vec<(&str, String)> = Vec::new();
         if let Some(u) = &sut.url {
             urls.push(("sut.url", u.replace("{sut.port}", "1")));
+        }
+        if let (Some(_), Some((name, _))) = (&self.faultd, self.dependency.tcp_routes().next()) {
+            return Err(at(
+                &format!("dependency.routes.{name}.tcp"),
+                "tcp:",
+                "TCP routes need the embedded faultd for now; leave out `faultd:` (an external faultd takes TCP routes through its Toxiproxy API)".into(),
+            ));
         }
         if let Some(f) = &self.faultd {
             urls.push(("faultd.control", f.control.clone()));

@@ -67,6 +67,9 @@ macro_rules! fault_list {
             goaway.rs => goaway: GoAway,
             /// The healthy gRPC answer.
             grpc_response.rs => grpc_response: GrpcResponse,
+            /// TCP routes only: Toxiproxy's toxics on the route's connections. A phase's list replaces the
+            /// route's; `[]` clears it.
+            toxics.rs => toxics: Vec<TcpToxic>,
         }
     };
 }
