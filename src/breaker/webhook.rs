@@ -85,6 +85,9 @@ pub fn last_state(events: &Events, breaker: &str) -> Option<BreakerState> {
         .and_then(|(_, _, ev)| BreakerState::parse(&ev.to))
 }
 
+/// A stamp more than a day from the run's origin is not on the same clock; its arrival time is used instead.
+const DAY_NS: i128 = 86_400 * 1_000_000_000;
+
 /// The timeline of the events named `breaker`, on the run's clock (`origin` is t = 0, `origin_wall` its wall-clock
 /// time). The SUT's own timestamp, where it sends one, is when the breaker changed; arrival here is a few
 /// milliseconds later, long enough to count returning traffic as probes.
@@ -94,9 +97,12 @@ pub fn timeline(
     origin: Instant,
     origin_wall: SystemTime,
 ) -> BreakerTimeline {
-    let origin_unix_ms = origin_wall
+    // The origin to the nanosecond, not rounded to a millisecond: a stamp counts down to its millisecond, so
+    // against an exact origin the transition is placed at most 1 ms early and never late (a close placed late
+    // would count the first calls after it as probes).
+    let origin_unix_ns = origin_wall
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i128)
+        .map(|d| d.as_nanos() as i128)
         .unwrap_or(0);
     let events = events.lock().map(|e| e.clone()).unwrap_or_default();
     let mut obs: Vec<(Duration, BreakerState)> = events
@@ -105,8 +111,9 @@ pub fn timeline(
         .filter_map(|(at, stamped, e)| {
             let arrived = at.saturating_duration_since(origin);
             let t = match stamped {
-                Some(ms) if (*ms as i128 - origin_unix_ms).abs() < 86_400_000 => {
-                    Duration::from_millis((*ms as i128 - origin_unix_ms).max(0) as u64).min(arrived)
+                Some(ms) if (*ms as i128 * 1_000_000 - origin_unix_ns).abs() < DAY_NS => {
+                    let ns = (*ms as i128 * 1_000_000 - origin_unix_ns).max(0);
+                    Duration::from_nanos(ns as u64).min(arrived)
                 }
                 _ => arrived,
             };
@@ -115,4 +122,70 @@ pub fn timeline(
         .collect();
     obs.sort_by_key(|(t, _)| *t);
     BreakerTimeline::from_observations(&obs, Source::Webhook, Duration::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(to: &str, at_unix_ms: u64) -> BreakerEvent {
+        BreakerEvent {
+            breaker: "pricing".into(),
+            to: to.into(),
+            at_unix_ms: Some(at_unix_ms),
+        }
+    }
+
+    #[test]
+    fn a_millisecond_stamp_is_never_placed_after_the_transition() {
+        // The run began 0.9 ms into a wall-clock millisecond; the breaker closed 9.1 ms later, at wall-clock
+        // 10.0 ms exactly. Rounding the origin down as well would place the close at 10 ms, 0.9 ms late.
+        let origin = Instant::now();
+        let origin_wall = SystemTime::UNIX_EPOCH + Duration::from_micros(1_764_000_000_000_900);
+        let arrived = origin + Duration::from_millis(12);
+        let events: Events = Arc::new(Mutex::new(vec![
+            (
+                arrived,
+                Some(1_764_000_000_005),
+                event("half_open", 1_764_000_000_005),
+            ),
+            (
+                arrived,
+                Some(1_764_000_000_010),
+                event("closed", 1_764_000_000_010),
+            ),
+        ]));
+        let t = timeline(&events, "pricing", origin, origin_wall);
+        let at: Vec<Duration> = t.transitions.iter().map(|tr| tr.at).collect();
+        assert_eq!(
+            at,
+            vec![Duration::from_micros(4_100), Duration::from_micros(9_100)]
+        );
+    }
+
+    #[test]
+    fn a_stamp_later_than_its_arrival_or_on_another_clock_falls_back_to_the_arrival() {
+        let origin = Instant::now();
+        let origin_wall = SystemTime::UNIX_EPOCH + Duration::from_millis(1_764_000_000_000);
+        let events: Events = Arc::new(Mutex::new(vec![
+            // 50 ms ahead of its own arrival: a clock that runs fast.
+            (
+                origin + Duration::from_millis(20),
+                Some(1_764_000_000_070),
+                event("open", 1_764_000_000_070),
+            ),
+            // 1970: not this run's clock at all.
+            (
+                origin + Duration::from_millis(30),
+                Some(5),
+                event("half_open", 5),
+            ),
+        ]));
+        let t = timeline(&events, "pricing", origin, origin_wall);
+        let at: Vec<Duration> = t.transitions.iter().map(|tr| tr.at).collect();
+        assert_eq!(
+            at,
+            vec![Duration::from_millis(20), Duration::from_millis(30)]
+        );
+    }
 }
