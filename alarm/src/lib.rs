@@ -84,7 +84,13 @@ impl Alarm {
                 }
             });
             match read {
-                Ok(result) => return result,
+                Ok(result) => {
+                    // The expiry is read and the timer is one-shot: nothing more is readable until it is armed
+                    // and expires again. Forgetting the readiness now saves the next wait a read that could only
+                    // fail (one syscall per wait; tokio keeps a readiness that arrives after this one).
+                    ready.clear_ready();
+                    return result;
+                }
                 // Readiness left over from an expiry that a re-arming cancelled: wait for the next one.
                 Err(_would_block) => continue,
             }
