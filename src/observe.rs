@@ -83,6 +83,7 @@ pub fn advance(
                             .iter()
                             .map(|us| Duration::from_micros(u64::from(*us)))
                             .collect(),
+                        grpc_status: b.grpc_status.clone(),
                     })
                     .unwrap_or_default()
             })

@@ -73,6 +73,10 @@ pub struct DependencyBucket {
     /// that sparse calls such as half-open probes can be placed within a bucket).
     #[serde(default)]
     pub first_arrivals: Vec<Duration>,
+    /// gRPC calls that ended in the bucket, by the name of their status (`OK`, `UNAVAILABLE`, ...); empty for a
+    /// route no gRPC call reached.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_status: BTreeMap<String, u64>,
 }
 
 /// Everything an expectation may look at.

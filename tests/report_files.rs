@@ -950,7 +950,7 @@ fn pool_limit_is_the_tightest_in_flight_expectation_per_route() {
             bound,
             inclusive,
             during: during.map(Into::into),
-            connections: false,
+            counted: Default::default(),
         }),
     };
     let limits = pool_limits(&[

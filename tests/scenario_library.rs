@@ -105,6 +105,20 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["opens"],
         only_these: true,
     },
+    Entry {
+        file: "grpc-unavailable.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["stays-closed"],
+        only_these: true,
+    },
+    // bare_count's breaker, once open on the storm's noise, also serves the fallback to most of the storm and may
+    // still be open when the storm ends: consequences of the same opening; only `stays-closed` is its proof.
+    Entry {
+        file: "grpc-goaway-storm.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["stays-closed"],
+        only_these: false,
+    },
 ];
 
 /// Serialises the runs: each one measures real time on a shared 2-core machine.
@@ -285,4 +299,15 @@ fn per_operation_breakers_keep_reads_available_and_a_shared_breaker_blocks_them(
 #[test]
 fn replayed_hotel_reviews_trace_opens_in_time_and_the_original_config_never_opens() {
     prove("hotel-reviews-replay.yaml");
+}
+
+#[test]
+fn grpc_unavailable_opens_on_the_brownout_and_stays_closed_on_invalid_argument_unless_it_counts_every_status(
+) {
+    prove("grpc-unavailable.yaml");
+}
+
+#[test]
+fn grpc_goaway_storm_loses_only_the_streams_in_flight_and_a_bare_count_breaker_opens_on_them() {
+    prove("grpc-goaway-storm.yaml");
 }

@@ -32,6 +32,27 @@ pub struct DemoConfig {
     /// Classic mistakes to reproduce, one switch each (see [`Mistake`]).
     #[serde(default)]
     pub mistakes: BTreeSet<Mistake>,
+    /// How the demo calls its dependency: `http` (HTTP/1.1, the default) or `grpc` (unary gRPC calls on one
+    /// shared HTTP/2 connection, each operation one method: see `layers::grpc`).
+    #[serde(default, skip_serializing_if = "Protocol::is_http")]
+    pub protocol: Protocol,
+}
+
+/// The protocol of the calls to the dependency; the layers around them are the same.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Protocol {
+    /// HTTP/1.1 with a pool of connections: the operation's method and path.
+    #[default]
+    Http,
+    /// gRPC over HTTP/2 with prior knowledge: the operation's gRPC method, `grpc-timeout` from its timeout.
+    Grpc,
+}
+
+impl Protocol {
+    fn is_http(&self) -> bool {
+        *self == Protocol::Http
+    }
 }
 
 fn one_instance() -> usize {
@@ -47,6 +68,7 @@ impl Default for DemoConfig {
             shared_counters: false,
             operations: Operations::default(),
             mistakes: BTreeSet::new(),
+            protocol: Protocol::Http,
         }
     }
 }
@@ -257,7 +279,8 @@ pub enum Mistake {
     /// Seed 000 / 001 / 004: calls have no timeout, so a hung dependency holds a pool slot forever and never
     /// produces a failure.
     NoTimeout,
-    /// Seed 000: 4xx responses count as failures, so bad user input trips the breaker.
+    /// Seed 000: 4xx responses count as failures, so bad user input trips the breaker. Over gRPC: every non-OK
+    /// status counts, the caller's codes (INVALID_ARGUMENT, NOT_FOUND, ...) included.
     #[serde(rename = "count_4xx")]
     #[value(name = "count_4xx")]
     Count4xx,
@@ -749,6 +772,7 @@ mistakes: [ no_timeout ]
         let mut c = DemoConfig::default();
         c.mistakes.insert(Mistake::BareCount);
         c.instances = 4;
+        c.protocol = Protocol::Grpc;
         let text = serde_saphyr::to_string(&c).unwrap();
         assert_eq!(
             DemoConfig::from_yaml(&text, "round-trip.yaml").unwrap(),

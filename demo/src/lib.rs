@@ -36,7 +36,8 @@ use tokio::task::{JoinHandle, JoinSet};
 
 pub use breaker::BreakerState;
 pub use config::{
-    BreakerConfig, DemoConfig, Fallback, Mistake, OperationConfig, Operations, RetryConfig,
+    BreakerConfig, DemoConfig, Fallback, Mistake, OperationConfig, Operations, Protocol,
+    RetryConfig,
 };
 pub use observe::Transition;
 pub use operation::Operation;

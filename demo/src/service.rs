@@ -19,14 +19,15 @@ use bytes::Bytes;
 use tower::ServiceExt;
 
 use crate::breaker::{BreakerState, Policy};
-use crate::config::{DemoConfig, Mistake};
+use crate::config::{DemoConfig, Mistake, Protocol};
 use crate::layers::breaker::{BreakerCell, BreakerLayer};
 use crate::layers::bulkhead::BulkheadLayer;
 use crate::layers::client::DependencyClient;
 use crate::layers::fallback::FallbackLayer;
+use crate::layers::grpc::{GrpcChannel, GrpcClient};
 use crate::layers::retry::{RetryLayer, RetryPolicy};
 use crate::layers::timeout::TimeoutLayer;
-use crate::layers::{stack, Answer, DepRequest, OperationStack};
+use crate::layers::{stack, Answer, CallError, DepRequest, OperationStack, Reply};
 use crate::observe::{AttemptLabels, BreakerLabels, Journal, Metrics};
 use crate::operation::Operation;
 
@@ -82,6 +83,9 @@ impl App {
     ) -> Self {
         let metrics = journal.metrics().clone();
         let cells = breaker_cells(config, &journal);
+        // One gRPC channel for the whole process, as a service keeps one per target.
+        let channel = (config.protocol == Protocol::Grpc)
+            .then(|| GrpcChannel::new(&authority(dependency_url)));
         let instances = (0..config.instances)
             .map(|i| {
                 let mut stacks = vec![None; Operation::ALL.len()];
@@ -110,8 +114,12 @@ impl App {
                         retry_attempts,
                         retries_denied,
                     );
+                    let dependency: Client = match &channel {
+                        Some(channel) => Client::new(GrpcClient::new(channel.clone(), op, timeout)),
+                        None => Client::new(DependencyClient::new(client.clone(), dependency_url)),
+                    };
                     stacks[op.index()] = Some(stack(
-                        DependencyClient::new(client.clone(), dependency_url),
+                        dependency,
                         TimeoutLayer::new(timeout),
                         BulkheadLayer::new(
                             c.pool,
@@ -160,6 +168,24 @@ impl App {
     fn idempotency_key(&self, instance: &Instance) -> String {
         let n = self.writes.fetch_add(1, Ordering::Relaxed);
         format!("demo-{:08x}-{}-{n}", self.run_id, instance.id)
+    }
+}
+
+/// The innermost service of a stack, whichever protocol it speaks.
+type Client = tower::util::BoxCloneSyncService<DepRequest, Reply, CallError>;
+
+/// `host:port` of an http:// URL (validated before the service is built), port 80 when it has none.
+fn authority(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => format!(
+            "{}:{}",
+            u.host_str().unwrap_or("127.0.0.1"),
+            u.port_or_known_default().unwrap_or(80)
+        ),
+        Err(_) => url
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_string(),
     }
 }
 

@@ -262,27 +262,9 @@ impl GrpcClassifier {
         match code {
             GrpcCode::OK => Outcome::Ok,
             GrpcCode::DEADLINE_EXCEEDED => Outcome::Timeout,
-            GrpcCode::INVALID_ARGUMENT
-            | GrpcCode::NOT_FOUND
-            | GrpcCode::ALREADY_EXISTS
-            | GrpcCode::PERMISSION_DENIED
-            | GrpcCode::UNAUTHENTICATED
-            | GrpcCode::FAILED_PRECONDITION
-            | GrpcCode::OUT_OF_RANGE => Outcome::ClientError,
+            code if code.is_client_error() => Outcome::ClientError,
             _ => Outcome::ServerError,
         }
-    }
-}
-
-/// The gRPC status a client reads from an HTTP status other than 200 (gRPC's HTTP-to-gRPC mapping).
-fn code_of_http_status(status: u16) -> GrpcCode {
-    match status {
-        400 => GrpcCode::INTERNAL,
-        401 => GrpcCode::UNAUTHENTICATED,
-        403 => GrpcCode::PERMISSION_DENIED,
-        404 => GrpcCode::UNIMPLEMENTED,
-        429 | 502 | 503 | 504 => GrpcCode::UNAVAILABLE,
-        _ => GrpcCode::UNKNOWN,
     }
 }
 
@@ -457,7 +439,7 @@ impl H2Exchanges {
             }));
         }
         let code = if status != 200 {
-            code_of_http_status(status)
+            GrpcCode::from_http_status(status)
         } else {
             match trailers
                 .get("grpc-status")

@@ -1,12 +1,13 @@
 //! Expectations on the traffic at the dependency, as faultd measured it: calls in flight stay under the pool
-//! (seed 000's 200 connections), the call rate while the breaker is open stays low enough for the dependency to
-//! recover, and calls per SUT request stay under a retry budget.
+//! (seed 000's 200 connections; on a TCP route, connections open; on HTTP/2, streams in flight), the call rate
+//! while the breaker is open stays low enough for the dependency to recover, calls per SUT request stay under a
+//! retry budget, and how many gRPC calls ended with a given status.
 //!
 //! Not for what the SUT claims about itself: every figure here is counted at the dependency.
 
 use std::time::Duration;
 
-use faultline_units::Rate;
+use faultline_units::{GrpcCode, Rate};
 use serde::{Deserialize, Serialize};
 
 use super::words::{during_words, secs, trim, trim2};
@@ -23,9 +24,9 @@ pub enum DependencyCheck {
         bound: u64,
         inclusive: bool,
         during: Option<String>,
-        /// Written `max_connections_*` (a TCP route, whose calls are connections): the words say connections open.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        connections: bool,
+        /// What the scenario called the calls (`max_connections_*`, `max_streams_in_flight_*`): the words say it.
+        #[serde(default, skip_serializing_if = "Counted::is_calls")]
+        counted: Counted,
     },
     RateWhileOpen {
         route: String,
@@ -37,6 +38,39 @@ pub enum DependencyCheck {
         at_most: f64,
         during: Option<String>,
     },
+    /// gRPC calls at the route that ended with `code`: at least or at most `bound`.
+    GrpcStatus {
+        route: String,
+        code: GrpcCode,
+        bound: u64,
+        at_least: bool,
+        during: Option<String>,
+    },
+}
+
+/// What one call in flight at a route is, in the scenario's words: faultd counts each the same way (a TCP route's
+/// call is a connection, an HTTP/2 stream is a call), so the check is one and only its sentence differs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Counted {
+    #[default]
+    Calls,
+    Connections,
+    Streams,
+}
+
+impl Counted {
+    fn is_calls(&self) -> bool {
+        *self == Counted::Calls
+    }
+
+    fn words(self) -> &'static str {
+        match self {
+            Counted::Calls => "calls in flight",
+            Counted::Connections => "connections open",
+            Counted::Streams => "streams in flight",
+        }
+    }
 }
 
 impl DependencyCheck {
@@ -48,14 +82,10 @@ impl DependencyCheck {
                 bound,
                 inclusive,
                 during,
-                connections,
+                counted,
             } => format!(
                 "{} at {route} stay {} {bound}{}",
-                if *connections {
-                    "connections open"
-                } else {
-                    "calls in flight"
-                },
+                counted.words(),
                 if *inclusive { "at or under" } else { "below" },
                 during_words(during)
             ),
@@ -72,6 +102,17 @@ impl DependencyCheck {
                 "calls at {route} per SUT request stay at or under {at_most}{}",
                 during_words(during)
             ),
+            DependencyCheck::GrpcStatus {
+                route,
+                code,
+                bound,
+                at_least,
+                during,
+            } => format!(
+                "gRPC calls at {route} ending {code} number {} {bound}{}",
+                if *at_least { "at least" } else { "at most" },
+                during_words(during)
+            ),
         }
     }
 
@@ -81,6 +122,7 @@ impl DependencyCheck {
             DependencyCheck::MaxInFlight { .. } => true,
             DependencyCheck::RateWhileOpen { .. } => false,
             DependencyCheck::Amplification { during, .. } => during.is_some(),
+            DependencyCheck::GrpcStatus { .. } => true,
         }
     }
 
@@ -91,6 +133,10 @@ impl DependencyCheck {
             DependencyCheck::MaxInFlight { during, .. } => !v.passed || ended(record, during),
             DependencyCheck::RateWhileOpen { .. } => false,
             DependencyCheck::Amplification { during, .. } => ended(record, during),
+            // A count only grows: once over an upper bound, or at a lower one, no later call changes it.
+            DependencyCheck::GrpcStatus {
+                at_least, during, ..
+            } => v.passed == *at_least || ended(record, during),
         };
         if !self.decidable_live() {
             return None;
@@ -107,14 +153,10 @@ impl DependencyCheck {
                 bound,
                 inclusive,
                 during,
-                connections,
+                counted,
             } => {
                 let s = span(record, during);
-                let what = if *connections {
-                    "connections open"
-                } else {
-                    "calls in flight"
-                };
+                let what = counted.words();
                 let Some(series) = record.dependency.get(route) else {
                     return Verdict::unrecorded(name, route, Some(*bound as f64));
                 };
@@ -216,6 +258,40 @@ impl DependencyCheck {
                 }
                 let ratio = calls as f64 / sent as f64;
                 Verdict::new(name, ratio <= *at_most, format!("{route} received {calls} calls for {sent} SUT requests {} ({} per request); expected at most {at_most}", phase_words(&s), trim2(ratio)), Some(ratio), Some(*at_most))
+            }
+            DependencyCheck::GrpcStatus {
+                route,
+                code,
+                bound,
+                at_least,
+                during,
+            } => {
+                let s = span(record, during);
+                let Some(series) = record.dependency.get(route) else {
+                    return Verdict::unrecorded(name, route, Some(*bound as f64));
+                };
+                let range = record.buckets_in(s.start, s.end);
+                let (mut matching, mut all) = (0_u64, 0_u64);
+                for b in range.filter_map(|i| series.get(i)) {
+                    matching += b.grpc_status.get(code.name()).copied().unwrap_or(0);
+                    all += b.grpc_status.values().sum::<u64>();
+                }
+                let passed = if *at_least {
+                    matching >= *bound
+                } else {
+                    matching <= *bound
+                };
+                Verdict::new(
+                    name,
+                    passed,
+                    format!(
+                        "{matching} of {all} gRPC calls at {route} ended {code} {}; expected {} {bound}",
+                        phase_words(&s),
+                        if *at_least { "at least" } else { "at most" }
+                    ),
+                    Some(matching as f64),
+                    Some(*bound as f64),
+                )
             }
         }
     }

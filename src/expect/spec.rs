@@ -4,11 +4,11 @@
 //! Not for judging: an entry resolves into an [`Expectation`], which evaluates itself on a recording. Adding an
 //! expectation means a field here, a line in `resolve`, and the check in its family's file.
 
-use faultline_units::{Dur, Rate, Share};
+use faultline_units::{Dur, GrpcCode, Rate, Share};
 use serde::{Deserialize, Serialize};
 
 use super::breaker::BreakerCheck;
-use super::dependency::DependencyCheck;
+use super::dependency::{Counted, DependencyCheck};
 use super::sut::{Percentile, ShareOf, SutCheck};
 use super::{Check, Expectation};
 
@@ -68,6 +68,22 @@ pub struct ExpectationSpec {
     /// TCP routes: connections open at the dependency stay at or under this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_connections_at_most: Option<u64>,
+    /// HTTP/2 routes: streams in flight at the dependency stay below this (a stream is a call to faultd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams_in_flight_below: Option<u64>,
+    /// HTTP/2 routes: streams in flight at the dependency stay at or under this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_streams_in_flight_at_most: Option<u64>,
+    /// gRPC routes: the status (`UNAVAILABLE`, `INVALID_ARGUMENT`, a number) whose calls `calls_at_least` or
+    /// `calls_at_most` counts, as faultd recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_status: Option<GrpcCode>,
+    /// With `grpc_status`: at least this many calls ended with that status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_at_least: Option<u64>,
+    /// With `grpc_status`: at most this many calls ended with that status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_at_most: Option<u64>,
     /// The dependency's call rate while the breaker named by `while_open` is open stays below this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_while_open_below: Option<Rate>,
@@ -259,14 +275,17 @@ impl ExpectationSpec {
         }
         if let Some(r) = &self.dependency {
             let route = route("dependency", r)?;
-            // On a TCP route a call is a connection: the in-flight bound is the same check in other words.
+            // On a TCP route a call is a connection, on HTTP/2 a stream: the in-flight bound is the same check in
+            // other words.
             let bounds = [
-                (self.max_in_flight_below, false, false),
-                (self.max_in_flight_at_most, true, false),
-                (self.max_connections_below, false, true),
-                (self.max_connections_at_most, true, true),
+                (self.max_in_flight_below, false, Counted::Calls),
+                (self.max_in_flight_at_most, true, Counted::Calls),
+                (self.max_connections_below, false, Counted::Connections),
+                (self.max_connections_at_most, true, Counted::Connections),
+                (self.max_streams_in_flight_below, false, Counted::Streams),
+                (self.max_streams_in_flight_at_most, true, Counted::Streams),
             ];
-            if let Some((bound, inclusive, connections)) = bounds
+            if let Some((bound, inclusive, counted)) = bounds
                 .into_iter()
                 .find_map(|(b, i, c)| b.map(|b| (b, i, c)))
             {
@@ -275,8 +294,31 @@ impl ExpectationSpec {
                     bound,
                     inclusive,
                     during,
-                    connections,
+                    counted,
                 }));
+            }
+            if let Some(code) = self.grpc_status {
+                let (bound, at_least) = match (self.calls_at_least, self.calls_at_most) {
+                    (Some(n), None) => (n, true),
+                    (None, Some(n)) => (n, false),
+                    _ => return Err(
+                        "`grpc_status` needs exactly one of `calls_at_least` or `calls_at_most`"
+                            .into(),
+                    ),
+                };
+                return Ok(Check::Dependency(DependencyCheck::GrpcStatus {
+                    route,
+                    code,
+                    bound,
+                    at_least,
+                    during,
+                }));
+            }
+            if self.calls_at_least.is_some() || self.calls_at_most.is_some() {
+                return Err(
+                    "`calls_at_least` and `calls_at_most` count the calls of one `grpc_status`"
+                        .into(),
+                );
             }
             if let Some(below) = self.rate_while_open_below {
                 let b = match (&self.breaker, while_open(&self.while_open)?) {
@@ -302,7 +344,7 @@ impl ExpectationSpec {
                     during,
                 }));
             }
-            return Err("a `dependency` expectation needs one of `max_in_flight_below`, `max_in_flight_at_most`, `max_connections_below`, `max_connections_at_most`, `rate_while_open_below`, `amplification_at_most`".into());
+            return Err("a `dependency` expectation needs one of `max_in_flight_below`, `max_in_flight_at_most`, `max_connections_below`, `max_connections_at_most`, `max_streams_in_flight_below`, `max_streams_in_flight_at_most`, `grpc_status`, `rate_while_open_below`, `amplification_at_most`".into());
         }
         let b = breaker(self.breaker.as_deref().unwrap_or_default())?;
         let after = || -> Result<String, String> {

@@ -64,6 +64,7 @@ fn record_with(
             arrivals,
             in_flight_max: in_flight(i),
             first_arrivals: Vec::new(),
+            grpc_status: Default::default(),
         });
         let mut completed = ByClass::default();
         completed.add(
@@ -529,6 +530,7 @@ fn a_probe_and_returning_traffic_in_one_bucket_are_told_apart_by_their_arrival_t
             .iter()
             .map(|ms| Duration::from_millis(*ms))
             .collect(),
+        ..Default::default()
     };
     let v = verdict("{ breaker: pricing, probes_per_half_open_at_most: 1 }", &r);
     assert!(v.passed, "{}", v.sentence);
@@ -816,4 +818,100 @@ fn max_connections_is_the_in_flight_bound_in_the_words_of_a_tcp_route() {
             .name(),
         "connections open at pricing stay below 20"
     );
+}
+
+#[test]
+fn max_streams_in_flight_is_the_in_flight_bound_in_the_words_of_http2() {
+    let r = record_with(&[], |i| if i == 30 { 8 } else { 3 }, |_| 40);
+    let v = verdict(
+        "{ dependency: pricing, max_streams_in_flight_below: 8 }",
+        &r,
+    );
+    assert!(!v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .starts_with("streams in flight at pricing peaked at 8"),
+        "{}",
+        v.sentence
+    );
+    let v = verdict(
+        "{ dependency: pricing, max_streams_in_flight_at_most: 8 }",
+        &r,
+    );
+    assert!(v.passed, "{}", v.sentence);
+}
+
+/// The healthy record with gRPC statuses at pricing: 40 OK per bucket, and 10 UNAVAILABLE per bucket during
+/// brownout (10 s to 20 s).
+fn grpc_record() -> RunRecord {
+    let mut r = healthy_record(&[]);
+    for (i, b) in r
+        .dependency
+        .get_mut("pricing")
+        .unwrap()
+        .iter_mut()
+        .enumerate()
+    {
+        b.grpc_status.insert("OK".into(), 40);
+        if (100..200).contains(&i) {
+            b.grpc_status.insert("UNAVAILABLE".into(), 10);
+        }
+    }
+    r
+}
+
+#[test]
+fn grpc_status_counts_the_calls_faultd_recorded_with_that_status_in_the_phase() {
+    let r = grpc_record();
+    let v = verdict(
+        "{ dependency: pricing, grpc_status: UNAVAILABLE, calls_at_least: 1000, during: brownout }",
+        &r,
+    );
+    assert!(v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .starts_with("1000 of 5000 gRPC calls at pricing ended UNAVAILABLE during brownout"),
+        "{}",
+        v.sentence
+    );
+    let v = verdict(
+        "{ dependency: pricing, grpc_status: 14, calls_at_most: 0, during: recovered }",
+        &r,
+    );
+    assert!(v.passed, "{}", v.sentence);
+    let v = verdict(
+        "{ dependency: pricing, grpc_status: unavailable, calls_at_most: 999 }",
+        &r,
+    );
+    assert!(!v.passed, "{}", v.sentence);
+    assert_eq!(
+        resolve("{ dependency: pricing, grpc_status: UNAVAILABLE, calls_at_most: 5 }")
+            .unwrap()
+            .check
+            .name(),
+        "gRPC calls at pricing ending UNAVAILABLE number at most 5"
+    );
+}
+
+#[test]
+fn a_grpc_count_is_decided_once_an_upper_bound_is_passed_or_a_lower_one_reached() {
+    let r = grpc_record();
+    let over =
+        resolve("{ dependency: pricing, grpc_status: UNAVAILABLE, calls_at_most: 100 }").unwrap();
+    assert_eq!(over.decide(&as_of(&r, 10.5)), None, "50 so far");
+    assert!(!over.decide(&as_of(&r, 11.5)).unwrap().passed, "150 > 100");
+    let reached =
+        resolve("{ dependency: pricing, grpc_status: UNAVAILABLE, calls_at_least: 100 }").unwrap();
+    assert!(reached.decide(&as_of(&r, 11.5)).unwrap().passed);
+}
+
+#[test]
+fn a_grpc_count_needs_one_bound_and_a_known_status() {
+    let e = resolve("{ dependency: pricing, grpc_status: UNAVAILABLE }").unwrap_err();
+    assert!(e.contains("calls_at_least"), "{e}");
+    let e = resolve("{ dependency: pricing, calls_at_most: 3 }").unwrap_err();
+    assert!(e.contains("grpc_status"), "{e}");
+    let e =
+        resolve("{ dependency: pricing, grpc_status: UNAVAILABL, calls_at_most: 3 }").unwrap_err();
+    assert!(e.contains("UNAVAILABL"), "{e}");
 }

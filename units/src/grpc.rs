@@ -82,6 +82,35 @@ impl GrpcCode {
     pub fn name(self) -> &'static str {
         NAMES[self.0 as usize]
     }
+
+    /// Whether the code says the caller's request was at fault (INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+    /// PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION, OUT_OF_RANGE): gRPC's words for a 4xx, which
+    /// says nothing about the health of the server that answered it.
+    pub fn is_client_error(self) -> bool {
+        matches!(
+            self,
+            GrpcCode::INVALID_ARGUMENT
+                | GrpcCode::NOT_FOUND
+                | GrpcCode::ALREADY_EXISTS
+                | GrpcCode::PERMISSION_DENIED
+                | GrpcCode::UNAUTHENTICATED
+                | GrpcCode::FAILED_PRECONDITION
+                | GrpcCode::OUT_OF_RANGE
+        )
+    }
+
+    /// The code a gRPC client reads from an HTTP status other than 200 (gRPC's HTTP-to-gRPC mapping: a proxy or
+    /// a plain HTTP server answered instead of a gRPC server).
+    pub fn from_http_status(status: u16) -> GrpcCode {
+        match status {
+            400 => GrpcCode::INTERNAL,
+            401 => GrpcCode::UNAUTHENTICATED,
+            403 => GrpcCode::PERMISSION_DENIED,
+            404 => GrpcCode::UNIMPLEMENTED,
+            429 | 502 | 503 | 504 => GrpcCode::UNAVAILABLE,
+            _ => GrpcCode::UNKNOWN,
+        }
+    }
 }
 
 /// Why a gRPC code could not be parsed.
@@ -181,5 +210,34 @@ mod tests {
         let c: GrpcCode = serde_json::from_str("4").unwrap();
         assert_eq!(c, GrpcCode::DEADLINE_EXCEEDED);
         assert_eq!(serde_json::to_string(&c).unwrap(), "\"DEADLINE_EXCEEDED\"");
+    }
+
+    #[test]
+    fn exactly_the_seven_caller_codes_are_client_errors() {
+        let client: Vec<&str> = GrpcCode::all()
+            .filter(|c| c.is_client_error())
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(
+            client,
+            [
+                "INVALID_ARGUMENT",
+                "NOT_FOUND",
+                "ALREADY_EXISTS",
+                "PERMISSION_DENIED",
+                "FAILED_PRECONDITION",
+                "OUT_OF_RANGE",
+                "UNAUTHENTICATED"
+            ]
+        );
+    }
+
+    #[test]
+    fn http_statuses_map_as_grpc_clients_read_them() {
+        assert_eq!(GrpcCode::from_http_status(503), GrpcCode::UNAVAILABLE);
+        assert_eq!(GrpcCode::from_http_status(429), GrpcCode::UNAVAILABLE);
+        assert_eq!(GrpcCode::from_http_status(404), GrpcCode::UNIMPLEMENTED);
+        assert_eq!(GrpcCode::from_http_status(400), GrpcCode::INTERNAL);
+        assert_eq!(GrpcCode::from_http_status(500), GrpcCode::UNKNOWN);
     }
 }

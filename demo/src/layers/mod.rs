@@ -1,10 +1,10 @@
 //! The resilience layers around each dependency call, as tower layers (linkerd2-proxy's shape): each does one
 //! thing, is tested alone against a mock service, and the stack is composed in one place ([`stack`]).
 //!
-//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> HTTP client. The breaker
-//! wraps the retries (seed 004: "circuit breaker wraps retry logic, not vice versa"), so one user call is one
-//! breaker outcome however many attempts it took; every attempt takes a bulkhead slot and has its own timeout,
-//! because every attempt holds a connection to the dependency.
+//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> HTTP or gRPC client.
+//! The breaker wraps the retries (seed 004: "circuit breaker wraps retry logic, not vice versa"), so one user call
+//! is one breaker outcome however many attempts it took; every attempt takes a bulkhead slot and has its own
+//! timeout, because every attempt holds a connection (or a stream) to the dependency.
 //!
 //! Not for HTTP routing or page assembly (that is `service`), and not for the breaker's decisions (that is
 //! `breaker`, pure logic): the breaker layer only asks and reports.
@@ -13,6 +13,7 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod client;
 pub mod fallback;
+pub mod grpc;
 pub mod retry;
 pub mod timeout;
 
@@ -62,6 +63,9 @@ pub enum CallError {
     /// The dependency answered 5xx.
     #[error("dependency answered {0}")]
     Status(StatusCode),
+    /// The dependency answered a gRPC call with a status other than OK and the caller's codes.
+    #[error("dependency answered gRPC {0}")]
+    Grpc(faultline_units::GrpcCode),
     /// The bulkhead had no free slot; the dependency was not called.
     #[error("bulkhead full")]
     BulkheadFull,
@@ -71,12 +75,15 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// Whether another attempt may help: timeouts, transport errors and 5xx. Not a full bulkhead (more calls
-    /// would only add to the load) and not a breaker refusal.
+    /// Whether another attempt may help: timeouts, transport errors, 5xx and failing gRPC statuses. Not a full
+    /// bulkhead (more calls would only add to the load) and not a breaker refusal.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            CallError::Timeout(_) | CallError::Transport(_) | CallError::Status(_)
+            CallError::Timeout(_)
+                | CallError::Transport(_)
+                | CallError::Status(_)
+                | CallError::Grpc(_)
         )
     }
 
@@ -86,6 +93,10 @@ impl CallError {
             CallError::Timeout(_) => "timeout",
             CallError::Transport(_) => "transport_error",
             CallError::Status(_) => "server_error",
+            CallError::Grpc(code) if *code == faultline_units::GrpcCode::DEADLINE_EXCEEDED => {
+                "timeout"
+            }
+            CallError::Grpc(_) => "server_error",
             CallError::BulkheadFull => "bulkhead_full",
             CallError::Rejected(_) => "breaker_open",
         }
