@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
+use tower::util::BoxCloneSyncService;
 use tower::ServiceExt;
 
 use crate::breaker::{BreakerState, Policy};
@@ -24,11 +25,13 @@ use crate::layers::breaker::{BreakerCell, BreakerLayer};
 use crate::layers::bulkhead::BulkheadLayer;
 use crate::layers::client::DependencyClient;
 use crate::layers::fallback::FallbackLayer;
+use crate::layers::redis::RedisClient;
 use crate::layers::retry::{RetryLayer, RetryPolicy};
 use crate::layers::timeout::TimeoutLayer;
-use crate::layers::{stack, Answer, DepRequest, OperationStack};
+use crate::layers::{stack, Answer, CallError, DepRequest, OperationStack, Reply};
 use crate::observe::{AttemptLabels, BreakerLabels, Journal, Metrics};
 use crate::operation::Operation;
+use crate::DemoError;
 
 /// One copy of the service: its own stacks (pools, retry budgets, caches) and the breaker guarding each
 /// operation (its own unless shared).
@@ -73,17 +76,18 @@ pub struct App {
 }
 
 impl App {
-    /// Builds every instance's stacks and the breakers, as `config` says.
+    /// Builds every instance's stacks and the breakers, as `config` says. Fails only on a Redis address that
+    /// cannot be used.
     pub fn new(
         config: &DemoConfig,
         client: reqwest::Client,
         dependency_url: &str,
         journal: Arc<Journal>,
-    ) -> Self {
+    ) -> Result<Self, DemoError> {
         let metrics = journal.metrics().clone();
         let cells = breaker_cells(config, &journal);
         let instances = (0..config.instances)
-            .map(|i| {
+            .map(|i| -> Result<Instance, DemoError> {
                 let mut stacks = vec![None; Operation::ALL.len()];
                 let mut breakers = vec![None; Operation::ALL.len()];
                 for (op, c) in config.operations.configured() {
@@ -110,8 +114,26 @@ impl App {
                         retry_attempts,
                         retries_denied,
                     );
+                    // Each Redis operation of each instance has its own connection pool, as each has its own
+                    // bulkhead; HTTP operations share the client's unbounded pool.
+                    let inner: DependencyService = if op.is_redis() {
+                        let addr = config.redis.as_deref().unwrap_or_default();
+                        let redis =
+                            RedisClient::new(addr, c.pool, op.key()).map_err(|message| {
+                                DemoError::Invalid {
+                                    field: "redis".into(),
+                                    message,
+                                }
+                            })?;
+                        BoxCloneSyncService::new(redis)
+                    } else {
+                        BoxCloneSyncService::new(DependencyClient::new(
+                            client.clone(),
+                            dependency_url,
+                        ))
+                    };
                     stacks[op.index()] = Some(stack(
-                        DependencyClient::new(client.clone(), dependency_url),
+                        inner,
                         TimeoutLayer::new(timeout),
                         BulkheadLayer::new(
                             c.pool,
@@ -123,20 +145,20 @@ impl App {
                     ));
                     breakers[op.index()] = Some(cell);
                 }
-                Instance {
+                Ok(Instance {
                     id: i,
                     stacks,
                     breakers,
-                }
+                })
             })
-            .collect();
-        App {
+            .collect::<Result<_, _>>()?;
+        Ok(App {
             instances,
             next: AtomicUsize::new(0),
             journal,
             run_id: rand::random::<u32>() as u64,
             writes: AtomicU64::new(0),
-        }
+        })
     }
 
     /// The next instance, round-robin.
@@ -162,6 +184,9 @@ impl App {
         format!("demo-{:08x}-{}-{n}", self.run_id, instance.id)
     }
 }
+
+/// The innermost service of one stack: the HTTP client or a Redis client.
+type DependencyService = BoxCloneSyncService<DepRequest, Reply, CallError>;
 
 /// Which breaker guards `op` on instance `i`: one per pair by default; one per operation for all instances with
 /// `shared_counters`; one per instance for all operations with the `shared_breaker` mistake; one for everything
@@ -220,6 +245,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/checkout", axum::routing::post(checkout))
         .route("/admin/report", get(report))
         .route("/account/{id}", get(account_read).post(account_write))
+        .route("/cart/{id}", get(cart))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .with_state(app)
@@ -354,6 +380,17 @@ async fn account_write(
     {
         Some(answer) => respond(answer),
         None => not_configured(Operation::AccountWrite),
+    }
+}
+
+async fn cart(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let instance = app.pick();
+    match instance
+        .call(Operation::Cart, &id, Bytes::new(), None)
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(Operation::Cart),
     }
 }
 

@@ -1,7 +1,8 @@
 //! The resilience layers around each dependency call, as tower layers (linkerd2-proxy's shape): each does one
 //! thing, is tested alone against a mock service, and the stack is composed in one place ([`stack`]).
 //!
-//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> HTTP client. The breaker
+//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> client (HTTP, or Redis
+//! through its connection pool). The breaker
 //! wraps the retries (seed 004: "circuit breaker wraps retry logic, not vice versa"), so one user call is one
 //! breaker outcome however many attempts it took; every attempt takes a bulkhead slot and has its own timeout,
 //! because every attempt holds a connection to the dependency.
@@ -13,6 +14,7 @@ pub mod breaker;
 pub mod bulkhead;
 pub mod client;
 pub mod fallback;
+pub mod redis;
 pub mod retry;
 pub mod timeout;
 
