@@ -11,49 +11,17 @@
 //! Needs the Debian package `postgresql` (server binaries under /usr/lib/postgresql/15/bin, `psql` on the
 //! PATH); fails, not skips, without it.
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod servers;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
+use servers::Server;
 
 const BIN: &str = "/usr/lib/postgresql/15/bin";
 const INSTALL: &str = "install PostgreSQL (apt-get install -y postgresql)";
-
-/// Stops the server (fast shutdown, then a kill if it lingers) and removes its folder, however the test ends.
-struct Postgres {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        // SIGINT is PostgreSQL's fast shutdown: it ends its backends too, which a SIGKILL of the postmaster
-        // would leave running until they notice.
-        let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
 
 fn running_as_root() -> bool {
     Command::new("id")
@@ -81,25 +49,17 @@ fn server_command(program: &str, as_nobody: bool) -> Command {
     }
 }
 
-fn start_postgres() -> Postgres {
+fn start_postgres() -> Server {
     for program in ["initdb", "postgres"] {
         assert!(
             Path::new(BIN).join(program).exists(),
             "{INSTALL}: no {BIN}/{program}"
         );
     }
-    assert!(
-        Command::new("psql")
-            .arg("--version")
-            .stdout(Stdio::null())
-            .status()
-            .is_ok(),
-        "{INSTALL}: no psql"
-    );
+    assert!(servers::installed("psql"), "{INSTALL}: no psql");
     let as_nobody = running_as_root();
-    let port = free_port();
-    let dir = std::env::temp_dir().join(format!("faultd-postgres-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let port = servers::free_port();
+    let dir = servers::temp_dir("postgres", port);
     if as_nobody {
         let chown = Command::new("chown")
             .arg("nobody:nogroup")
@@ -130,7 +90,14 @@ fn start_postgres() -> Postgres {
         .stderr(Stdio::null())
         .spawn()
         .expect("postgres starts");
-    let server = Postgres { child, dir, port };
+    // SIGINT is PostgreSQL's fast shutdown: it ends its backends too, which a SIGKILL of the postmaster would
+    // leave running until they notice.
+    let server = Server {
+        child,
+        dir,
+        port,
+        graceful: Some("INT"),
+    };
     let deadline = Instant::now() + Duration::from_secs(20);
     while psql(port, &["select 1"]).stdout != b"1\n" {
         assert!(
