@@ -64,6 +64,8 @@ const CASES: &[Case] = &[
     ("no breaker source", ("{ metrics: { preset: seed } }", "{ route: pricing }"), &["at least one source"], 21),
     ("an unknown preset", ("preset: seed", "preset: hystrix"), &["hystrix"], 21),
     ("an unknown mistake switch", ("fallback: stale }\n", "fallback: stale }\n    mistakes: [ no_timout ]\n"), &["no_timout"], 15),
+    ("an unset environment variable", ("seed: 1", "seed: ${FAULTLINE_TEST_NEVER_SET}"), &["FAULTLINE_TEST_NEVER_SET is not set"], 4),
+    ("a demo Redis address with an unknown placeholder", ("operations:\n      pricing", "redis: \"{faultd.routes.cache.addr}\"\n    operations:\n      pricing"), &["sut.demo.redis", "unknown placeholder {faultd.routes.cache.addr}"], 13),
     ("an unknown outcome class", ("max_in_flight_below: 200 }", "max_in_flight_below: 200 }\n  - { sut_share: fallbak, above: 5% }"), &["expect[2]", "fallbak"], 25),
 ];
 

@@ -99,6 +99,13 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["reads-available"],
         only_these: true,
     },
+    // Needs a real redis-server, which the test starts (see `database_brownout_...` below).
+    Entry {
+        file: "database-brownout.yaml",
+        scale: "1",
+        fails_with_mistake: &["pool"],
+        only_these: false,
+    },
     Entry {
         file: "hotel-reviews-replay.yaml",
         scale: "0.25",
@@ -159,6 +166,11 @@ fn scenario_name(file: &str) -> String {
 }
 
 fn prove(file: &str) {
+    prove_with_env(file, &[]);
+}
+
+/// As `prove`, with environment variables for the scenario's `${NAME}`s.
+fn prove_with_env(file: &str, env: &[(&str, String)]) {
     let e = entry(file);
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let dir = std::env::temp_dir().join(format!(
@@ -177,6 +189,7 @@ fn prove(file: &str) {
         ])
         .arg("--report-dir")
         .arg(&dir)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .output()
         .expect("faultline runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -310,4 +323,60 @@ fn grpc_unavailable_opens_on_the_brownout_and_stays_closed_on_invalid_argument_u
 #[test]
 fn grpc_goaway_storm_loses_only_the_streams_in_flight_and_a_bare_count_breaker_opens_on_them() {
     prove("grpc-goaway-storm.yaml");
+}
+
+/// A redis-server on a free loopback port (no persistence, its folder in a temporary one), stopped and removed when
+/// the test ends, however it ends.
+struct RedisServer {
+    child: std::process::Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn start_redis() -> RedisServer {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port");
+    let dir = std::env::temp_dir().join(format!("faultline-redis-{}-{port}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let child = Command::new("redis-server")
+        .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+        .args(["--port", &port.to_string(), "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| {
+            panic!("redis-server does not start ({e}): apt-get install -y redis-server")
+        });
+    let server = RedisServer { child, dir, port };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "redis-server did not listen within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    server
+}
+
+#[test]
+fn database_brownout_no_timeout_fills_the_connection_pool_and_the_breaker_keeps_it_low() {
+    let redis = start_redis();
+    prove_with_env(
+        "database-brownout.yaml",
+        &[("REDIS_PORT", redis.port.to_string())],
+    );
 }

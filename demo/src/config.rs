@@ -36,6 +36,10 @@ pub struct DemoConfig {
     /// shared HTTP/2 connection, each operation one method: see `layers::grpc`).
     #[serde(default, skip_serializing_if = "Protocol::is_http")]
     pub protocol: Protocol,
+    /// The Redis server (`host:port`) the Redis operations (`cart`) call, e.g. a faultd TCP route in a scenario:
+    /// `redis: "{faultd.routes.db.addr}"`. Needed when such an operation is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<String>,
 }
 
 /// The protocol of the calls to the dependency; the layers around them are the same.
@@ -69,6 +73,7 @@ impl Default for DemoConfig {
             operations: Operations::default(),
             mistakes: BTreeSet::new(),
             protocol: Protocol::Http,
+            redis: None,
         }
     }
 }
@@ -128,13 +133,22 @@ pub struct Operations {
     #[schemars(with = "Option<OperationOverrides>")]
     /// `account-write`: POST /accounts/{id} (seed 004 write breaker).
     pub account_write: Option<OperationConfig>,
+    #[serde(
+        default,
+        deserialize_with = "cart",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<OperationOverrides>")]
+    /// `cart`: `GET cart:{id}` on Redis (needs `redis:`); not among the defaults.
+    pub cart: Option<OperationConfig>,
 }
 
 impl Default for Operations {
-    /// All six operations with their recommended settings.
+    /// The six HTTP operations with their recommended settings (the Redis one needs an address, so it is
+    /// configured only when named).
     fn default() -> Self {
         let mut all = Operations::none();
-        for op in Operation::ALL {
+        for op in Operation::ALL.into_iter().filter(|op| !op.is_redis()) {
             *all.get_mut(op) = Some(op.recommended());
         }
         all
@@ -151,6 +165,7 @@ impl Operations {
             report: None,
             account_read: None,
             account_write: None,
+            cart: None,
         }
     }
 
@@ -163,6 +178,7 @@ impl Operations {
             Operation::Report => self.report.as_ref(),
             Operation::AccountRead => self.account_read.as_ref(),
             Operation::AccountWrite => self.account_write.as_ref(),
+            Operation::Cart => self.cart.as_ref(),
         }
     }
 
@@ -175,6 +191,7 @@ impl Operations {
             Operation::Report => &mut self.report,
             Operation::AccountRead => &mut self.account_read,
             Operation::AccountWrite => &mut self.account_write,
+            Operation::Cart => &mut self.cart,
         }
     }
 
@@ -441,6 +458,7 @@ operation_reader!(payments, Operation::Payments);
 operation_reader!(report, Operation::Report);
 operation_reader!(account_read, Operation::AccountRead);
 operation_reader!(account_write, Operation::AccountWrite);
+operation_reader!(cart, Operation::Cart);
 
 // -------------------------------------------------------------------------------------------------------------
 // Validation and time scaling.
@@ -488,6 +506,12 @@ impl DemoConfig {
         }
         for (op, c) in self.operations.configured() {
             let at = |f: &str| format!("operations.{}.{f}", op.key());
+            if op.is_redis() && self.redis.is_none() {
+                return invalid(
+                    format!("operations.{}", op.key()),
+                    "a Redis operation needs the server's address: `redis: 127.0.0.1:6379` (in a scenario, a TCP route: `redis: \"{faultd.routes.db.addr}\"`)".into(),
+                );
+            }
             if c.timeout.get().is_zero() {
                 return invalid(at("timeout"), "must be above 0s".into());
             }

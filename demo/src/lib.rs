@@ -185,7 +185,7 @@ pub async fn start(config: DemoConfig, options: Options) -> Result<Demo, DemoErr
         client,
         &options.dependency_url,
         journal.clone(),
-    ));
+    )?);
     let listener = bind(options.listen)?;
     let addr = listener.local_addr().map_err(|source| DemoError::Bind {
         addr: options.listen,

@@ -28,17 +28,21 @@ pub enum Operation {
     AccountRead,
     /// POST {dep}/accounts/{id}. Seed 004's separate write breaker.
     AccountWrite,
+    /// `GET cart:{id}` on Redis (not the HTTP dependency), for the cart page: a database behind a connection
+    /// pool, seed 000's pool-exhaustion story where it happens as often as over HTTP.
+    Cart,
 }
 
 impl Operation {
     /// Every operation, in the order used for display and for choosing the `shared_breaker` settings.
-    pub const ALL: [Operation; 6] = [
+    pub const ALL: [Operation; 7] = [
         Operation::Pricing,
         Operation::Reviews,
         Operation::Payments,
         Operation::Report,
         Operation::AccountRead,
         Operation::AccountWrite,
+        Operation::Cart,
     ];
 
     /// The operation key used in the configuration and in the `operation` label: `pricing`, `account-read`, ...
@@ -50,6 +54,7 @@ impl Operation {
             Operation::Report => "report",
             Operation::AccountRead => "account-read",
             Operation::AccountWrite => "account-write",
+            Operation::Cart => "cart",
         }
     }
 
@@ -78,7 +83,14 @@ impl Operation {
             Operation::Payments => "/payments/charge".to_string(),
             Operation::Report => "/report".to_string(),
             Operation::AccountRead | Operation::AccountWrite => format!("/accounts/{id}"),
+            Operation::Cart => format!("/cart/{id}"),
         }
+    }
+
+    /// Whether the operation talks to Redis (the `redis:` address of the configuration) rather than to the
+    /// HTTP dependency.
+    pub fn is_redis(self) -> bool {
+        matches!(self, Operation::Cart)
     }
 
     /// The operation's position in [`Operation::ALL`], used to index per-operation tables.
@@ -99,6 +111,7 @@ impl Operation {
             Operation::Reviews => b"[]",
             Operation::Report => b"{\"rows\":[]}",
             Operation::AccountRead => b"{}",
+            Operation::Cart => b"{\"items\":[]}",
             Operation::Payments | Operation::AccountWrite => b"",
         }
     }
@@ -198,6 +211,16 @@ impl Operation {
                     retry_after: ms(10_000),
                 },
                 breaker: seed_004_breaker(ms(1_000)),
+                retries: no_retries,
+            },
+            // A read from Redis answers in about a millisecond: a 100 ms timeout leaves room for a pause without
+            // letting a slow server hold the pool; 20 connections (a common pool size) at seed 000's breaker; an
+            // empty cart beats an error page.
+            Operation::Cart => OperationConfig {
+                timeout: ms(100),
+                pool: 20,
+                fallback: Fallback::Default,
+                breaker: seed_000_breaker(),
                 retries: no_retries,
             },
         }

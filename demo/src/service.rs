@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::Bytes;
+use tower::util::BoxCloneSyncService;
 use tower::ServiceExt;
 
 use crate::breaker::{BreakerState, Policy};
@@ -25,11 +26,13 @@ use crate::layers::bulkhead::BulkheadLayer;
 use crate::layers::client::DependencyClient;
 use crate::layers::fallback::FallbackLayer;
 use crate::layers::grpc::{GrpcChannel, GrpcClient};
+use crate::layers::redis::RedisClient;
 use crate::layers::retry::{RetryLayer, RetryPolicy};
 use crate::layers::timeout::TimeoutLayer;
 use crate::layers::{stack, Answer, CallError, DepRequest, OperationStack, Reply};
 use crate::observe::{AttemptLabels, BreakerLabels, Journal, Metrics};
 use crate::operation::Operation;
+use crate::DemoError;
 
 /// One copy of the service: its own stacks (pools, retry budgets, caches) and the breaker guarding each
 /// operation (its own unless shared).
@@ -74,20 +77,21 @@ pub struct App {
 }
 
 impl App {
-    /// Builds every instance's stacks and the breakers, as `config` says.
+    /// Builds every instance's stacks and the breakers, as `config` says. Fails only on a Redis address that
+    /// cannot be used.
     pub fn new(
         config: &DemoConfig,
         client: reqwest::Client,
         dependency_url: &str,
         journal: Arc<Journal>,
-    ) -> Self {
+    ) -> Result<Self, DemoError> {
         let metrics = journal.metrics().clone();
         let cells = breaker_cells(config, &journal);
         // One gRPC channel for the whole process, as a service keeps one per target.
         let channel = (config.protocol == Protocol::Grpc)
             .then(|| GrpcChannel::new(&authority(dependency_url)));
         let instances = (0..config.instances)
-            .map(|i| {
+            .map(|i| -> Result<Instance, DemoError> {
                 let mut stacks = vec![None; Operation::ALL.len()];
                 let mut breakers = vec![None; Operation::ALL.len()];
                 for (op, c) in config.operations.configured() {
@@ -114,9 +118,23 @@ impl App {
                         retry_attempts,
                         retries_denied,
                     );
-                    let dependency: Client = match &channel {
-                        Some(channel) => Client::new(GrpcClient::new(channel.clone(), op, timeout)),
-                        None => Client::new(DependencyClient::new(client.clone(), dependency_url)),
+                    // Each Redis operation of each instance has its own connection pool, as each has its own
+                    // bulkhead; HTTP operations share the client's unbounded pool, gRPC ones the process's channel.
+                    let dependency: Client = if op.is_redis() {
+                        let addr = config.redis.as_deref().unwrap_or_default();
+                        let redis =
+                            RedisClient::new(addr, c.pool, op.key()).map_err(|message| {
+                                DemoError::Invalid {
+                                    field: "redis".into(),
+                                    message,
+                                }
+                            })?;
+                        Client::new(redis)
+                    } else {
+                        match &channel {
+                            Some(channel) => Client::new(GrpcClient::new(channel.clone(), op, timeout)),
+                            None => Client::new(DependencyClient::new(client.clone(), dependency_url)),
+                        }
                     };
                     stacks[op.index()] = Some(stack(
                         dependency,
@@ -131,20 +149,20 @@ impl App {
                     ));
                     breakers[op.index()] = Some(cell);
                 }
-                Instance {
+                Ok(Instance {
                     id: i,
                     stacks,
                     breakers,
-                }
+                })
             })
-            .collect();
-        App {
+            .collect::<Result<_, _>>()?;
+        Ok(App {
             instances,
             next: AtomicUsize::new(0),
             journal,
             run_id: rand::random::<u32>() as u64,
             writes: AtomicU64::new(0),
-        }
+        })
     }
 
     /// The next instance, round-robin.
@@ -171,8 +189,8 @@ impl App {
     }
 }
 
-/// The innermost service of a stack, whichever protocol it speaks.
-type Client = tower::util::BoxCloneSyncService<DepRequest, Reply, CallError>;
+/// The innermost service of a stack, whichever protocol it speaks: HTTP, gRPC or Redis.
+type Client = BoxCloneSyncService<DepRequest, Reply, CallError>;
 
 /// `host:port` of an http:// URL (validated before the service is built), port 80 when it has none.
 fn authority(url: &str) -> String {
@@ -246,6 +264,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/checkout", axum::routing::post(checkout))
         .route("/admin/report", get(report))
         .route("/account/{id}", get(account_read).post(account_write))
+        .route("/cart/{id}", get(cart))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .with_state(app)
@@ -380,6 +399,17 @@ async fn account_write(
     {
         Some(answer) => respond(answer),
         None => not_configured(Operation::AccountWrite),
+    }
+}
+
+async fn cart(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+    let instance = app.pick();
+    match instance
+        .call(Operation::Cart, &id, Bytes::new(), None)
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(Operation::Cart),
     }
 }
 

@@ -5,50 +5,20 @@
 //!
 //! Needs the Debian package `redis-server` (which brings `redis-cli`); fails, not skips, without it.
 
-use std::net::TcpListener;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+mod servers;
+
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Stops the server and removes its folder when the test ends, however it ends.
-struct RedisServer {
-    child: Child,
-    dir: PathBuf,
-    port: u16,
-}
+use servers::{free_port, installed, Server};
 
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-fn installed(binary: &str) -> bool {
-    Command::new(binary)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-}
-
-fn start_redis() -> RedisServer {
+fn start_redis() -> Server {
     assert!(
         installed("redis-server") && installed("redis-cli"),
         "install redis-server (apt-get install -y redis-server)"
     );
     let port = free_port();
-    let dir = std::env::temp_dir().join(format!("faultd-redis-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let dir = servers::temp_dir("redis", port);
     let child = Command::new("redis-server")
         .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
         .args(["--port", &port.to_string(), "--dir"])
@@ -57,7 +27,12 @@ fn start_redis() -> RedisServer {
         .stderr(Stdio::null())
         .spawn()
         .expect("redis-server starts");
-    let server = RedisServer { child, dir, port };
+    let server = Server {
+        child,
+        dir,
+        port,
+        graceful: None,
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while cli(port, &["PING"]).0 != "PONG" {
         assert!(

@@ -47,8 +47,15 @@ impl Sut {
         signals: &mut Signals,
     ) -> Result<Started, RunError> {
         if let Some(cfg) = &scenario.sut.demo {
+            // A Redis operation reaches its server through a TCP route: `redis: "{faultd.routes.db.addr}"`.
+            let mut cfg = cfg.clone();
+            let p = Placeholders {
+                values: dependency.placeholders(),
+                scale: 1.0,
+            };
+            cfg.redis = cfg.redis.map(|r| p.render(&r));
             let d = demo::start(
-                cfg.clone(),
+                cfg,
                 demo::Options {
                     listen: loopback(0),
                     dependency_url: dependency.url(),

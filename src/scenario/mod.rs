@@ -7,6 +7,7 @@
 //! `placeholders` (the `{...}` in a SUT command), `hosts` (the loopback guard), `locate` (where in the YAML an error
 //! is) and `schema` (the JSON Schema).
 
+mod env;
 mod hosts;
 mod locate;
 mod placeholders;
@@ -332,6 +333,17 @@ impl Scenario {
             file: file.to_string(),
             message: e.to_string().trim_start_matches("error: ").to_string(),
         };
+        let interpolated =
+            env::interpolate(text, |name| std::env::var(name).ok()).map_err(|e| {
+                ScenarioError::Invalid {
+                    file: file.to_string(),
+                    line: e.line,
+                    column: e.column,
+                    field: e.reference,
+                    message: e.message,
+                }
+            })?;
+        let text = interpolated.as_str();
         let patched;
         let text = match &overrides.patch {
             None => text,

@@ -76,6 +76,12 @@ impl Scenario {
             .map(|v| ("sut.command", v))
             .chain(sut.env.values().map(|v| ("sut.env", v)))
             .chain(sut.url.iter().map(|v| ("sut.url", v)))
+            .chain(
+                sut.demo
+                    .iter()
+                    .filter_map(|d| d.redis.as_ref())
+                    .map(|v| ("sut.demo.redis", v)),
+            )
         {
             if let Err(name) = Placeholders::check(value, &known) {
                 return Err(at(field, &format!("{{{name}}}"), format!("unknown placeholder {{{name}}}; known: {}, and {{ms:250ms}}, {{secs:30s}}, {{dur:250ms}} for scaled durations", known.join(", "))));

@@ -1,10 +1,11 @@
 //! The resilience layers around each dependency call, as tower layers (linkerd2-proxy's shape): each does one
 //! thing, is tested alone against a mock service, and the stack is composed in one place ([`stack`]).
 //!
-//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> HTTP or gRPC client.
-//! The breaker wraps the retries (seed 004: "circuit breaker wraps retry logic, not vice versa"), so one user call
-//! is one breaker outcome however many attempts it took; every attempt takes a bulkhead slot and has its own
-//! timeout, because every attempt holds a connection (or a stream) to the dependency.
+//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> client (HTTP, gRPC, or
+//! Redis through its connection pool). The breaker wraps the retries (seed 004: "circuit breaker wraps retry
+//! logic, not vice versa"), so one user call is one breaker outcome however many attempts it took; every attempt
+//! takes a bulkhead slot and has its own timeout, because every attempt holds a connection (or a stream) to the
+//! dependency.
 //!
 //! Not for HTTP routing or page assembly (that is `service`), and not for the breaker's decisions (that is
 //! `breaker`, pure logic): the breaker layer only asks and reports.
@@ -14,6 +15,7 @@ pub mod bulkhead;
 pub mod client;
 pub mod fallback;
 pub mod grpc;
+pub mod redis;
 pub mod retry;
 pub mod timeout;
 

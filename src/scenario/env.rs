@@ -1,0 +1,113 @@
+//! Environment variables in scenario text, written as Docker Compose writes them: `${NAME}`, or `${NAME:-default}`
+//! for a value used when the variable is unset or empty. This is how a scenario reaches a real server started
+//! outside it (a database, a cache): `upstream: "127.0.0.1:${REDIS_PORT:-6379}"`.
+//!
+//! Not for the run's own values (ports faultd picks, the SUT's port, scaled durations): those are the `{...}`
+//! placeholders rendered once the run has started them. Variables are replaced in the text before it is parsed, so
+//! they work in every field, and a `$` not followed by `{` is left as it is.
+
+/// Where and why a `${...}` could not be replaced.
+#[derive(Debug, PartialEq)]
+pub struct EnvError {
+    /// 1-based line of the `$`.
+    pub line: u64,
+    /// 1-based column of the `$`.
+    pub column: u64,
+    /// The reference as written, `${NAME}`.
+    pub reference: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Replaces every `${NAME}` and `${NAME:-default}` in `text` with what `lookup` gives. The error names the first
+/// variable that is unset with no default, or a `${` that is not a variable, with its line and column.
+pub fn interpolate(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, EnvError> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("${") {
+        out.push_str(&rest[..open]);
+        let before = &text[..text.len() - rest.len() + open];
+        let fail = |reference: &str, message: String| EnvError {
+            line: before.matches('\n').count() as u64 + 1,
+            column: before.rsplit('\n').next().unwrap_or("").chars().count() as u64 + 1,
+            reference: reference.to_string(),
+            message,
+        };
+        let after = &rest[open + 2..];
+        let Some(close) = after.find('}') else {
+            return Err(fail("${", "`${` without a closing `}`".into()));
+        };
+        let inner = &after[..close];
+        let reference = format!("${{{inner}}}");
+        let (name, default) = match inner.split_once(":-") {
+            Some((name, default)) => (name, Some(default)),
+            None => (inner, None),
+        };
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(fail(
+                &reference,
+                "not an environment variable (write ${NAME} or ${NAME:-default})".into(),
+            ));
+        }
+        match (lookup(name).filter(|v| !v.is_empty()), default) {
+            (Some(value), _) => out.push_str(&value),
+            (None, Some(default)) => out.push_str(default),
+            (None, None) => {
+                return Err(fail(
+                    &reference,
+                    format!(
+                        "environment variable {name} is not set (set it, or write ${{{name}:-default}})"
+                    ),
+                ))
+            }
+        }
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(name: &str) -> Option<String> {
+        match name {
+            "REDIS_PORT" => Some("6390".into()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn variables_and_defaults_are_replaced_and_other_text_is_kept() {
+        let text =
+            "a: 127.0.0.1:${REDIS_PORT}\nb: ${MISSING:-7}\nc: ${EMPTY:-x}\nd: $5 {faultd.url}\n";
+        assert_eq!(
+            interpolate(text, env).unwrap(),
+            "a: 127.0.0.1:6390\nb: 7\nc: x\nd: $5 {faultd.url}\n"
+        );
+    }
+
+    #[test]
+    fn an_unset_variable_without_default_names_itself_and_its_line() {
+        let e = interpolate("x: 1\ny: ${NOPE}\n", env).unwrap_err();
+        assert_eq!((e.line, e.column, e.reference.as_str()), (2, 4, "${NOPE}"));
+        assert!(e.message.contains("NOPE is not set"), "{e:?}");
+    }
+
+    #[test]
+    fn a_malformed_reference_is_an_error() {
+        for text in ["a: ${", "a: ${1X}", "a: ${A B}", "a: ${}"] {
+            assert!(interpolate(text, env).is_err(), "{text}");
+        }
+    }
+}
