@@ -758,6 +758,7 @@ mistakes: [ no_timeout ]
                 "operations.account-write.fallback",
             ),
             ("operations: {}", "operations"),
+            ("operations: { cart: {} }", "operations.cart"),
         ];
         for (text, field) in cases {
             let e = DemoConfig::from_yaml(text, "demo.yaml")
@@ -789,6 +790,20 @@ mistakes: [ no_timeout ]
         assert_eq!(p.breaker.half_open_calls, 2);
         assert_eq!(p.retries.budget, Share::from_fraction(0.1));
         assert_eq!(c.operations.pricing.as_ref().unwrap().timeout, ms(25));
+    }
+
+    #[test]
+    fn the_redis_operation_is_configured_only_when_named_and_with_an_address() {
+        assert!(DemoConfig::default().operations.cart.is_none());
+        let c = DemoConfig::from_yaml(
+            "redis: 127.0.0.1:6379\noperations: { cart: { timeout: 50ms } }",
+            "demo.yaml",
+        )
+        .unwrap();
+        let cart = c.operations.cart.as_ref().unwrap();
+        assert_eq!(cart.timeout, ms(50));
+        assert_eq!(cart.pool, 20, "the rest is recommended");
+        assert_eq!(c.operations.configured().count(), 1);
     }
 
     #[test]
