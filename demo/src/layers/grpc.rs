@@ -45,6 +45,8 @@ pub fn method(op: Operation) -> &'static str {
         Operation::Report => "/demo.Reports/GetReport",
         Operation::AccountRead => "/demo.Accounts/GetAccount",
         Operation::AccountWrite => "/demo.Accounts/UpdateAccount",
+        // Never called over gRPC: the cart reads Redis whatever the protocol; named for completeness.
+        Operation::Cart => "/demo.Carts/GetCart",
     }
 }
 
