@@ -9,6 +9,7 @@ use std::process::Command;
 
 use faultline::import::{import, Format, ImportOptions};
 use faultline::scenario::{Overrides, Scenario};
+use serde_json::Value;
 
 /// The `log_format` of the synthetic log: arrival-independent end time ($msec), the request's and the upstream's
 /// times, the upstream's address and status.
@@ -444,4 +445,83 @@ fn an_empty_file_a_missing_file_and_an_unknown_format_exit_2_with_a_reason() {
     );
     assert_eq!(code, 2);
     assert!(stderr.contains("(?P<time>"), "{stderr}");
+}
+
+/// The speed of the round trip: the 30 s record plays in 7.5 s, every latency divided by 4.
+const SPEED: f64 = 4.0;
+
+#[test]
+fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals() {
+    let dir = tmp("roundtrip");
+    let log = dir.join("access.log");
+    std::fs::write(&log, brownout_log()).unwrap();
+    let imported = import(std::slice::from_ref(&log), &nginx_options(SPEED, 1.0)).unwrap();
+    let scenario = dir.join("brownout.yaml");
+    std::fs::write(&scenario, &imported.yaml).unwrap();
+    let report = dir.join("report");
+    let (code, stdout, stderr) = faultline(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--report-dir",
+            report.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(result["totals"]["conserved"], true);
+
+    // The dependency, per phase found in the log: faultd's p50 and p99 (the median over the phase's buckets, each
+    // a phase of its own) against the log's over the phase, divided by the speed. Tolerance: 5% or 2 ms for the
+    // median; 5% or 5 ms for p99, since a sleep on a loaded 2-core machine overshoots by a few ms now and then.
+    let phases = result["phases"].as_array().unwrap();
+    for (name, seconds) in [
+        ("healthy", 0..10),
+        ("degraded-1", 10..20),
+        ("recovered", 20..30),
+    ] {
+        let prefix = format!("{name}.");
+        let served: Vec<&Value> = phases
+            .iter()
+            .filter(|p| p["name"] == name || p["name"].as_str().unwrap().starts_with(&prefix))
+            .map(|p| &p["dependency_latency"]["127-0-0-1-9000"])
+            .collect();
+        assert_eq!(served.len(), 10, "{name}: one phase per second of the log");
+        let logged: Vec<f64> = seconds
+            .flat_map(|s| (0..PER_SECOND).map(move |i| upstream_ms(s, i) / SPEED))
+            .collect();
+        for (q, key, slack) in [(0.5, "p50_ms", 2.0), (0.99, "p99_ms", 5.0)] {
+            let want = percentile(logged.clone(), q);
+            let got = percentile(
+                served.iter().map(|v| v[key].as_f64().unwrap()).collect(),
+                0.5,
+            );
+            assert!(
+                (got - want).abs() <= (want * 0.05).max(slack),
+                "{name} {key}: faultd served {got:.2} ms, the log says {want:.2} ms"
+            );
+        }
+    }
+
+    // The load: 100 arrivals per second of the log, played 4x faster. Counted by intended send time in windows of
+    // two logged seconds (0.5 s, five 100 ms buckets), each within 1% of the log's 200.
+    let bucket = result["series"]["bucket_s"].as_f64().unwrap();
+    assert!((bucket - 0.1).abs() < 1e-9, "{bucket}");
+    let offered: Vec<f64> = result["series"]["offered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap_or(0.0))
+        .collect();
+    for w in 0..SECONDS / 2 {
+        let n: f64 = offered.iter().skip(w * 5).take(5).sum();
+        assert!(
+            (n - 200.0).abs() <= 2.0,
+            "window {w}: {n} arrivals offered, the log has 200"
+        );
+    }
+    assert_eq!(offered.iter().sum::<f64>(), (SECONDS * PER_SECOND) as f64);
 }
