@@ -246,6 +246,15 @@ fn phase_starts(v: &faultline::scenario::Validated) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The phases of a record with one degraded stretch from `degraded` to `recovered`.
+fn brownout_phases(degraded: &str, recovered: &str) -> Vec<(String, String)> {
+    vec![
+        ("healthy".into(), "0s".into()),
+        ("degraded-1".into(), degraded.into()),
+        ("recovered".into(), recovered.into()),
+    ]
+}
+
 fn behaviour<'a>(
     v: &'a faultline::scenario::Validated,
     phase: usize,
@@ -264,14 +273,7 @@ fn the_combined_format_without_upstreams_gives_the_load_the_phases_and_a_placeho
     assert!(yaml.contains("holds no dependency information"), "{yaml}");
     assert!(v.scenario.dependency.routes.contains_key("dependency"));
     // Seconds 3 and 4 answered 60% 503s: the SUT's own errors make the phases.
-    assert_eq!(
-        phase_starts(&v),
-        vec![
-            ("healthy".into(), "0s".into()),
-            ("degraded-1".into(), "3s".into()),
-            ("recovered".into(), "5s".into())
-        ]
-    );
+    assert_eq!(phase_starts(&v), brownout_phases("3s", "5s"));
     let requests = serde_json::to_value(&v.scenario.load.requests).unwrap();
     assert_eq!(
         requests[0]["get"],
@@ -299,14 +301,7 @@ fn the_combined_format_without_upstreams_gives_the_load_the_phases_and_a_placeho
 fn envoy_and_haproxy_default_logs_give_a_route_per_upstream_with_its_timeouts() {
     let dir = tmp("envoy");
     let (v, _) = import_fixture(&dir, &[&fixture("envoy.log"), "--format", "envoy"]);
-    assert_eq!(
-        phase_starts(&v),
-        vec![
-            ("healthy".into(), "0s".into()),
-            ("degraded-1".into(), "2s".into()),
-            ("recovered".into(), "4s".into())
-        ]
-    );
+    assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
     // Second 2: one call in five timed out upstream (UT), played as a hang.
     let b = behaviour(&v, 2, "10-0-2-1-8080");
     assert_eq!(b.hang.map(|h| h.0.to_string()), Some("20%".to_string()));
@@ -330,14 +325,7 @@ fn a_regex_with_named_groups_reads_a_custom_log() {
     let dir = tmp("regex");
     let format = format!("regex:{CUSTOM}");
     let (v, _) = import_fixture(&dir, &[&fixture("custom.log"), "--format", &format]);
-    assert_eq!(
-        phase_starts(&v),
-        vec![
-            ("healthy".into(), "0s".into()),
-            ("degraded-1".into(), "3s".into()),
-            ("recovered".into(), "5s".into())
-        ]
-    );
+    assert_eq!(phase_starts(&v), brownout_phases("3s", "5s"));
     let requests = serde_json::to_value(&v.scenario.load.requests).unwrap();
     assert_eq!(requests[0]["post"], "/checkout");
     let p50 = behaviour(&v, 4, "payments")
