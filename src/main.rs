@@ -102,7 +102,7 @@ enum Command {
         /// The record's files, read in order (e.g. access.log.1 access.log).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The record's format: nginx, envoy, haproxy, or regex:PATTERN with named groups (time, method, path or
+        /// The record's format: nginx, envoy, haproxy, har, or regex:PATTERN with named groups (time, method, path or
         /// request, status, duration, upstream, upstream_duration, upstream_status).
         #[arg(long, value_parser = |s: &str| s.parse::<faultline::import::Format>())]
         format: faultline::import::Format,

@@ -318,6 +318,19 @@ fn envoy_and_haproxy_default_logs_give_a_route_per_upstream_with_its_timeouts() 
     );
 }
 
+#[test]
+fn a_har_file_gives_a_route_per_host_with_its_failed_connections() {
+    let dir = tmp("har");
+    let (v, _) = import_fixture(&dir, &[&fixture("pricing.har"), "--format", "har"]);
+    assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
+    let b = behaviour(&v, 2, "pricing-local-8080");
+    assert_eq!(b.reset.map(|r| r.0.to_string()), Some("20%".to_string()));
+    let p50 = b.latency.as_ref().unwrap().model().unwrap().quantile(0.5);
+    assert!((p50.as_secs_f64() - 0.6025).abs() < 0.6 * 0.03, "{p50:?}");
+    let requests = serde_json::to_value(&v.scenario.load.requests).unwrap();
+    assert_eq!(requests[0]["get"], "/price/{rand:1..30}");
+}
+
 const CUSTOM: &str = r"^ts=(?P<time>\S+) method=(?P<method>\S+) path=(?P<path>\S+) status=(?P<status>\d+) took=(?P<duration>\S+) dep=(?P<upstream>\S+) dep_took=(?P<upstream_duration>\S+)$";
 
 #[test]

@@ -1,4 +1,4 @@
-//! `faultline import`: turns the record of an incident (access logs, and the formats listed in [`Format`]) into a
+//! `faultline import`: turns the record of an incident (access logs, HAR files: the formats of [`Format`]) into a
 //! scenario that validates and runs: the load that arrived (a rate per bucket), each dependency's behaviour bucket
 //! by bucket (a latency histogram and the share of each status), phases found from change points in the
 //! dependency's latency and error share, and commented-out expectations that describe what the SUT did.
@@ -11,6 +11,7 @@
 
 mod envoy;
 mod haproxy;
+mod har;
 mod nginx;
 mod pattern;
 mod phases;
@@ -79,6 +80,8 @@ pub enum Format {
     Envoy,
     /// HAProxy's default HTTP log (`option httplog`).
     Haproxy,
+    /// A HAR file (HTTP Archive 1.2): each entry an arrival and a call to its host.
+    Har,
     /// A regular expression with named groups: `time`, `method`, `path` (or `request`), `status`, `duration`,
     /// `upstream`, `upstream_duration`, `upstream_status`.
     Regex(String),
@@ -91,11 +94,12 @@ impl FromStr for Format {
             "nginx" => Ok(Format::Nginx),
             "envoy" => Ok(Format::Envoy),
             "haproxy" => Ok(Format::Haproxy),
+            "har" => Ok(Format::Har),
             _ => match s.strip_prefix("regex:") {
                 Some(p) if !p.is_empty() => Ok(Format::Regex(p.to_string())),
                 Some(_) => Err("`regex:` needs a pattern after the colon, e.g. regex:'(?P<time>\\S+) (?P<method>\\S+) (?P<path>\\S+)'".into()),
                 None => Err(format!(
-                    "unknown format `{s}`; known: nginx, envoy, haproxy, regex:PATTERN"
+                    "unknown format `{s}`; known: nginx, envoy, haproxy, har, regex:PATTERN"
                 )),
             },
         }
@@ -108,6 +112,7 @@ impl fmt::Display for Format {
             Format::Nginx => write!(f, "nginx"),
             Format::Envoy => write!(f, "envoy"),
             Format::Haproxy => write!(f, "haproxy"),
+            Format::Har => write!(f, "har"),
             Format::Regex(_) => write!(f, "regex"),
         }
     }
@@ -211,13 +216,15 @@ const BAD_SHARE: f64 = 0.01;
 /// How many bad lines are listed by place.
 const LISTED_BAD: usize = 5;
 
-fn line_format(options: &ImportOptions) -> Result<Box<dyn LineFormat>, ImportError> {
-    Ok(match &options.format {
+/// The line reader of a line format; `None` for a whole-document format (HAR).
+fn line_format(options: &ImportOptions) -> Result<Option<Box<dyn LineFormat>>, ImportError> {
+    Ok(Some(match &options.format {
+        Format::Har => return Ok(None),
         Format::Nginx => Box::new(nginx::Nginx::new(options.log_format.as_deref())?),
         Format::Envoy => Box::new(envoy::Envoy::new()),
         Format::Haproxy => Box::new(haproxy::Haproxy::new()),
         Format::Regex(p) => Box::new(pattern::Pattern::new(p)?),
-    })
+    }))
 }
 
 /// Reads every file line by line into a timeline and writes the scenario.
@@ -255,6 +262,38 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
             path: path.clone(),
             source,
         })?;
+        let Some(reader) = &reader else {
+            // A whole document: each entry counts as a line, its index (from 1) as its place.
+            let text = std::io::read_to_string(file).map_err(|source| ImportError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            if text.trim().is_empty() {
+                return Err(ImportError::Empty(path.clone()));
+            }
+            let entries = har::records(&text)
+                .map_err(|m| ImportError::Format(format!("{}: {m}", path.display())))?;
+            if entries.is_empty() {
+                return Err(ImportError::Empty(path.clone()));
+            }
+            lines += entries.len();
+            for (i, entry) in entries.into_iter().enumerate() {
+                match entry {
+                    Ok(record) => timeline.add(&record),
+                    Err(why) => {
+                        bad += 1;
+                        if first_bad.len() < LISTED_BAD {
+                            first_bad.push(BadLine {
+                                path: path.clone(),
+                                line: i + 1,
+                                why: format!("entry {}: {why}", i + 1),
+                            });
+                        }
+                    }
+                }
+            }
+            continue;
+        };
         let mut file_lines = 0usize;
         for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
             let line = line.map_err(|source| ImportError::Read {
