@@ -280,16 +280,13 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
             for (i, entry) in entries.into_iter().enumerate() {
                 match entry {
                     Ok(record) => timeline.add(&record),
-                    Err(why) => {
-                        bad += 1;
-                        if first_bad.len() < LISTED_BAD {
-                            first_bad.push(BadLine {
-                                path: path.clone(),
-                                line: i + 1,
-                                why: format!("entry {}: {why}", i + 1),
-                            });
-                        }
-                    }
+                    Err(why) => note_bad(
+                        &mut bad,
+                        &mut first_bad,
+                        path,
+                        i + 1,
+                        format!("entry {}: {why}", i + 1),
+                    ),
                 }
             }
             continue;
@@ -307,16 +304,13 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
             match reader.parse(&line) {
                 Ok(Some(record)) => timeline.add(&record),
                 Ok(None) => {}
-                Err(why) => {
-                    bad += 1;
-                    if first_bad.len() < LISTED_BAD {
-                        first_bad.push(BadLine {
-                            path: path.clone(),
-                            line: i + 1,
-                            why: format!("{why}\n  {}", clip(&line)),
-                        });
-                    }
-                }
+                Err(why) => note_bad(
+                    &mut bad,
+                    &mut first_bad,
+                    path,
+                    i + 1,
+                    format!("{why}\n  {}", clip(&line)),
+                ),
             }
         }
         if file_lines == 0 {
@@ -370,6 +364,18 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
         dependencies: timeline.dependencies(),
         phases,
     })
+}
+
+/// Counts a bad line (or entry) and keeps its place while fewer than [`LISTED_BAD`] are kept.
+fn note_bad(bad: &mut usize, first: &mut Vec<BadLine>, path: &Path, line: usize, why: String) {
+    *bad += 1;
+    if first.len() < LISTED_BAD {
+        first.push(BadLine {
+            path: path.to_path_buf(),
+            line,
+            why,
+        });
+    }
 }
 
 fn clip(line: &str) -> String {
