@@ -96,6 +96,39 @@ enum Command {
         #[arg(long, default_value = "10%")]
         threshold: String,
     },
+    /// Turn the record of an incident (access logs) into a scenario: the load as it arrived, each dependency's
+    /// latency histogram and status mix bucket by bucket, and phases found from change points.
+    Import {
+        /// The record's files, read in order (e.g. access.log.1 access.log).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// The record's format: nginx, envoy, haproxy, har, or regex:PATTERN with named groups (time, method, path or
+        /// request, status, duration, upstream, upstream_duration, upstream_status).
+        #[arg(long, value_parser = |s: &str| s.parse::<faultline::import::Format>())]
+        format: faultline::import::Format,
+        /// nginx: the log_format the log was written with (default: combined), e.g.
+        /// '$remote_addr [$time_local] "$request" $status $request_time $upstream_addr $upstream_response_time'.
+        #[arg(long)]
+        log_format: Option<String>,
+        /// Where to write the scenario (validated once written); stdout when left out.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The step of the rate curve and of the dependency's timeline, e.g. 1s, 500ms.
+        #[arg(long, default_value = "1s")]
+        bucket: faultline_units::Dur,
+        /// Play the record this many times faster (every time and latency divided by it, every rate multiplied).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Offer this many times the recorded traffic.
+        #[arg(long, default_value_t = 1.0)]
+        scale_rate: f64,
+        /// Drop query strings from the request templates.
+        #[arg(long)]
+        redact: bool,
+        /// The scenario's name (default: the first file's name).
+        #[arg(long)]
+        name: Option<String>,
+    },
     /// List the scenarios in a folder with their descriptions.
     List {
         #[arg(default_value = "scenarios")]
@@ -154,6 +187,29 @@ fn main() -> ExitCode {
         Command::Validate { scenarios } => commands::validate(&scenarios),
         Command::Schema => commands::schema(),
         Command::List { dir } => commands::list(&dir),
+        Command::Import {
+            files,
+            format,
+            log_format,
+            output,
+            bucket,
+            speed,
+            scale_rate,
+            redact,
+            name,
+        } => commands::import(
+            &files,
+            &faultline::import::ImportOptions {
+                format,
+                log_format,
+                bucket: bucket.as_secs_f64(),
+                speed,
+                scale_rate,
+                redact,
+                name,
+            },
+            output.as_deref(),
+        ),
         Command::Report { run_dir, format } => commands::report(&run_dir, format),
         Command::Compare {
             run_a,

@@ -1,5 +1,5 @@
-//! The runner's commands, one file each: what `faultline run`, `prove`, `validate`, `schema`, `report`, `compare`
-//! and `list` do once their arguments are parsed. Each returns the process exit code, so that it can be tested
+//! The runner's commands, one file each: what `faultline run`, `prove`, `validate`, `schema`, `report`, `compare`,
+//! `list` and `import` do once their arguments are parsed. Each returns the process exit code, so that it can be tested
 //! without a process: 0 every expectation held (or the command did its job), 1 an expectation failed, 2 the scenario
 //! or the command was wrong, 3 the run itself broke, 4 nothing failed but an expectation could not be judged
 //! (inconclusive), 130 interrupted.
@@ -7,6 +7,7 @@
 //! Not for parsing arguments: the `faultline` binary owns the command line and calls these.
 
 mod compare;
+mod import;
 mod list;
 mod prove;
 mod report;
@@ -15,6 +16,7 @@ mod schema;
 mod validate;
 
 pub use compare::compare;
+pub use import::import;
 pub use list::list;
 pub use prove::prove;
 pub use report::{report, Format};

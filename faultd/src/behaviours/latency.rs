@@ -1,7 +1,7 @@
 //! Latency: how long faultd waits before it answers a call.
 //!
-//! For: the delay distributions a scenario can ask for (fixed, uniform, normal, log-normal, or a percentile spec
-//! such as `{p50: 40ms, p99: 80ms}`) and the quantile function that turns one uniform draw into a delay.
+//! For: the delay distributions a scenario can ask for (fixed, uniform, normal, log-normal, a percentile spec
+//! such as `{p50: 40ms, p99: 80ms}`, or a recorded histogram) and the quantile function that turns one uniform draw into a delay.
 //! Not for: waiting (the data plane sleeps, see `server.rs`) or choosing which fault a call gets.
 //!
 //! Every distribution is sampled by inversion (`quantile(u)`) rather than with a sampler per family, for two
@@ -19,7 +19,8 @@ use super::{Fault, Invalid};
 
 /// The delay before a call is answered. Exactly one form must be given:
 /// `{fixed: 100ms}`, `{uniform: [10ms, 50ms]}`, `{normal: {mean: 50ms, stddev: 10ms}}`,
-/// `{lognormal: {median: 40ms, sigma: 0.3}}`, or a percentile spec `{p50: 40ms, p99: 80ms}` (p90 and p999 optional).
+/// `{lognormal: {median: 40ms, sigma: 0.3}}`, a percentile spec `{p50: 40ms, p99: 80ms}` (p90 and p999 optional),
+/// or a recorded histogram `{histogram: [[2ms, 0], [5ms, 80], [40ms, 20]]}`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Latency {
@@ -47,7 +48,17 @@ pub struct Latency {
     /// Percentile spec: the 99.9th percentile (optional).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p999: Option<Dur>,
+    /// A recorded distribution: `[edge, count]` pairs with rising edges, each counting the calls whose delay fell
+    /// between the previous edge and this one (the first pair's calls took exactly its edge; write `[min, 0]` to
+    /// start the distribution at `min`). Delays are drawn from it with linear interpolation inside each bin, so
+    /// every percentile of the record is played back to within its bin's width. What `faultline import` writes
+    /// for a dependency's latency in one bucket of a record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<Vec<(Dur, u64)>>,
 }
+
+/// The most bins a histogram may hold: enough for 2% bins from 1 us to an hour, small enough to stay a config.
+pub const MAX_HISTOGRAM_BINS: usize = 2000;
 
 /// Parameters of a normal delay distribution.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -107,6 +118,11 @@ impl Fault for Latency {
         scale(&mut self.p90);
         scale(&mut self.p99);
         scale(&mut self.p999);
+        if let Some(bins) = &mut self.histogram {
+            for (edge, _) in bins {
+                *edge = edge.scaled(factor);
+            }
+        }
     }
 }
 
@@ -121,21 +137,25 @@ impl Latency {
             self.normal.is_some(),
             self.lognormal.is_some(),
             percentile_spec,
+            self.histogram.is_some(),
         ];
         match forms.iter().filter(|f| **f).count() {
             0 => {
                 return Err(Invalid::new(
                     "",
-                    "give one of fixed, uniform, normal, lognormal, or a percentile spec {p50, p99}",
+                    "give one of fixed, uniform, normal, lognormal, histogram, or a percentile spec {p50, p99}",
                 ))
             }
             1 => {}
             _ => {
                 return Err(Invalid::new(
                     "",
-                    "give only one of fixed, uniform, normal, lognormal, or a percentile spec {p50, p99}",
+                    "give only one of fixed, uniform, normal, lognormal, histogram, or a percentile spec {p50, p99}",
                 ))
             }
+        }
+        if let Some(bins) = &self.histogram {
+            return histogram_model(bins);
         }
         if let Some(d) = self.fixed {
             return Ok(LatencyModel::Fixed(d.as_secs_f64()));
@@ -223,6 +243,57 @@ pub enum LatencyModel {
     /// `(z, ln seconds)` points, extended beyond the ends with the nearest segment's slope. Two points make a
     /// log-normal; more points bend the tail to hit every requested percentile exactly.
     Percentiles(Vec<(f64, f64)>),
+    /// A recorded histogram as its cumulative distribution: `(share of calls at or below, seconds)` points with
+    /// both coordinates rising, the last share 1; delays between two points are interpolated linearly.
+    Empirical(Vec<(f64, f64)>),
+}
+
+/// Checks a histogram's bins and turns them into its cumulative distribution.
+fn histogram_model(bins: &[(Dur, u64)]) -> Result<LatencyModel, Invalid> {
+    if bins.is_empty() {
+        return Err(Invalid::new("histogram", "needs at least one [edge, count] bin"));
+    }
+    if bins.len() > MAX_HISTOGRAM_BINS {
+        return Err(Invalid::new(
+            "histogram",
+            format!("has {} bins; at most {MAX_HISTOGRAM_BINS}", bins.len()),
+        ));
+    }
+    for (i, pair) in bins.windows(2).enumerate() {
+        if pair[1].0 <= pair[0].0 {
+            return Err(Invalid::new(
+                format!("histogram[{}]", i + 1),
+                format!(
+                    "edge {} is not above the previous edge {}; edges must rise",
+                    pair[1].0, pair[0].0
+                ),
+            ));
+        }
+    }
+    let total: u64 = bins.iter().map(|(_, c)| *c).fold(0u64, u64::saturating_add);
+    if total == 0 {
+        return Err(Invalid::new("histogram", "counts no call; give at least one count above 0"));
+    }
+    let mut seen = 0u64;
+    Ok(LatencyModel::Empirical(
+        bins.iter()
+            .map(|(edge, count)| {
+                seen = seen.saturating_add(*count);
+                (seen as f64 / total as f64, edge.as_secs_f64())
+            })
+            .collect(),
+    ))
+}
+
+/// The delay at quantile `u` of a cumulative distribution: the first point's delay below its share, linear
+/// between points above it.
+fn empirical(points: &[(f64, f64)], u: f64) -> f64 {
+    let i = points.partition_point(|(share, _)| *share < u);
+    match (i.checked_sub(1).map(|j| points[j]), points.get(i).copied()) {
+        (Some((c0, s0)), Some((c1, s1))) if c1 > c0 => s0 + (s1 - s0) * (u - c0) / (c1 - c0),
+        (_, Some((_, s))) | (Some((_, s)), None) => s,
+        (None, None) => 0.0,
+    }
 }
 
 impl LatencyModel {
@@ -235,6 +306,7 @@ impl LatencyModel {
             LatencyModel::Percentiles(points) => {
                 piecewise(points, standard_normal_quantile(u)).exp()
             }
+            LatencyModel::Empirical(points) => empirical(points, u),
         };
         // A year caps the far tail of wide log-normals so a Duration can always hold the value.
         Duration::from_secs_f64(seconds.clamp(0.0, 3.15e7))
@@ -499,6 +571,59 @@ mod tests {
         let mut f = Latency::fixed(Duration::from_secs(2));
         f.scale_time(0.1);
         assert_eq!(f.fixed, Some(ms(200)));
+    }
+
+    #[test]
+    fn histogram_latency_plays_back_its_bins() {
+        // 10 calls at 2-4 ms, 80 at 4-10 ms, 10 at 10-100 ms: p10 = 4 ms, p90 = 10 ms, inside bins linearly.
+        let model = Latency {
+            histogram: Some(vec![(ms(2), 0), (ms(4), 10), (ms(10), 80), (ms(100), 10)]),
+            ..Latency::default()
+        }
+        .model()
+        .unwrap();
+        let draws = sample(&model);
+        assert!(draws
+            .iter()
+            .all(|d| *d >= Duration::from_millis(2) && *d <= Duration::from_millis(100)));
+        assert_percentile(&draws, 0.1, Duration::from_millis(4));
+        assert_percentile(&draws, 0.5, Duration::from_millis(7));
+        assert_percentile(&draws, 0.9, Duration::from_millis(10));
+        assert_percentile(&draws, 0.95, Duration::from_millis(55));
+    }
+
+    #[test]
+    fn a_histogram_whose_first_bin_counts_calls_serves_them_at_its_edge() {
+        let model = Latency {
+            histogram: Some(vec![(ms(5), 50), (ms(15), 50)]),
+            ..Latency::default()
+        }
+        .model()
+        .unwrap();
+        assert_eq!(model.quantile(0.2), Duration::from_millis(5));
+        assert_eq!(model.quantile(0.75), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn a_bad_histogram_is_refused_naming_the_bin() {
+        let falling = Latency {
+            histogram: Some(vec![(ms(5), 1), (ms(5), 1)]),
+            ..Latency::default()
+        };
+        let e = falling.model().unwrap_err();
+        assert_eq!(e.field, "histogram[1]");
+        assert!(e.message.contains("must rise"), "{}", e.message);
+        let empty = Latency {
+            histogram: Some(vec![(ms(5), 0)]),
+            ..Latency::default()
+        };
+        assert!(empty.model().unwrap_err().message.contains("counts no call"));
+        let mut scaled = Latency {
+            histogram: Some(vec![(ms(10), 1), (ms(20), 1)]),
+            ..Latency::default()
+        };
+        scaled.scale_time(0.5);
+        assert_eq!(scaled.histogram, Some(vec![(ms(5), 1), (ms(10), 1)]));
     }
 
     #[test]

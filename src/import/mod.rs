@@ -1,0 +1,396 @@
+//! `faultline import`: turns the record of an incident (access logs, HAR files: the formats of [`Format`]) into a
+//! scenario that validates and runs: the load that arrived (a rate per bucket), each dependency's behaviour bucket
+//! by bucket (a latency histogram and the share of each status), phases found from change points in the
+//! dependency's latency and error share, and commented-out expectations that describe what the SUT did.
+//!
+//! One file per format turns text into [`Record`]s; everything after that is shared and format-blind: `timeline`
+//! adds records into buckets as they stream by (memory grows with the record's duration and number of request
+//! templates, not with its number of lines), `templates` groups paths into request templates, `phases` finds
+//! change points, `writer` writes the scenario's YAML. Not for running anything: the scenario it writes is run
+//! like any other.
+
+mod envoy;
+mod haproxy;
+mod har;
+mod nginx;
+mod pattern;
+mod phases;
+mod templates;
+mod time;
+mod timeline;
+mod writer;
+
+pub use phases::{find_phases, PhaseSpan};
+pub use templates::{Template, Templates};
+pub use time::{parse_duration, parse_time};
+pub use timeline::{DepBucket, Timeline, BIN_EDGES_US};
+
+use std::fmt;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+/// One request the record shows, whatever the format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// When the request arrived at the SUT, Unix seconds with a fraction.
+    pub arrival: f64,
+    /// Its method, upper case.
+    pub method: String,
+    /// Its path and query.
+    pub target: String,
+    /// The status the SUT answered, when the record has it.
+    pub status: Option<u16>,
+    /// How long the SUT took, seconds.
+    pub duration: Option<f64>,
+    /// The calls the SUT made to its dependencies for this request, as the record shows them.
+    pub calls: Vec<DependencyCall>,
+}
+
+/// One call to a dependency.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DependencyCall {
+    /// The dependency, as the record names it (an upstream address, a peer).
+    pub peer: String,
+    /// When the call began, Unix seconds.
+    pub at: f64,
+    /// How long it took, seconds.
+    pub duration: Option<f64>,
+    /// How it ended.
+    pub outcome: CallOutcome,
+}
+
+/// How a call to a dependency ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CallOutcome {
+    /// An answer with this status.
+    Status(u16),
+    /// No answer before the caller gave up (played as `hang`).
+    Timeout,
+    /// The connection failed or was reset (played as `reset`).
+    Reset,
+}
+
+/// The record formats `faultline import` reads.
+#[derive(Debug, Clone)]
+pub enum Format {
+    /// nginx's access log: the default `combined` format, or the `log_format` given with `--log-format`.
+    Nginx,
+    /// Envoy's default access log format.
+    Envoy,
+    /// HAProxy's default HTTP log (`option httplog`).
+    Haproxy,
+    /// A HAR file (HTTP Archive 1.2): each entry an arrival and a call to its host.
+    Har,
+    /// A regular expression with named groups: `time`, `method`, `path` (or `request`), `status`, `duration`,
+    /// `upstream`, `upstream_duration`, `upstream_status`.
+    Regex(String),
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Format, String> {
+        match s {
+            "nginx" => Ok(Format::Nginx),
+            "envoy" => Ok(Format::Envoy),
+            "haproxy" => Ok(Format::Haproxy),
+            "har" => Ok(Format::Har),
+            _ => match s.strip_prefix("regex:") {
+                Some(p) if !p.is_empty() => Ok(Format::Regex(p.to_string())),
+                Some(_) => Err("`regex:` needs a pattern after the colon, e.g. regex:'(?P<time>\\S+) (?P<method>\\S+) (?P<path>\\S+)'".into()),
+                None => Err(format!(
+                    "unknown format `{s}`; known: nginx, envoy, haproxy, har, regex:PATTERN"
+                )),
+            },
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Format::Nginx => write!(f, "nginx"),
+            Format::Envoy => write!(f, "envoy"),
+            Format::Haproxy => write!(f, "haproxy"),
+            Format::Har => write!(f, "har"),
+            Format::Regex(_) => write!(f, "regex"),
+        }
+    }
+}
+
+/// How to import.
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    pub format: Format,
+    /// nginx: the `log_format` the log was written with (default `combined`).
+    pub log_format: Option<String>,
+    /// The bucket: the step of the load's rate curve and of the dependency's timeline.
+    pub bucket: f64,
+    /// Time compression: 2 plays the record twice as fast (every time and latency halved, every rate doubled).
+    pub speed: f64,
+    /// More or less traffic than recorded: every rate multiplied by this.
+    pub scale_rate: f64,
+    /// Drop query strings (and header values) from the request templates.
+    pub redact: bool,
+    /// The scenario's name (default: the first file's stem).
+    pub name: Option<String>,
+}
+
+impl Default for ImportOptions {
+    fn default() -> Self {
+        ImportOptions {
+            format: Format::Nginx,
+            log_format: None,
+            bucket: 1.0,
+            speed: 1.0,
+            scale_rate: 1.0,
+            redact: false,
+            name: None,
+        }
+    }
+}
+
+/// Why an import failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0} is empty")]
+    Empty(PathBuf),
+    #[error("{0}")]
+    Format(String),
+    #[error("{path}:{line}: not a {format} log line: {why}\n  {text}")]
+    TooManyBad {
+        path: PathBuf,
+        line: usize,
+        format: String,
+        why: String,
+        text: String,
+        bad: usize,
+        total: usize,
+    },
+    #[error("no line of {files} could be read as a {format} log{first}")]
+    NothingParsed {
+        files: String,
+        format: String,
+        first: String,
+    },
+    #[error("bad option: {0}")]
+    Option(String),
+}
+
+/// A line that did not parse: where, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BadLine {
+    pub path: PathBuf,
+    pub line: usize,
+    pub why: String,
+}
+
+/// What an import produced.
+#[derive(Debug)]
+pub struct Imported {
+    /// The scenario, as YAML text with comments.
+    pub yaml: String,
+    /// Lines read, records parsed, and the first bad lines.
+    pub lines: usize,
+    pub records: usize,
+    pub bad: usize,
+    pub first_bad: Vec<BadLine>,
+    /// The phases found.
+    pub phases: Vec<PhaseSpan>,
+    /// The dependencies seen.
+    pub dependencies: Vec<String>,
+}
+
+/// Reads one line into a record: `Ok(None)` for a line that holds no request (a blank line, a comment).
+pub(crate) trait LineFormat {
+    fn parse(&self, line: &str) -> Result<Option<Record>, String>;
+}
+
+/// The most bad lines an import goes on with: 1% of the lines read.
+const BAD_SHARE: f64 = 0.01;
+/// How many bad lines are listed by place.
+const LISTED_BAD: usize = 5;
+
+/// The line reader of a line format; `None` for a whole-document format (HAR).
+fn line_format(options: &ImportOptions) -> Result<Option<Box<dyn LineFormat>>, ImportError> {
+    Ok(Some(match &options.format {
+        Format::Har => return Ok(None),
+        Format::Nginx => Box::new(nginx::Nginx::new(options.log_format.as_deref())?),
+        Format::Envoy => Box::new(envoy::Envoy::new()),
+        Format::Haproxy => Box::new(haproxy::Haproxy::new()),
+        Format::Regex(p) => Box::new(pattern::Pattern::new(p)?),
+    }))
+}
+
+/// Reads every file line by line into a timeline and writes the scenario.
+pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, ImportError> {
+    if !(options.speed.is_finite() && options.speed > 0.0) {
+        return Err(ImportError::Option(format!(
+            "--speed {} must be a number above 0",
+            options.speed
+        )));
+    }
+    if !(options.bucket.is_finite() && options.bucket >= 0.001) {
+        return Err(ImportError::Option(format!(
+            "--bucket {}s must be at least 1ms",
+            options.bucket
+        )));
+    }
+    if !(options.scale_rate.is_finite() && options.scale_rate > 0.0) {
+        return Err(ImportError::Option(format!(
+            "--scale-rate {} must be a number above 0",
+            options.scale_rate
+        )));
+    }
+    if options.log_format.is_some() && !matches!(options.format, Format::Nginx) {
+        return Err(ImportError::Option(
+            "--log-format is for --format nginx; for other layouts use --format regex:PATTERN"
+                .into(),
+        ));
+    }
+    let reader = line_format(options)?;
+    let mut timeline = Timeline::new(options.bucket, options.redact);
+    let (mut lines, mut bad) = (0usize, 0usize);
+    let mut first_bad: Vec<BadLine> = Vec::new();
+    for path in paths {
+        let file = std::fs::File::open(path).map_err(|source| ImportError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let Some(reader) = &reader else {
+            // A whole document: each entry counts as a line, its index (from 1) as its place.
+            let text = std::io::read_to_string(file).map_err(|source| ImportError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            if text.trim().is_empty() {
+                return Err(ImportError::Empty(path.clone()));
+            }
+            let entries = har::records(&text)
+                .map_err(|m| ImportError::Format(format!("{}: {m}", path.display())))?;
+            if entries.is_empty() {
+                return Err(ImportError::Empty(path.clone()));
+            }
+            lines += entries.len();
+            for (i, entry) in entries.into_iter().enumerate() {
+                match entry {
+                    Ok(record) => timeline.add(&record),
+                    Err(why) => note_bad(
+                        &mut bad,
+                        &mut first_bad,
+                        path,
+                        i + 1,
+                        format!("entry {}: {why}", i + 1),
+                    ),
+                }
+            }
+            continue;
+        };
+        let mut file_lines = 0usize;
+        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|source| ImportError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            file_lines += 1;
+            match reader.parse(&line) {
+                Ok(Some(record)) => timeline.add(&record),
+                Ok(None) => {}
+                Err(why) => note_bad(
+                    &mut bad,
+                    &mut first_bad,
+                    path,
+                    i + 1,
+                    format!("{why}\n  {}", clip(&line)),
+                ),
+            }
+        }
+        if file_lines == 0 {
+            return Err(ImportError::Empty(path.clone()));
+        }
+        lines += file_lines;
+    }
+    let records = timeline.records();
+    if records == 0 {
+        return Err(ImportError::NothingParsed {
+            files: paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            format: options.format.to_string(),
+            first: first_bad
+                .first()
+                .map(|b| format!("; {}:{}: {}", b.path.display(), b.line, b.why))
+                .unwrap_or_default(),
+        });
+    }
+    if bad as f64 > BAD_SHARE * lines as f64 {
+        let b = &first_bad[0];
+        let (why, text) = b.why.split_once("\n  ").unwrap_or((&b.why, ""));
+        return Err(ImportError::TooManyBad {
+            path: b.path.clone(),
+            line: b.line,
+            format: options.format.to_string(),
+            why: format!("{why} ({bad} of {lines} lines are bad, over 1%)"),
+            text: text.to_string(),
+            bad,
+            total: lines,
+        });
+    }
+    let name = options.name.clone().unwrap_or_else(|| {
+        paths
+            .first()
+            .and_then(|p| p.file_stem())
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "imported".into())
+    });
+    let phases = find_phases(&timeline);
+    let yaml = writer::write(&timeline, &phases, options, &name, paths, lines, bad);
+    Ok(Imported {
+        yaml,
+        lines,
+        records,
+        bad,
+        first_bad,
+        dependencies: timeline.dependencies(),
+        phases,
+    })
+}
+
+/// Counts a bad line (or entry) and keeps its place while fewer than [`LISTED_BAD`] are kept.
+fn note_bad(bad: &mut usize, first: &mut Vec<BadLine>, path: &Path, line: usize, why: String) {
+    *bad += 1;
+    if first.len() < LISTED_BAD {
+        first.push(BadLine {
+            path: path.to_path_buf(),
+            line,
+            why,
+        });
+    }
+}
+
+fn clip(line: &str) -> String {
+    if line.chars().count() > 160 {
+        format!("{}...", line.chars().take(160).collect::<String>())
+    } else {
+        line.to_string()
+    }
+}
+
+/// A file name for messages.
+pub(crate) fn display(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| Path::new(p).display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,402 @@
+//! Writes the imported scenario as YAML text with comments: what was read, the dependency's timeline as one phase
+//! per bucket (named after the change-point phase it falls in: `degraded-1`, `degraded-1.1`, ...), the load as a
+//! rate per bucket, the request templates, and commented-out expectations describing what the SUT did.
+//!
+//! Written by hand rather than serialised: the comments are half of what makes the file editable, and flow style
+//! keeps one bucket on one line.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use super::phases::PhaseSpan;
+use super::timeline::{lower_edge_us, DepBucket, Histogram, SutBucket, Timeline, BIN_EDGES_US};
+use super::{CallOutcome, ImportOptions};
+
+/// How many request templates a scenario lists; the rest are named in a comment.
+const LISTED_TEMPLATES: usize = 20;
+
+/// A duration in nanoseconds as the scenario writes it: `250ms`, `1.5ms`, `2s`.
+pub fn dur(ns: u64) -> String {
+    if ns == 0 {
+        return "0s".into();
+    }
+    if ns.is_multiple_of(1_000_000_000) {
+        return format!("{}s", ns / 1_000_000_000);
+    }
+    let ms = ns as f64 / 1e6;
+    let text = format!("{ms:.6}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("{text}ms")
+}
+
+/// A share with three decimals of a percent, rounded down so that shares never add up past 100%.
+fn share(count: u64, total: u64) -> Option<String> {
+    fraction(count as f64 / total.max(1) as f64)
+}
+
+/// A fraction as a share with three decimals of a percent, rounded down; `None` when that is 0%.
+fn fraction(f: f64) -> Option<String> {
+    let thousandths = (f.clamp(0.0, 1.0) * 100_000.0 + 1e-6).floor() as u64;
+    if thousandths == 0 {
+        return None;
+    }
+    let text = format!("{}.{:03}", thousandths / 1000, thousandths % 1000);
+    Some(format!(
+        "{}%",
+        text.trim_end_matches('0').trim_end_matches('.')
+    ))
+}
+
+/// A route name from a record's peer: its letters kept, other characters as `-`.
+pub fn route_name(peer: &str) -> String {
+    let mut s: String = peer
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    while s.contains("--") {
+        s = s.replace("--", "-");
+    }
+    let s = s.trim_matches('-').to_string();
+    if s.is_empty() {
+        "dependency".into()
+    } else {
+        s
+    }
+}
+
+/// The histogram faultd plays: `[[edge, count], ...]`, each bin's lower edge written with count 0 when the bin
+/// before it is empty. Times are divided by `speed`.
+fn histogram(h: &Histogram, speed: f64) -> String {
+    let ns = |us: u64| (us as f64 * 1000.0 / speed).round() as u64;
+    let mut pairs: Vec<(u64, u64)> = Vec::new();
+    for (b, c) in &h.bins {
+        let lo = ns(lower_edge_us(*b));
+        let hi = ns(BIN_EDGES_US[*b]).max(lo + 1);
+        if pairs.last().is_none_or(|(e, _)| *e < lo) {
+            pairs.push((lo, 0));
+        }
+        pairs.push((hi, *c));
+    }
+    let items: Vec<String> = pairs
+        .iter()
+        .map(|(e, c)| format!("[{}, {c}]", dur(*e)))
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// One dependency's behaviour in one bucket, as a flow mapping.
+fn behaviour(b: &DepBucket, speed: f64) -> String {
+    let calls = b.calls();
+    let mut parts: Vec<String> = Vec::new();
+    if b.latency.count() > 0 {
+        parts.push(format!(
+            "latency: {{ histogram: {} }}",
+            histogram(&b.latency, speed)
+        ));
+    }
+    let errors: Vec<String> = b
+        .outcomes
+        .iter()
+        .filter_map(|(o, c)| match o {
+            CallOutcome::Status(s) if *s >= 400 => {
+                share(*c, calls).map(|sh| format!("{{ share: {sh}, status: {s} }}"))
+            }
+            _ => None,
+        })
+        .collect();
+    parts.push(format!("errors: [{}]", errors.join(", ")));
+    for (kind, outcome) in [
+        ("hang", CallOutcome::Timeout),
+        ("reset", CallOutcome::Reset),
+    ] {
+        if let Some(sh) = b.outcomes.get(&outcome).and_then(|c| share(*c, calls)) {
+            parts.push(format!("{kind}: {sh}"));
+        }
+    }
+    format!("{{ {} }}", parts.join(", "))
+}
+
+/// The whole record of one dependency added up over `[start, end)`.
+fn over(t: &Timeline, dep: &str, start: usize, end: usize) -> DepBucket {
+    let mut all = DepBucket::default();
+    for k in start..end {
+        let b = t.dep(dep, k);
+        all.latency.merge(&b.latency);
+        for (o, c) in b.outcomes {
+            *all.outcomes.entry(o).or_default() += c;
+        }
+    }
+    all
+}
+
+fn sut_over(t: &Timeline, start: usize, end: usize) -> SutBucket {
+    let mut all = SutBucket::default();
+    for k in start..end {
+        let s = t.sut(k);
+        all.arrivals += s.arrivals;
+        all.latency.merge(&s.latency);
+        for (st, c) in s.statuses {
+            *all.statuses.entry(st).or_default() += c;
+        }
+    }
+    all
+}
+
+fn ms_text(seconds: f64) -> String {
+    dur((seconds * 1e9).round() as u64)
+}
+
+/// The scenario's YAML.
+pub fn write(
+    t: &Timeline,
+    phases: &[PhaseSpan],
+    o: &ImportOptions,
+    name: &str,
+    paths: &[PathBuf],
+    lines: usize,
+    bad: usize,
+) -> String {
+    let mut y = String::new();
+    let speed = o.speed;
+    let bucket_ns = (t.bucket * 1e9 / speed).round() as u64;
+    let at = |k: usize| dur(bucket_ns * k as u64);
+    let n = t.buckets();
+    let deps = t.dependencies();
+    let routes: Vec<(String, String)> = deps.iter().map(|d| (d.clone(), route_name(d))).collect();
+
+    let _ = writeln!(
+        y,
+        "# Imported by `faultline import` from {} ({} format): {lines} lines, {} requests, {bad} bad lines skipped.",
+        super::display(paths),
+        o.format,
+        t.records()
+    );
+    let _ = writeln!(
+        y,
+        "# Bucket {} of the record; speed x{speed}, rate x{}{}. Rename the phases, replace the SUT, and keep or",
+        dur((t.bucket * 1e9).round() as u64),
+        o.scale_rate,
+        if o.redact { ", query strings dropped" } else { "" }
+    );
+    let _ = writeln!(y, "# drop the expectations at the end.");
+    let _ = writeln!(y, "name: {}", route_name(name));
+    let _ = writeln!(y, "description: >");
+    let summary: Vec<String> = phases
+        .iter()
+        .map(|p| format!("{} from {}", p.name, dur(bucket_ns * p.start as u64)))
+        .collect();
+    let _ = writeln!(
+        y,
+        "  Replay of {}: the load as recorded (a rate per bucket) and each dependency's latency and status mix bucket by bucket. Phases found from the record: {}.",
+        super::display(paths),
+        summary.join(", ")
+    );
+    let _ = writeln!(y, "duration: {}", at(n));
+    let _ = writeln!(y, "seed: 1\n");
+
+    let _ = writeln!(y, "dependency:");
+    let _ = writeln!(y, "  routes:");
+    if routes.is_empty() {
+        let _ = writeln!(
+            y,
+            "    # The record holds no dependency information (no upstream, no client span): a healthy placeholder."
+        );
+        let _ = writeln!(
+            y,
+            "    dependency: {{ path: /**, latency: {{ fixed: 1ms }} }}"
+        );
+    }
+    let first_healthy = phases.first().map_or((0, n), |p| (p.start, p.end));
+    for (dep, route) in &routes {
+        let path = if routes.len() == 1 {
+            "/**".to_string()
+        } else {
+            format!("/{route}/**")
+        };
+        let base = over(t, dep, first_healthy.0, first_healthy.1);
+        let _ = writeln!(
+            y,
+            "    # {dep}: its base is the first phase's whole distribution."
+        );
+        let b = behaviour(&base, speed);
+        let _ = writeln!(y, "    {route}: {{ path: {path}, {} }}", &b[2..b.len() - 2]);
+    }
+    let _ = writeln!(y, "  phases:");
+    let mut last: Vec<String> = vec![String::new(); routes.len()];
+    for p in phases {
+        for k in p.start..p.end {
+            let phase_name = if k == p.start {
+                p.name.clone()
+            } else {
+                format!("{}.{}", p.name, k - p.start)
+            };
+            let mut set: Vec<String> = Vec::new();
+            for (i, (dep, route)) in routes.iter().enumerate() {
+                let b = t.dep(dep, k);
+                if b.calls() > 0 {
+                    last[i] = behaviour(&b, speed);
+                }
+                if last[i].is_empty() {
+                    set.push(format!("{route}: healthy"));
+                } else {
+                    set.push(format!("{route}: {}", last[i]));
+                }
+            }
+            if set.is_empty() {
+                let _ = writeln!(y, "    - {{ name: {phase_name}, at: {} }}", at(k));
+            } else {
+                let _ = writeln!(
+                    y,
+                    "    - {{ name: {phase_name}, at: {}, routes: {{ {} }} }}",
+                    at(k),
+                    set.join(", ")
+                );
+            }
+        }
+    }
+
+    let _ = writeln!(y, "\nsut:");
+    let _ = writeln!(
+        y,
+        "  # The record does not say what the service is: the bundled demo stands in. Replace it with yours, e.g."
+    );
+    let _ = writeln!(
+        y,
+        "  # command: [ ./my-service, \"--port={{sut.port}}\", \"--dependency={{faultd.url}}\" ], url: http://127.0.0.1:{{sut.port}}"
+    );
+    let _ = writeln!(y, "  demo: {{}}\n");
+
+    let _ = writeln!(y, "load:");
+    let _ = writeln!(
+        y,
+        "  # The arrivals as recorded, one rate per bucket (evenly spaced inside it)."
+    );
+    let _ = writeln!(y, "  rate:");
+    let rate_factor = speed * o.scale_rate / t.bucket;
+    let mut previous: Option<String> = None;
+    for k in 0..n {
+        let r =
+            faultline_units::Rate::per_second(t.sut(k).arrivals as f64 * rate_factor).to_string();
+        if previous.as_ref() != Some(&r) {
+            let _ = writeln!(y, "    - {{ at: {}, rate: {r} }}", at(k));
+            previous = Some(r);
+        }
+    }
+    let _ = writeln!(y, "    - {{ at: {}, rate: 0/s }}", at(n));
+    let _ = writeln!(y, "  arrivals: uniform");
+    let max_duration = sut_over(t, 0, n).latency.quantile(1.0).unwrap_or(0.0);
+    let _ = writeln!(
+        y,
+        "  timeout: {}",
+        ms_text((max_duration * 2.0).max(30.0) / speed)
+    );
+    let templates = t.templates.by_count();
+    let supported = |m: &str| matches!(m, "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD");
+    let listed: Vec<_> = templates
+        .iter()
+        .filter(|t| supported(&t.method))
+        .take(LISTED_TEMPLATES)
+        .collect();
+    let left: u64 = templates.iter().map(|t| t.count).sum::<u64>()
+        - listed.iter().map(|t| t.count).sum::<u64>()
+        + t.templates.overflow;
+    if left > 0 {
+        let _ = writeln!(
+            y,
+            "  # {left} requests of rarer shapes (or methods loadgen does not send) are left out of the mix."
+        );
+    }
+    let _ = writeln!(y, "  requests:");
+    if listed.is_empty() {
+        let _ = writeln!(y, "    - {{ get: \"/\" }}");
+    }
+    // Weights are the requests each template stood for, scaled into loadgen's u32.
+    let max = listed.iter().map(|t| t.count).max().unwrap_or(1).max(1);
+    let scale = if max > 1_000_000 {
+        max as f64 / 1_000_000.0
+    } else {
+        1.0
+    };
+    for tpl in &listed {
+        let weight = ((tpl.count as f64 / scale).round() as u64).max(1);
+        let _ = writeln!(
+            y,
+            "    - {{ {}: {:?}, weight: {weight} }}",
+            tpl.method.to_ascii_lowercase(),
+            tpl.path()
+        );
+    }
+
+    let _ = writeln!(
+        y,
+        "\n# What the record shows the SUT did, phase by phase, as starting expectations:"
+    );
+    let _ = writeln!(y, "# expect:");
+    let mut any = false;
+    for p in phases {
+        let s = sut_over(t, p.start, p.end);
+        let answered: u64 = s.statuses.values().sum();
+        if answered > 0 {
+            any = true;
+            let errors: u64 = s.statuses.range(500..).map(|(_, c)| c).sum();
+            let e = errors as f64 / answered as f64;
+            if e >= 0.01 {
+                let _ = writeln!(
+                    y,
+                    "#   - {{ sut_share: server_error, above: {}, during: {} }}   # recorded: {}",
+                    fraction(e * 0.8).unwrap_or("0%".into()),
+                    p.name,
+                    share(errors, answered).unwrap_or("0%".into())
+                );
+            } else {
+                let _ = writeln!(
+                    y,
+                    "#   - {{ sut_share: server_error, below: 1%, during: {} }}   # recorded: {}",
+                    p.name,
+                    share(errors, answered).unwrap_or("0%".into())
+                );
+            }
+        }
+        if let Some(p99) = s.latency.quantile(0.99) {
+            any = true;
+            let _ = writeln!(
+                y,
+                "#   - {{ sut_latency: p99, below: {}, during: {} }}   # recorded: {}",
+                ms_text(p99 * 1.2 / speed),
+                p.name,
+                ms_text(p99 / speed)
+            );
+        }
+    }
+    if !any {
+        let _ = writeln!(
+            y,
+            "#   (the record has neither the SUT's statuses nor its durations)"
+        );
+    }
+    y
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_shares_are_written_in_the_scenarios_units() {
+        assert_eq!(dur(250_000_000), "250ms");
+        assert_eq!(dur(1_500_000), "1.5ms");
+        assert_eq!(dur(2_000_000_000), "2s");
+        assert_eq!(dur(1_234_567), "1.234567ms");
+        assert_eq!(share(1, 3).unwrap(), "33.333%");
+        assert_eq!(share(1, 1).unwrap(), "100%");
+        assert_eq!(share(0, 5), None);
+        assert_eq!(route_name("127.0.0.1:9000"), "127-0-0-1-9000");
+        assert_eq!(route_name("Pricing"), "pricing");
+    }
+}

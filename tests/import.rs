@@ -1,0 +1,528 @@
+//! `faultline import` on records it did not write: a synthetic nginx access log of a brownout (generated here, so
+//! every figure the test checks is known exactly), the fixture logs of each format, and bad input.
+//!
+//! The round trip imports the brownout, runs the scenario it wrote against the bundled demo with the embedded
+//! faultd, and checks that what faultd served and what loadgen offered match the log.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use faultline::import::{import, Format, ImportOptions};
+use faultline::scenario::{Overrides, Scenario};
+use serde_json::Value;
+
+/// The `log_format` of the synthetic log: arrival-independent end time ($msec), the request's and the upstream's
+/// times, the upstream's address and status.
+const LOG_FORMAT: &str = r#"$remote_addr - [$time_local] $msec "$request" $status $request_time "$upstream_addr" "$upstream_response_time" "$upstream_status""#;
+
+/// 2026-10-10T13:55:00Z.
+const T0: f64 = 1_791_640_500.0;
+const SECONDS: usize = 30;
+const PER_SECOND: usize = 100;
+
+/// The dependency's latency in ms for request `i` of second `s`: 20 ms healthy, 400 ms in the brownout
+/// (seconds 10 to 19), each spread over +0..18% by `i`.
+fn upstream_ms(s: usize, i: usize) -> f64 {
+    let base = if (10..20).contains(&s) { 400.0 } else { 20.0 };
+    base * (1.0 + (i % 10) as f64 * 0.02)
+}
+
+/// 10% of the brownout's calls fail with 503.
+fn upstream_status(s: usize, i: usize) -> u16 {
+    if (10..20).contains(&s) && i % 10 == 3 {
+        503
+    } else {
+        200
+    }
+}
+
+fn clf(t: f64) -> String {
+    // T0 is 13:55:00 on 10 Oct 2026; the log's seconds stay inside the hour.
+    let secs = (t - T0).floor() as u64;
+    format!(
+        "10/Oct/2026:13:{:02}:{:02} +0000",
+        55 + secs / 60,
+        secs % 60
+    )
+}
+
+/// The brownout's log, in the order nginx writes it (by end time).
+fn brownout_log() -> String {
+    let mut lines: Vec<(f64, String)> = Vec::new();
+    for s in 0..SECONDS {
+        for i in 0..PER_SECOND {
+            let arrival = T0 + s as f64 + i as f64 / PER_SECOND as f64 + 0.005;
+            let up = upstream_ms(s, i) / 1e3;
+            let req = up + 0.001;
+            let end = arrival + req;
+            let status = upstream_status(s, i);
+            let id = (s * PER_SECOND + i) % 1000 + 1;
+            lines.push((
+                end,
+                format!(
+                    r#"127.0.0.1 - [{}] {end:.3} "GET /product/{id} HTTP/1.1" {status} {req:.3} "127.0.0.1:9000" "{up:.3}" "{status}""#,
+                    clf(end)
+                ),
+            ));
+        }
+    }
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    lines.into_iter().map(|(_, l)| l + "\n").collect()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("faultline-import-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn nginx_options(speed: f64, bucket: f64) -> ImportOptions {
+    ImportOptions {
+        format: Format::Nginx,
+        log_format: Some(LOG_FORMAT.into()),
+        bucket,
+        speed,
+        name: Some("brownout".into()),
+        ..ImportOptions::default()
+    }
+}
+
+/// The percentile `q` of a list of values, nearest rank.
+fn percentile(mut v: Vec<f64>, q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+#[test]
+fn a_brownout_log_becomes_a_valid_scenario_with_its_rates_phases_and_histograms() {
+    let dir = tmp("model");
+    let log = dir.join("access.log");
+    std::fs::write(&log, brownout_log()).unwrap();
+    let imported = import(std::slice::from_ref(&log), &nginx_options(1.0, 1.0)).unwrap();
+    assert_eq!(
+        (imported.lines, imported.records, imported.bad),
+        (3000, 3000, 0)
+    );
+    let scenario = dir.join("brownout.yaml");
+    std::fs::write(&scenario, &imported.yaml).unwrap();
+    let v = Scenario::load(&scenario, &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}\n{}", imported.yaml));
+    let s = &v.scenario;
+    assert_eq!(s.duration.to_string(), "30s");
+
+    // The phases: one per bucket, named after the change points the brownout makes.
+    let names: Vec<(String, String)> = s
+        .dependency
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.at.to_string()))
+        .collect();
+    assert_eq!(names.len(), SECONDS);
+    assert_eq!(names[0], ("healthy".into(), "0s".into()));
+    assert_eq!(names[9], ("healthy.9".into(), "9s".into()));
+    assert_eq!(names[10], ("degraded-1".into(), "10s".into()));
+    assert_eq!(names[20], ("recovered".into(), "20s".into()));
+
+    // The load: 100 arrivals in every second of the record, so one rate, then nothing.
+    let rate = serde_json::to_value(&s.load.rate).unwrap();
+    assert_eq!(
+        rate,
+        serde_json::json!([ { "at": "0s", "rate": "100/s" }, { "at": "30s", "rate": "0/s" } ])
+    );
+    // One template: the product ids seen, as a range.
+    let requests = serde_json::to_value(&s.load.requests).unwrap();
+    assert_eq!(requests[0]["get"], "/product/{rand:1..1000}");
+    assert_eq!(requests.as_array().unwrap().len(), 1);
+
+    // The dependency in second 12: its histogram plays the log's percentiles back within a 2% bin, and 10% 503s.
+    let route = "127-0-0-1-9000";
+    let phase = &s.dependency.phases[12];
+    let faultd::config::PhaseRoute::Set(b) = &phase.routes[route] else {
+        panic!("second 12 sets the route");
+    };
+    let model = b.latency.as_ref().unwrap().model().unwrap();
+    // Every call of the second, the 503s too (they waited as long: nginx timed them the same way).
+    let recorded: Vec<f64> = (0..PER_SECOND).map(|i| upstream_ms(12, i)).collect();
+    for q in [0.5, 0.9, 0.99] {
+        let want = percentile(recorded.clone(), q);
+        let got = model.quantile(q).as_secs_f64() * 1e3;
+        assert!(
+            (got - want).abs() / want <= 0.03,
+            "p{}: played {got} ms, recorded {want} ms",
+            q * 100.0
+        );
+    }
+    let errors = serde_json::to_value(&b.errors).unwrap();
+    assert_eq!(
+        errors,
+        serde_json::json!([ { "share": "10%", "status": 503 } ])
+    );
+    // A healthy second has no error.
+    let faultd::config::PhaseRoute::Set(h) = &s.dependency.phases[3].routes[route] else {
+        panic!("second 3 sets the route");
+    };
+    assert_eq!(
+        serde_json::to_value(&h.errors).unwrap(),
+        serde_json::json!([])
+    );
+    assert!(imported.yaml.contains("# expect:"), "{}", imported.yaml);
+}
+
+#[test]
+fn speed_and_scale_rate_compress_time_and_multiply_the_load() {
+    let dir = tmp("speed");
+    let log = dir.join("access.log");
+    std::fs::write(&log, brownout_log()).unwrap();
+    let mut o = nginx_options(2.0, 1.0);
+    o.scale_rate = 3.0;
+    let imported = import(std::slice::from_ref(&log), &o).unwrap();
+    let scenario = dir.join("fast.yaml");
+    std::fs::write(&scenario, &imported.yaml).unwrap();
+    let v = Scenario::load(&scenario, &Overrides::default()).unwrap();
+    assert_eq!(v.scenario.duration.to_string(), "15s");
+    assert_eq!(v.scenario.dependency.phases[10].at.to_string(), "5s");
+    let rate = serde_json::to_value(&v.scenario.load.rate).unwrap();
+    assert_eq!(rate[0]["rate"], "600/s");
+    let faultd::config::PhaseRoute::Set(b) =
+        &v.scenario.dependency.phases[12].routes["127-0-0-1-9000"]
+    else {
+        panic!("second 12 sets the route");
+    };
+    let p50 = b
+        .latency
+        .as_ref()
+        .unwrap()
+        .model()
+        .unwrap()
+        .quantile(0.5)
+        .as_secs_f64()
+        * 1e3;
+    let want = percentile((0..PER_SECOND).map(|i| upstream_ms(12, i)).collect(), 0.5) / 2.0;
+    assert!((p50 - want).abs() / want <= 0.03, "{p50} vs {want}");
+}
+
+fn faultline(args: &[&str], cwd: &Path) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .current_dir(cwd)
+        .args(args)
+        .output()
+        .expect("faultline runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/import/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// Imports a fixture with the CLI into `dir/out.yaml` (which the command validates) and loads it.
+fn import_fixture(dir: &Path, args: &[&str]) -> (faultline::scenario::Validated, String) {
+    let out = dir.join("out.yaml");
+    let mut all: Vec<&str> = vec!["import"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", out.to_str().unwrap()]);
+    let (code, _, stderr) = faultline(&all, dir);
+    assert_eq!(code, 0, "{args:?}: {stderr}");
+    assert!(stderr.contains("(validated)"), "{stderr}");
+    let yaml = std::fs::read_to_string(&out).unwrap();
+    (Scenario::load(&out, &Overrides::default()).unwrap(), yaml)
+}
+
+fn phase_starts(v: &faultline::scenario::Validated) -> Vec<(String, String)> {
+    v.scenario
+        .dependency
+        .phases
+        .iter()
+        .filter(|p| !p.name.contains('.'))
+        .map(|p| (p.name.clone(), p.at.to_string()))
+        .collect()
+}
+
+/// The phases of a record with one degraded stretch from `degraded` to `recovered`.
+fn brownout_phases(degraded: &str, recovered: &str) -> Vec<(String, String)> {
+    vec![
+        ("healthy".into(), "0s".into()),
+        ("degraded-1".into(), degraded.into()),
+        ("recovered".into(), recovered.into()),
+    ]
+}
+
+fn behaviour<'a>(
+    v: &'a faultline::scenario::Validated,
+    phase: usize,
+    route: &str,
+) -> &'a faultd::Behaviour {
+    match &v.scenario.dependency.phases[phase].routes[route] {
+        faultd::config::PhaseRoute::Set(b) => b,
+        faultd::config::PhaseRoute::Healthy => panic!("phase {phase} leaves {route} healthy"),
+    }
+}
+
+#[test]
+fn the_combined_format_without_upstreams_gives_the_load_the_phases_and_a_placeholder_dependency() {
+    let dir = tmp("combined");
+    let (v, yaml) = import_fixture(&dir, &[&fixture("nginx-combined.log"), "--format", "nginx"]);
+    assert!(yaml.contains("holds no dependency information"), "{yaml}");
+    assert!(v.scenario.dependency.routes.contains_key("dependency"));
+    // Seconds 3 and 4 answered 60% 503s: the SUT's own errors make the phases.
+    assert_eq!(phase_starts(&v), brownout_phases("3s", "5s"));
+    let requests = serde_json::to_value(&v.scenario.load.requests).unwrap();
+    assert_eq!(
+        requests[0]["get"],
+        "/api/items/{rand:100..129}?page={rand:1..5}"
+    );
+    assert!(
+        yaml.contains("sut_share: server_error, above: 48%, during: degraded-1"),
+        "{yaml}"
+    );
+
+    let (redacted, _) = import_fixture(
+        &dir,
+        &[
+            &fixture("nginx-combined.log"),
+            "--format",
+            "nginx",
+            "--redact",
+        ],
+    );
+    let requests = serde_json::to_value(&redacted.scenario.load.requests).unwrap();
+    assert_eq!(requests[0]["get"], "/api/items/{rand:100..129}");
+}
+
+#[test]
+fn envoy_and_haproxy_default_logs_give_a_route_per_upstream_with_its_timeouts() {
+    let dir = tmp("envoy");
+    let (v, _) = import_fixture(&dir, &[&fixture("envoy.log"), "--format", "envoy"]);
+    assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
+    // Second 2: one call in five timed out upstream (UT), played as a hang.
+    let b = behaviour(&v, 2, "10-0-2-1-8080");
+    assert_eq!(b.hang.map(|h| h.0.to_string()), Some("20%".to_string()));
+
+    let dir = tmp("haproxy");
+    let (v, _) = import_fixture(&dir, &[&fixture("haproxy.log"), "--format", "haproxy"]);
+    assert_eq!(phase_starts(&v)[1], ("degraded-1".into(), "2s".into()));
+    let b = behaviour(&v, 2, "reviews");
+    assert_eq!(b.hang.map(|h| h.0.to_string()), Some("20%".to_string()));
+    let p50 = b.latency.as_ref().unwrap().model().unwrap().quantile(0.5);
+    assert!(
+        (p50.as_secs_f64() - 0.9).abs() < 0.9 * 0.03,
+        "the backend's Tr, 900 ms: {p50:?}"
+    );
+}
+
+#[test]
+fn a_har_file_gives_a_route_per_host_with_its_failed_connections() {
+    let dir = tmp("har");
+    let (v, _) = import_fixture(&dir, &[&fixture("pricing.har"), "--format", "har"]);
+    assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
+    let b = behaviour(&v, 2, "pricing-local-8080");
+    assert_eq!(b.reset.map(|r| r.0.to_string()), Some("20%".to_string()));
+    let p50 = b.latency.as_ref().unwrap().model().unwrap().quantile(0.5);
+    assert!((p50.as_secs_f64() - 0.6025).abs() < 0.6 * 0.03, "{p50:?}");
+    let requests = serde_json::to_value(&v.scenario.load.requests).unwrap();
+    assert_eq!(requests[0]["get"], "/price/{rand:1..30}");
+}
+
+const CUSTOM: &str = r"^ts=(?P<time>\S+) method=(?P<method>\S+) path=(?P<path>\S+) status=(?P<status>\d+) took=(?P<duration>\S+) dep=(?P<upstream>\S+) dep_took=(?P<upstream_duration>\S+)$";
+
+#[test]
+fn a_regex_with_named_groups_reads_a_custom_log() {
+    let dir = tmp("regex");
+    let format = format!("regex:{CUSTOM}");
+    let (v, _) = import_fixture(&dir, &[&fixture("custom.log"), "--format", &format]);
+    assert_eq!(phase_starts(&v), brownout_phases("3s", "5s"));
+    let requests = serde_json::to_value(&v.scenario.load.requests).unwrap();
+    assert_eq!(requests[0]["post"], "/checkout");
+    let p50 = behaviour(&v, 4, "payments")
+        .latency
+        .as_ref()
+        .unwrap()
+        .model()
+        .unwrap()
+        .quantile(0.5);
+    assert!((p50.as_secs_f64() - 0.3).abs() < 0.3 * 0.03, "{p50:?}");
+}
+
+fn custom_lines(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            format!(
+                "ts={:.3} method=GET path=/x/{i} status=200 took=0.012 dep=db dep_took=0.010\n",
+                T0 + i as f64 * 0.01
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_few_bad_lines_are_skipped_and_named_but_more_than_one_percent_fail_with_exit_2() {
+    let dir = tmp("bad");
+    let format = format!("regex:{CUSTOM}");
+    let few = dir.join("few.log");
+    std::fs::write(
+        &few,
+        custom_lines(150) + "garbage in the middle\n" + &custom_lines(150),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = faultline(
+        &["import", few.to_str().unwrap(), "--format", &format],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("skipped 1 of 301 lines"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:151:", few.display())),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("dependency:"),
+        "the scenario goes to stdout"
+    );
+
+    let many = dir.join("many.log");
+    std::fs::write(
+        &many,
+        custom_lines(50) + "bad one\n" + &custom_lines(10) + "bad two\n",
+    )
+    .unwrap();
+    let (code, _, stderr) = faultline(
+        &["import", many.to_str().unwrap(), "--format", &format],
+        &dir,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{}:51: not a regex log line", many.display())),
+        "{stderr}"
+    );
+    assert!(stderr.contains("2 of 62 lines are bad"), "{stderr}");
+
+    let (code, _, stderr) = faultline(
+        &["import", many.to_str().unwrap(), "--format", "nginx"],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("no line of") && stderr.contains("nginx"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_empty_file_a_missing_file_and_an_unknown_format_exit_2_with_a_reason() {
+    let dir = tmp("empty");
+    let empty = dir.join("empty.log");
+    std::fs::write(&empty, "\n\n").unwrap();
+    let (code, _, stderr) = faultline(
+        &["import", empty.to_str().unwrap(), "--format", "nginx"],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("empty.log is empty"), "{stderr}");
+    let (code, _, stderr) = faultline(&["import", "nope.log", "--format", "nginx"], &dir);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot read nope.log"), "{stderr}");
+    let (code, _, stderr) = faultline(
+        &["import", empty.to_str().unwrap(), "--format", "apache"],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("unknown format `apache`"), "{stderr}");
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            empty.to_str().unwrap(),
+            "--format",
+            "regex:(?P<path>x)",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("(?P<time>"), "{stderr}");
+}
+
+/// The speed of the round trip: the 30 s record plays in 7.5 s, every latency divided by 4.
+const SPEED: f64 = 4.0;
+
+#[test]
+fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals() {
+    let dir = tmp("roundtrip");
+    let log = dir.join("access.log");
+    std::fs::write(&log, brownout_log()).unwrap();
+    let imported = import(std::slice::from_ref(&log), &nginx_options(SPEED, 1.0)).unwrap();
+    let scenario = dir.join("brownout.yaml");
+    std::fs::write(&scenario, &imported.yaml).unwrap();
+    let report = dir.join("report");
+    let (code, stdout, stderr) = faultline(
+        &[
+            "run",
+            scenario.to_str().unwrap(),
+            "--report-dir",
+            report.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}");
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(result["totals"]["conserved"], true);
+
+    // The dependency, per phase found in the log: faultd's p50 and p99 (the median over the phase's buckets, each
+    // a phase of its own) against the log's over the phase, divided by the speed. Tolerance: 5% or 2 ms for the
+    // median; 5% or 5 ms for p99, since a sleep on a loaded 2-core machine overshoots by a few ms now and then.
+    let phases = result["phases"].as_array().unwrap();
+    for (name, seconds) in [
+        ("healthy", 0..10),
+        ("degraded-1", 10..20),
+        ("recovered", 20..30),
+    ] {
+        let prefix = format!("{name}.");
+        let served: Vec<&Value> = phases
+            .iter()
+            .filter(|p| p["name"] == name || p["name"].as_str().unwrap().starts_with(&prefix))
+            .map(|p| &p["dependency_latency"]["127-0-0-1-9000"])
+            .collect();
+        assert_eq!(served.len(), 10, "{name}: one phase per second of the log");
+        let logged: Vec<f64> = seconds
+            .flat_map(|s| (0..PER_SECOND).map(move |i| upstream_ms(s, i) / SPEED))
+            .collect();
+        for (q, key, slack) in [(0.5, "p50_ms", 2.0), (0.99, "p99_ms", 5.0)] {
+            let want = percentile(logged.clone(), q);
+            let got = percentile(
+                served.iter().map(|v| v[key].as_f64().unwrap()).collect(),
+                0.5,
+            );
+            assert!(
+                (got - want).abs() <= (want * 0.05).max(slack),
+                "{name} {key}: faultd served {got:.2} ms, the log says {want:.2} ms"
+            );
+        }
+    }
+
+    // The load: 100 arrivals per second of the log, played 4x faster. Counted by intended send time in windows of
+    // two logged seconds (0.5 s, five 100 ms buckets), each within 1% of the log's 200.
+    let bucket = result["series"]["bucket_s"].as_f64().unwrap();
+    assert!((bucket - 0.1).abs() < 1e-9, "{bucket}");
+    let offered: Vec<f64> = result["series"]["offered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap_or(0.0))
+        .collect();
+    for w in 0..SECONDS / 2 {
+        let n: f64 = offered.iter().skip(w * 5).take(5).sum();
+        assert!(
+            (n - 200.0).abs() <= 2.0,
+            "window {w}: {n} arrivals offered, the log has 200"
+        );
+    }
+    assert_eq!(offered.iter().sum::<f64>(), (SECONDS * PER_SECOND) as f64);
+}
