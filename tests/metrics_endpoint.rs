@@ -105,6 +105,7 @@ fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_t
         .arg(dir.join("report"))
         .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
         .args(["--push", &format!("http://127.0.0.1:{push_port}")])
+        .args(["--metrics-linger", "5s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -221,7 +222,19 @@ fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_t
         );
     }
     assert!(totals["outcomes"]["ok"].as_f64().unwrap() > 0.0);
-    let status_of = |id: &str| {
+    // The endpoint lingered until a scrape read the final values: the last scrape is the push's body.
+    let final_scrape = scrapes.last().unwrap();
+    for series in [
+        "faultline_offered_requests_total",
+        "faultline_requests_total{class=\"ok\"}",
+    ] {
+        assert_eq!(
+            value(final_scrape, series),
+            value(&body, series),
+            "{series}"
+        );
+    }
+    let status_of = |body: &str, id: &str| {
         body.lines()
             .find(|l| {
                 l.starts_with(&format!(
@@ -230,9 +243,11 @@ fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_t
             })
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
     };
-    assert_eq!(status_of("pool"), Some(1.0), "{body}");
-    assert_eq!(status_of("too-fast"), Some(2.0), "{body}");
-    assert_eq!(status_of("probes"), Some(3.0), "{body}");
+    for text in [&body, final_scrape] {
+        assert_eq!(status_of(text, "pool"), Some(1.0), "{text}");
+        assert_eq!(status_of(text, "too-fast"), Some(2.0), "{text}");
+        assert_eq!(status_of(text, "probes"), Some(3.0), "{text}");
+    }
     // The classic text format: counters typed by their sample's name, no OpenMetrics end marker.
     assert!(
         body.contains("# TYPE faultline_requests_total counter"),

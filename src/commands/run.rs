@@ -92,6 +92,8 @@ pub struct Exports {
     pub allow_remote: bool,
     /// Push the final values to this Pushgateway when the run ends.
     pub push: Option<String>,
+    /// After the run, keep serving `/metrics` until a scrape has read the final values, at most this long.
+    pub linger: std::time::Duration,
 }
 
 /// Runs a validated scenario and writes its report: the exit code, the report folder and the result; `Err(exit code)`
@@ -145,9 +147,9 @@ pub(crate) fn execute_with(
     let mut server = None;
     if let (Some(m), Some(addr)) = (&metrics, exports.metrics_listen) {
         match runtime.block_on(m.serve(addr, exports.allow_remote)) {
-            Ok((bound, task)) => {
-                eprintln!("faultline: metrics on http://{bound}/metrics");
-                server = Some(task);
+            Ok(endpoint) => {
+                eprintln!("faultline: metrics on http://{}/metrics", endpoint.addr);
+                server = Some(endpoint);
             }
             Err(p) => m.problem(p),
         }
@@ -186,10 +188,10 @@ pub(crate) fn execute_with(
                     m.problem(p);
                 }
             }
+            if let Some(endpoint) = server.take() {
+                runtime.block_on(endpoint.close(m, exports.linger));
+            }
             problems = m.problems();
-        }
-        if let Some(task) = server.take() {
-            task.abort();
         }
         if !problems.is_empty() {
             let note: String = problems
