@@ -182,7 +182,7 @@ pub(crate) fn execute_with(
         }
         let mut problems = Vec::new();
         if let Some(m) = &metrics {
-            m.finish(&result);
+            m.finish(&result, &out.load.buckets);
             if let Some(url) = &exports.push {
                 if let Err(p) = runtime.block_on(m.push(url, &v.scenario.name)) {
                     m.problem(p);

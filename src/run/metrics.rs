@@ -81,6 +81,32 @@ struct State {
     finished: bool,
 }
 
+impl State {
+    /// Folds in loadgen's buckets not seen yet (`buckets` is every bucket so far): the last one's percentiles, and
+    /// every one's latencies into the histogram.
+    fn take_buckets(&mut self, buckets: &[loadgen::Bucket]) {
+        for b in buckets.iter().skip(self.buckets_seen) {
+            if let Some(l) = &b.latency {
+                self.last_bucket =
+                    Some([l.p50, l.p90, l.p99, l.max].map(|d| d.get().as_secs_f64()));
+            }
+            if let Some(h) = b
+                .interval_histogram
+                .as_deref()
+                .and_then(|bytes| faultline_hdr::decode(bytes).ok())
+            {
+                match self.latency.as_mut() {
+                    Some(total) => {
+                        let _ = total.add(&h);
+                    }
+                    None => self.latency = Some(h),
+                }
+            }
+        }
+        self.buckets_seen = self.buckets_seen.max(buckets.len());
+    }
+}
+
 /// The figures the endpoint serves; cheap to clone (one shared state).
 #[derive(Clone, Default)]
 pub struct Metrics {
@@ -234,24 +260,7 @@ impl Metrics {
         s.by_class
             .insert(OutcomeClass::Dropped.name(), progress.dropped);
         s.sut_in_flight = progress.in_flight;
-        for b in buckets.iter().skip(s.buckets_seen) {
-            if let Some(l) = &b.latency {
-                s.last_bucket = Some([l.p50, l.p90, l.p99, l.max].map(|d| d.get().as_secs_f64()));
-            }
-            if let Some(h) = b
-                .interval_histogram
-                .as_deref()
-                .and_then(|bytes| faultline_hdr::decode(bytes).ok())
-            {
-                match s.latency.as_mut() {
-                    Some(total) => {
-                        let _ = total.add(&h);
-                    }
-                    None => s.latency = Some(h),
-                }
-            }
-        }
-        s.buckets_seen = buckets.len();
+        s.take_buckets(buckets);
         for (route, series) in &live.dependency {
             let now = series.last().map(|b| b.in_flight_max).unwrap_or(0);
             s.routes_in_flight.insert(route.clone(), now);
@@ -265,9 +274,11 @@ impl Metrics {
         }
     }
 
-    /// The values at the end of the run, from its result: the totals and every verdict, final.
-    pub fn finish(&self, r: &ResultFile) {
+    /// The values at the end of the run, from its result and loadgen's buckets (all of them, so the histogram
+    /// holds every answered request): the totals and every verdict, final.
+    pub fn finish(&self, r: &ResultFile, buckets: &[loadgen::Bucket]) {
         let Ok(mut s) = self.state.lock() else { return };
+        s.take_buckets(buckets);
         s.offered = r.totals.intended;
         s.sent = r.totals.sent;
         for (class, n) in &r.totals.outcomes {
