@@ -125,11 +125,15 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    /// Waits until a scrape has read the final values of `metrics` or `linger` has passed, whichever comes first,
-    /// then closes: a scrape in progress may finish within a bounded time, then the server is stopped.
-    pub async fn close(self, metrics: &Metrics, linger: Duration) {
+    /// Waits until a scrape has read the final values of `metrics`, `linger` has passed or `interrupted` holds
+    /// (Ctrl-C), whichever comes first, then closes: a scrape in progress may finish within a bounded time, then the
+    /// server is stopped.
+    pub async fn close(self, metrics: &Metrics, linger: Duration, interrupted: impl Fn() -> bool) {
         let until = tokio::time::Instant::now() + linger;
-        while !metrics.final_read.load(Ordering::Acquire) && tokio::time::Instant::now() < until {
+        while !metrics.final_read.load(Ordering::Acquire)
+            && !interrupted()
+            && tokio::time::Instant::now() < until
+        {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let _ = self.shutdown.send(());
@@ -377,7 +381,10 @@ impl Metrics {
             Err(_) => Err(format!(
                 "metrics not pushed to {target}: no answer within {PUSH_TIMEOUT:?}"
             )),
-            Ok(Err(e)) => Err(format!("metrics not pushed to {target}: {e}")),
+            Ok(Err(e)) if e.is_timeout() => Err(format!(
+                "metrics not pushed to {target}: no answer within {PUSH_TIMEOUT:?}"
+            )),
+            Ok(Err(e)) => Err(format!("metrics not pushed to {target}: {}", causes(&e))),
             Ok(Ok(r)) if !r.status().is_success() => Err(format!(
                 "metrics not pushed to {target}: the Pushgateway answered {}",
                 r.status()
@@ -385,6 +392,18 @@ impl Metrics {
             Ok(Ok(_)) => Ok(()),
         }
     }
+}
+
+/// An error and its causes, outermost first (reqwest's own message only says that sending failed, not why).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// The OpenMetrics exposition of `state`.
