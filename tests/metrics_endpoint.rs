@@ -22,6 +22,16 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `faultline run` of the scenario in `dir`, its report in `dir/report`; the caller adds the rest.
+fn run_in(dir: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
+    c.arg("run")
+        .arg(dir.join("scenario.yaml"))
+        .arg("--report-dir")
+        .arg(dir.join("report"));
+    c
+}
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -100,11 +110,7 @@ fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_t
     let dir = scratch("metrics");
     let port = free_port();
     let (push_port, pushed) = fake_pushgateway();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let mut child = run_in(&dir)
         .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
         .args(["--push", &format!("http://127.0.0.1:{push_port}")])
         .args(["--metrics-linger", "5s"])
@@ -266,11 +272,7 @@ fn a_taken_address_and_a_refusing_pushgateway_leave_the_run_and_its_exit_code_al
     let taken_port = taken.local_addr().unwrap().port();
     let refusing = free_port();
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let out = run_in(&dir)
         .args(["--metrics-listen", &format!("127.0.0.1:{taken_port}")])
         .args(["--push", &format!("http://127.0.0.1:{refusing}")])
         .output()
@@ -302,11 +304,7 @@ fn a_taken_address_and_a_refusing_pushgateway_leave_the_run_and_its_exit_code_al
 #[test]
 fn an_address_that_is_not_loopback_is_refused_unless_allowed() {
     let dir = scratch("metrics-remote");
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let out = run_in(&dir)
         .args(["--metrics-listen", "0.0.0.0:0"])
         .output()
         .unwrap();
@@ -336,11 +334,7 @@ fn result_json_lists_what_could_not_be_exported_and_says_nothing_when_all_went_o
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_port = taken.local_addr().unwrap().port();
     let refusing = free_port();
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let out = run_in(&dir)
         .args(["--metrics-listen", &format!("127.0.0.1:{taken_port}")])
         .args(["--push", &format!("http://127.0.0.1:{refusing}")])
         .arg("--json")
@@ -368,11 +362,7 @@ fn result_json_lists_what_could_not_be_exported_and_says_nothing_when_all_went_o
 
     // A run whose exports all worked has no such field.
     let (push_port, pushed) = fake_pushgateway();
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let out = run_in(&dir)
         .args(["--metrics-listen", "127.0.0.1:0"])
         .args(["--push", &format!("http://127.0.0.1:{push_port}")])
         .output()
@@ -394,11 +384,7 @@ fn a_pushgateway_that_never_answers_and_a_linger_nobody_scrapes_end_within_their
     let silent = TcpListener::bind("127.0.0.1:0").unwrap();
     let silent_port = silent.local_addr().unwrap().port();
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let out = run_in(&dir)
         .args(["--metrics-listen", "127.0.0.1:0"])
         .args(["--metrics-linger", "2s"])
         .args(["--push", &format!("http://127.0.0.1:{silent_port}")])
@@ -427,11 +413,7 @@ fn a_pushgateway_that_never_answers_and_a_linger_nobody_scrapes_end_within_their
 fn ctrl_c_ends_a_linger_at_once_and_leaves_the_report_and_exit_code_alone() {
     let dir = scratch("metrics-linger-interrupted");
     let mut child = hardening::Running(
-        Command::new(env!("CARGO_BIN_EXE_faultline"))
-            .arg("run")
-            .arg(dir.join("scenario.yaml"))
-            .arg("--report-dir")
-            .arg(dir.join("report"))
+        run_in(&dir)
             .args(["--metrics-listen", "127.0.0.1:0"])
             .args(["--metrics-linger", "60s"])
             .stdout(Stdio::null())

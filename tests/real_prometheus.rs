@@ -12,10 +12,9 @@ mod peers;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use hardening::{result_json, Scratch};
+use hardening::Scratch;
 use peers::{free_port, query_value, Peer};
 use serde_json::Value;
 
@@ -23,9 +22,8 @@ use serde_json::Value;
 const SCRAPE: Duration = Duration::from_millis(300);
 /// How often the runner hands its figures to the endpoint (src/run/mod.rs): a scraped state is at most this old.
 const TICK: Duration = Duration::from_millis(250);
-const SCALE: f64 = 0.5;
-/// The scenario's `opens_within: 3s`, scaled.
-const OPENS_WITHIN_S: f64 = 3.0 * SCALE;
+/// The scenario's `opens_within: 3s`, at the time scale of 0.5.
+const OPENS_WITHIN_S: f64 = 3.0 * 0.5;
 
 fn start_prometheus(metrics_port: u16) -> Peer {
     Peer::start(
@@ -125,27 +123,15 @@ fn prometheus_scraping_a_run_holds_its_totals_its_breaker_opening_and_its_verdic
     wait_for_target(&prometheus, metrics_port);
     let scratch = Scratch::new("real-prometheus");
     let report = scratch.path("report");
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["run", "tests/fixtures/prometheus-breaker.yaml"])
-        .args(["--time-scale", &SCALE.to_string()])
-        .arg("--report-dir")
-        .arg(&report)
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-        .args(["--metrics-linger", "10s"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    // `too-fast` fails on purpose (a 0.5 ms p99), so that a failed status is among the series.
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let result = peers::run_breaker_fixture(
+        &report,
+        &[
+            "--metrics-listen".into(),
+            format!("127.0.0.1:{metrics_port}"),
+            "--metrics-linger".into(),
+            "10s".into(),
+        ],
     );
-    assert!(!stdout.contains("not exported"), "{stdout}");
-    let result = result_json(&report);
 
     // The totals: the last scraped value of each counter is result.json's.
     let totals = &result["totals"];

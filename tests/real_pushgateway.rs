@@ -7,9 +7,7 @@
 mod hardening;
 mod peers;
 
-use std::process::{Command, Stdio};
-
-use hardening::{result_json, Scratch};
+use hardening::Scratch;
 use peers::Peer;
 use serde_json::Value;
 
@@ -29,25 +27,13 @@ fn the_pushgateway_holds_the_final_totals_verdicts_and_breaker_state_of_the_run(
     );
     let scratch = Scratch::new("real-pushgateway");
     let report = scratch.path("report");
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["run", "tests/fixtures/prometheus-breaker.yaml"])
-        .args(["--time-scale", "0.5"])
-        .arg("--report-dir")
-        .arg(&report)
-        .args(["--push", &format!("http://127.0.0.1:{}", gateway.port)])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let result = peers::run_breaker_fixture(
+        &report,
+        &[
+            "--push".into(),
+            format!("http://127.0.0.1:{}", gateway.port),
+        ],
     );
-    assert!(!stdout.contains("not exported"), "{stdout}");
-    let result = result_json(&report);
 
     let (status, body) = gateway
         .get("/api/v1/metrics")

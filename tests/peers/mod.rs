@@ -8,11 +8,13 @@
 
 use std::ffi::OsString;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::hardening::{http, Running, Scratch};
+use serde_json::Value;
+
+use crate::hardening::{http, result_json, Running, Scratch};
 
 /// How long a server may take to answer its readiness check.
 const READY_WITHIN: Duration = Duration::from_secs(30);
@@ -114,4 +116,29 @@ pub fn query_value(text: &str) -> String {
             _ => format!("%{b:02X}"),
         })
         .collect()
+}
+
+/// `faultline run tests/fixtures/prometheus-breaker.yaml --time-scale 0.5 --report-dir REPORT EXTRA...` to its
+/// end: exit code 1 (its `too-fast` expectation fails on purpose, so a failed status is among the series), nothing
+/// left unexported; returns result.json.
+pub fn run_breaker_fixture(report: &Path, extra: &[String]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["run", "tests/fixtures/prometheus-breaker.yaml"])
+        .args(["--time-scale", "0.5"])
+        .arg("--report-dir")
+        .arg(report)
+        .args(extra)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("not exported"), "{stdout}");
+    result_json(report)
 }
