@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for RUNS executions each (default 1,000,000) on stable Rust with cargo-fuzz
 # (`cargo install cargo-fuzz`), without a sanitizer (`-s none`: sanitizers need nightly). The corpora start from
-# the bundled scenarios (scenarios/*.yaml) and the control-API bodies in fuzz/seeds/. Prints libFuzzer's closing
+# the bundled scenarios (scenarios/*.yaml) and the control-API and Toxiproxy-API bodies in fuzz/seeds/. Prints libFuzzer's closing
 # line per target ("Done N runs in S second(s)"); any panic stops the run with the crashing input in
 # fuzz/artifacts/TARGET/.
 set -euo pipefail
 cd "$(dirname "$0")"
 RUNS="${RUNS:-1000000}"
-mkdir -p corpus/scenario_parse corpus/control_config corpus/control_route
+# Every target, or those named as arguments (fuzz/run.sh toxiproxy_api).
+TARGETS=("$@")
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(scenario_parse control_config control_route toxiproxy_api)
+mkdir -p corpus/scenario_parse corpus/control_config corpus/control_route corpus/toxiproxy_api
 cp ../scenarios/*.yaml corpus/scenario_parse/
 cp seeds/control_config/*.json corpus/control_config/
 cp seeds/control_route/*.json corpus/control_route/
-for target in scenario_parse control_config control_route; do
+cp seeds/toxiproxy_api/*.json corpus/toxiproxy_api/
+for target in "${TARGETS[@]}"; do
     echo "== $target"
     log="$(mktemp)"
     if ! cargo fuzz run "$target" -s none --release "corpus/$target" -- \

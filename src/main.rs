@@ -56,6 +56,11 @@ enum Command {
         /// Allow --metrics-listen on an address that is not loopback.
         #[arg(long)]
         metrics_allow_remote: bool,
+        /// After the run, keep serving --metrics-listen until a scrape has read the final values (every verdict,
+        /// the last requests counted) or this long has passed, e.g. 20s for a 15 s scrape interval. With 0s the
+        /// endpoint closes as the run ends and a scraper may never see the final values.
+        #[arg(long, value_name = "DURATION", default_value = "0s")]
+        metrics_linger: faultline_units::Dur,
         /// Push the final metrics to this Prometheus Pushgateway when the run ends, e.g. http://127.0.0.1:9091.
         #[arg(long, value_name = "URL")]
         push: Option<String>,
@@ -161,6 +166,7 @@ fn main() -> ExitCode {
             json,
             metrics_listen,
             metrics_allow_remote,
+            metrics_linger,
             push,
         } => commands::run_command(
             &scenario,
@@ -176,6 +182,7 @@ fn main() -> ExitCode {
                 metrics_listen,
                 allow_remote: metrics_allow_remote,
                 push,
+                linger: metrics_linger.get(),
             },
         ),
         Command::Prove {

@@ -3,6 +3,8 @@
 //! holds. An address that is taken and a Pushgateway that refuses change nothing but the report's note: same exit
 //! code, no hang. Plain HTTP over std sockets, loopback only, every read bounded.
 
+mod hardening;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -18,6 +20,16 @@ fn scratch(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("scenario.yaml"), SCENARIO).unwrap();
     dir
+}
+
+/// `faultline run` of the scenario in `dir`, its report in `dir/report`; the caller adds the rest.
+fn run_in(dir: &std::path::Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_faultline"));
+    c.arg("run")
+        .arg(dir.join("scenario.yaml"))
+        .arg("--report-dir")
+        .arg(dir.join("report"));
+    c
 }
 
 fn free_port() -> u16 {
@@ -98,13 +110,10 @@ fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_t
     let dir = scratch("metrics");
     let port = free_port();
     let (push_port, pushed) = fake_pushgateway();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let mut child = run_in(&dir)
         .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
         .args(["--push", &format!("http://127.0.0.1:{push_port}")])
+        .args(["--metrics-linger", "5s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -221,7 +230,19 @@ fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_t
         );
     }
     assert!(totals["outcomes"]["ok"].as_f64().unwrap() > 0.0);
-    let status_of = |id: &str| {
+    // The endpoint lingered until a scrape read the final values: the last scrape is the push's body.
+    let final_scrape = scrapes.last().unwrap();
+    for series in [
+        "faultline_offered_requests_total",
+        "faultline_requests_total{class=\"ok\"}",
+    ] {
+        assert_eq!(
+            value(final_scrape, series),
+            value(&body, series),
+            "{series}"
+        );
+    }
+    let status_of = |body: &str, id: &str| {
         body.lines()
             .find(|l| {
                 l.starts_with(&format!(
@@ -230,9 +251,11 @@ fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_t
             })
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
     };
-    assert_eq!(status_of("pool"), Some(1.0), "{body}");
-    assert_eq!(status_of("too-fast"), Some(2.0), "{body}");
-    assert_eq!(status_of("probes"), Some(3.0), "{body}");
+    for text in [&body, final_scrape] {
+        assert_eq!(status_of(text, "pool"), Some(1.0), "{text}");
+        assert_eq!(status_of(text, "too-fast"), Some(2.0), "{text}");
+        assert_eq!(status_of(text, "probes"), Some(3.0), "{text}");
+    }
     // The classic text format: counters typed by their sample's name, no OpenMetrics end marker.
     assert!(
         body.contains("# TYPE faultline_requests_total counter"),
@@ -249,11 +272,7 @@ fn a_taken_address_and_a_refusing_pushgateway_leave_the_run_and_its_exit_code_al
     let taken_port = taken.local_addr().unwrap().port();
     let refusing = free_port();
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let out = run_in(&dir)
         .args(["--metrics-listen", &format!("127.0.0.1:{taken_port}")])
         .args(["--push", &format!("http://127.0.0.1:{refusing}")])
         .output()
@@ -285,11 +304,7 @@ fn a_taken_address_and_a_refusing_pushgateway_leave_the_run_and_its_exit_code_al
 #[test]
 fn an_address_that_is_not_loopback_is_refused_unless_allowed() {
     let dir = scratch("metrics-remote");
-    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
-        .arg("run")
-        .arg(dir.join("scenario.yaml"))
-        .arg("--report-dir")
-        .arg(dir.join("report"))
+    let out = run_in(&dir)
         .args(["--metrics-listen", "0.0.0.0:0"])
         .output()
         .unwrap();
@@ -298,6 +313,133 @@ fn an_address_that_is_not_loopback_is_refused_unless_allowed() {
     assert!(
         stdout.contains("not exported: metrics not served: 0.0.0.0:0 is not a loopback address"),
         "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// result.json's `not_exported` sentences.
+fn not_exported(dir: &std::path::Path) -> Vec<String> {
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report/result.json")).unwrap())
+            .unwrap();
+    result["not_exported"]
+        .as_array()
+        .map(|a| a.iter().map(|p| p.as_str().unwrap().to_string()).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn result_json_lists_what_could_not_be_exported_and_says_nothing_when_all_went_out() {
+    let dir = scratch("metrics-result");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let refusing = free_port();
+    let out = run_in(&dir)
+        .args(["--metrics-listen", &format!("127.0.0.1:{taken_port}")])
+        .args(["--push", &format!("http://127.0.0.1:{refusing}")])
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let problems = not_exported(&dir);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(
+        problems[0].starts_with(&format!(
+            "metrics not served: cannot listen on 127.0.0.1:{taken_port}"
+        )),
+        "{problems:?}"
+    );
+    assert!(
+        problems[1].starts_with(&format!(
+            "metrics not pushed to http://127.0.0.1:{refusing}/"
+        )) && problems[1].contains("Connection refused"),
+        "{problems:?}"
+    );
+    // --json prints result.json: the same list.
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed["not_exported"].as_array().unwrap().len(), 2);
+    drop(taken);
+
+    // A run whose exports all worked has no such field.
+    let (push_port, pushed) = fake_pushgateway();
+    let out = run_in(&dir)
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--push", &format!("http://127.0.0.1:{push_port}")])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    pushed
+        .recv_timeout(Duration::from_secs(5))
+        .expect("nothing pushed");
+    assert!(not_exported(&dir).is_empty());
+    let summary = std::fs::read_to_string(dir.join("report/summary.txt")).unwrap();
+    assert!(!summary.contains("not exported"), "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_pushgateway_that_never_answers_and_a_linger_nobody_scrapes_end_within_their_bounds() {
+    let dir = scratch("metrics-silent");
+    // Connections complete in the kernel's backlog and nothing ever answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let started = Instant::now();
+    let out = run_in(&dir)
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(["--metrics-linger", "2s"])
+        .args(["--push", &format!("http://127.0.0.1:{silent_port}")])
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    // The run (3 s), the push's 5 s bound and the 2 s linger, then it ends: a noisy machine gets 10 s more.
+    assert!(
+        took >= Duration::from_secs(10) && took < Duration::from_secs(20),
+        "took {took:?}"
+    );
+    let problems = not_exported(&dir);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(problems[0].ends_with("no answer within 5s"), "{problems:?}");
+    assert!(
+        stdout.contains("not exported: metrics not pushed to"),
+        "{stdout}"
+    );
+    drop(silent);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ctrl_c_ends_a_linger_at_once_and_leaves_the_report_and_exit_code_alone() {
+    let dir = scratch("metrics-linger-interrupted");
+    let mut child = hardening::Running(
+        run_in(&dir)
+            .args(["--metrics-listen", "127.0.0.1:0"])
+            .args(["--metrics-linger", "60s"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let started = Instant::now();
+    // The report is written before the endpoint lingers.
+    hardening::wait_until(Duration::from_secs(30), "the report", || {
+        dir.join("report/summary.txt").exists()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.0.try_wait().unwrap().is_none(), "it did not linger");
+    let interrupted = Instant::now();
+    hardening::signal(child.pid(), libc::SIGINT);
+    assert_eq!(child.wait_for_exit(Duration::from_secs(5)), Some(1));
+    assert!(interrupted.elapsed() < Duration::from_secs(5));
+    assert!(started.elapsed() < Duration::from_secs(60));
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report/result.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        result["ending"]["kind"], "completed",
+        "{}",
+        result["ending"]
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

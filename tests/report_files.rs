@@ -343,6 +343,7 @@ fn fixture(buckets: usize) -> Fixture {
             ),
         ],
         run_errors: vec!["sent 100 = 99 in classes + 0 in flight: 1 request lost".into()],
+        not_exported: vec![],
         phases,
         totals: Totals {
             intended: total,

@@ -28,7 +28,7 @@ pub fn run_command(
         }
     };
     match execute_with(&v, report_dir, overrides.time_scale.unwrap_or(1.0), exports) {
-        Ok((code, dir, result, problems)) => {
+        Ok((code, dir, result)) => {
             if json {
                 println!(
                     "{}",
@@ -36,9 +36,6 @@ pub fn run_command(
                 );
             } else {
                 print!("{}", report::summary::text(&result));
-                for p in &problems {
-                    println!("not exported: {p}");
-                }
                 println!("report: {}", dir.display());
             }
             if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
@@ -92,6 +89,8 @@ pub struct Exports {
     pub allow_remote: bool,
     /// Push the final values to this Pushgateway when the run ends.
     pub push: Option<String>,
+    /// After the run, keep serving `/metrics` until a scrape has read the final values, at most this long.
+    pub linger: std::time::Duration,
 }
 
 /// Runs a validated scenario and writes its report: the exit code, the report folder and the result; `Err(exit code)`
@@ -101,17 +100,17 @@ pub(crate) fn execute(
     report_dir: Option<PathBuf>,
     time_scale: f64,
 ) -> Result<(i32, PathBuf, report::ResultFile), i32> {
-    execute_with(v, report_dir, time_scale, &Exports::default()).map(|(c, d, r, _)| (c, d, r))
+    execute_with(v, report_dir, time_scale, &Exports::default())
 }
 
-/// As `execute`, with the run's figures exported as `exports` asks; also returns what could not be exported, which
-/// is appended to the report's summary.txt and never changes the exit code.
+/// As `execute`, with the run's figures exported as `exports` asks. What could not be exported goes into the result
+/// (result.json's `not_exported`, summary.txt) and never changes the exit code.
 pub(crate) fn execute_with(
     v: &Validated,
     report_dir: Option<PathBuf>,
     time_scale: f64,
     exports: &Exports,
-) -> Result<(i32, PathBuf, report::ResultFile, Vec<String>), i32> {
+) -> Result<(i32, PathBuf, report::ResultFile), i32> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -145,9 +144,9 @@ pub(crate) fn execute_with(
     let mut server = None;
     if let (Some(m), Some(addr)) = (&metrics, exports.metrics_listen) {
         match runtime.block_on(m.serve(addr, exports.allow_remote)) {
-            Ok((bound, task)) => {
-                eprintln!("faultline: metrics on http://{bound}/metrics");
-                server = Some(task);
+            Ok(endpoint) => {
+                eprintln!("faultline: metrics on http://{}/metrics", endpoint.addr);
+                server = Some(endpoint);
             }
             Err(p) => m.problem(p),
         }
@@ -170,7 +169,7 @@ pub(crate) fn execute_with(
             };
         }
         let code = exit_code(&out);
-        let result = report::write(&dir, v, &out, time_scale, code).map_err(|e| {
+        let mut result = report::write(&dir, v, &out, time_scale, code).map_err(|e| {
             eprintln!("error: {e}");
             3
         })?;
@@ -178,33 +177,24 @@ pub(crate) fn execute_with(
         if out.ending == Ending::Completed && late_signal.get().is_some() {
             continue;
         }
-        let mut problems = Vec::new();
         if let Some(m) = &metrics {
-            m.finish(&result);
+            m.finish(&result, &out.load.buckets);
             if let Some(url) = &exports.push {
                 if let Err(p) = runtime.block_on(m.push(url, &v.scenario.name)) {
                     m.problem(p);
                 }
             }
-            problems = m.problems();
+            if let Some(endpoint) = server.take() {
+                runtime.block_on(endpoint.close(m, exports.linger, || late_signal.get().is_some()));
+            }
+            result.not_exported = m.problems();
+            if !result.not_exported.is_empty() {
+                if let Err(e) = report::write_result(&dir, &result) {
+                    eprintln!("warning: {e}");
+                }
+            }
         }
-        if let Some(task) = server.take() {
-            task.abort();
-        }
-        if !problems.is_empty() {
-            let note: String = problems
-                .iter()
-                .map(|p| format!("not exported: {p}\n"))
-                .collect();
-            let summary = dir.join("summary.txt");
-            let _ = std::fs::OpenOptions::new()
-                .append(true)
-                .open(&summary)
-                .and_then(|mut f| {
-                    std::io::Write::write_all(&mut f, format!("\n{note}").as_bytes())
-                });
-        }
-        return Ok((code, dir, result, problems));
+        return Ok((code, dir, result));
     }
 }
 

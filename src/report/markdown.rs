@@ -96,7 +96,10 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
     for e in &r.run_errors {
         let _ = writeln!(o, "- **the run itself:** {}", cell(e));
     }
-    if !r.run_errors.is_empty() {
+    for p in &r.not_exported {
+        let _ = writeln!(o, "- **not exported:** {}", cell(p));
+    }
+    if !r.run_errors.is_empty() || !r.not_exported.is_empty() {
         let _ = writeln!(o);
     }
 
@@ -311,6 +314,7 @@ mod tests {
                 ),
             ],
             run_errors: vec![],
+            not_exported: vec![],
             phases: vec![
                 phase("healthy", 0.0, 2.0, 40.0),
                 phase("brownout", 2.0, 4.0, 310.0),
@@ -360,6 +364,28 @@ mod tests {
                 .collect();
             assert!(widths.iter().all(|w| *w == widths[0]), "{table}");
         }
+    }
+
+    #[test]
+    fn what_could_not_be_exported_is_listed_in_the_summary_and_the_text_summary() {
+        let mut r = result();
+        let clean = markdown(&r, Path::new("run"));
+        assert!(!clean.contains("not exported"), "{clean}");
+        r.not_exported = vec!["metrics not served: cannot listen on 127.0.0.1:9464: in use".into()];
+        let md = markdown(&r, Path::new("run"));
+        assert!(
+            md.contains(
+                "- **not exported:** metrics not served: cannot listen on 127.0.0.1:9464: in use"
+            ),
+            "{md}"
+        );
+        let text = crate::report::summary::text(&r);
+        assert!(
+            text.ends_with(
+                "\nnot exported: metrics not served: cannot listen on 127.0.0.1:9464: in use\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

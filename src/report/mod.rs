@@ -61,6 +61,12 @@ pub fn write(
     Ok(result)
 }
 
+/// Writes result.json and summary.txt again from `result`, once the run's exports have said what they could not do.
+pub fn write_result(dir: &Path, result: &ResultFile) -> Result<(), ReportError> {
+    write_json(&dir.join("result.json"), result)?;
+    write_text(&dir.join("summary.txt"), &summary::text(result))
+}
+
 /// Renders every human-facing file from a saved result and the saved recordings: summary.txt, junit.xml, the
 /// `.hgrm` files, sut.hlog and report.html.
 pub fn render(

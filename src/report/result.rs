@@ -31,6 +31,10 @@ pub struct ResultFile {
     pub verdicts: Vec<Verdict>,
     /// Failures of the run itself (conservation of requests, a SUT that died), as sentences.
     pub run_errors: Vec<String>,
+    /// What the run's exports (`--metrics-listen`, `--push`) could not do, as sentences. Never changes the verdicts
+    /// or the exit code.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_exported: Vec<String>,
     pub phases: Vec<PhaseSummary>,
     pub totals: Totals,
     pub dependency: BTreeMap<String, RouteSummary>,
@@ -340,6 +344,7 @@ impl ResultFile {
             passed,
             verdicts: out.verdicts.clone(),
             run_errors: out.run_errors.clone(),
+            not_exported: Vec::new(),
             phases,
             totals,
             dependency,

@@ -221,6 +221,12 @@ pub fn text(r: &ResultFile) -> String {
         },
         r.exit_code
     );
+    if !r.not_exported.is_empty() {
+        let _ = writeln!(o);
+        for p in &r.not_exported {
+            let _ = writeln!(o, "not exported: {p}");
+        }
+    }
     o
 }
 

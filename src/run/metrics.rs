@@ -10,6 +10,10 @@
 //! - `faultline_phase{phase}` (1 for the current phase, 0 for the others), `faultline_elapsed_seconds`
 //! - `faultline_expectation_status{expectation,name}` (0 pending, 1 held, 2 failed, 3 inconclusive)
 //!
+//! The final values (every verdict, the totals with the last requests counted) exist only once the run has ended:
+//! the endpoint keeps serving them until a scrape has read them, for at most the linger the user gives
+//! (`--metrics-linger`), then closes, letting a scrape in progress finish.
+//!
 //! Exporting never changes the run: an address that is taken or not loopback, a Pushgateway that refuses, are
 //! problems the report lists, and every network step is bounded in time.
 //!
@@ -17,6 +21,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,6 +40,9 @@ use crate::scenario::Validated;
 
 /// How long a push may take before it is given up.
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a scrape in progress may take to finish once the endpoint closes.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The upper bounds of the latency histogram, in seconds: powers of two from 1 ms, up to the first past the
 /// slowest latency recorded (at least 1 s), then +Inf. A fixed ladder keeps a series' buckets the same all run.
@@ -69,6 +77,34 @@ struct State {
     breakers: BTreeMap<String, Option<BreakerState>>,
     /// Label, name and status of each expectation.
     expectations: Vec<(String, String, u8)>,
+    /// The values are the run's final ones (`Metrics::finish` was called).
+    finished: bool,
+}
+
+impl State {
+    /// Folds in loadgen's buckets not seen yet (`buckets` is every bucket so far): the last one's percentiles, and
+    /// every one's latencies into the histogram.
+    fn take_buckets(&mut self, buckets: &[loadgen::Bucket]) {
+        for b in buckets.iter().skip(self.buckets_seen) {
+            if let Some(l) = &b.latency {
+                self.last_bucket =
+                    Some([l.p50, l.p90, l.p99, l.max].map(|d| d.get().as_secs_f64()));
+            }
+            if let Some(h) = b
+                .interval_histogram
+                .as_deref()
+                .and_then(|bytes| faultline_hdr::decode(bytes).ok())
+            {
+                match self.latency.as_mut() {
+                    Some(total) => {
+                        let _ = total.add(&h);
+                    }
+                    None => self.latency = Some(h),
+                }
+            }
+        }
+        self.buckets_seen = self.buckets_seen.max(buckets.len());
+    }
 }
 
 /// The figures the endpoint serves; cheap to clone (one shared state).
@@ -76,6 +112,39 @@ struct State {
 pub struct Metrics {
     state: Arc<Mutex<State>>,
     problems: Arc<Mutex<Vec<String>>>,
+    /// A scrape has been answered with the final values.
+    final_read: Arc<AtomicBool>,
+}
+
+/// The endpoint while it serves; `close` ends it.
+pub struct Endpoint {
+    /// The address it listens on.
+    pub addr: SocketAddr,
+    shutdown: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Endpoint {
+    /// Waits until a scrape has read the final values of `metrics`, `linger` has passed or `interrupted` holds
+    /// (Ctrl-C), whichever comes first, then closes: a scrape in progress may finish within a bounded time, then the
+    /// server is stopped.
+    pub async fn close(self, metrics: &Metrics, linger: Duration, interrupted: impl Fn() -> bool) {
+        let until = tokio::time::Instant::now() + linger;
+        while !metrics.final_read.load(Ordering::Acquire)
+            && !interrupted()
+            && tokio::time::Instant::now() < until
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let _ = self.shutdown.send(());
+        let mut task = self.task;
+        if tokio::time::timeout(CLOSE_TIMEOUT, &mut task)
+            .await
+            .is_err()
+        {
+            task.abort();
+        }
+    }
 }
 
 /// An expectation's status: 0 pending, 1 held, 2 failed, 3 inconclusive.
@@ -151,6 +220,7 @@ impl Metrics {
         Metrics {
             state: Arc::new(Mutex::new(state)),
             problems: Arc::default(),
+            final_read: Arc::default(),
         }
     }
 
@@ -194,24 +264,7 @@ impl Metrics {
         s.by_class
             .insert(OutcomeClass::Dropped.name(), progress.dropped);
         s.sut_in_flight = progress.in_flight;
-        for b in buckets.iter().skip(s.buckets_seen) {
-            if let Some(l) = &b.latency {
-                s.last_bucket = Some([l.p50, l.p90, l.p99, l.max].map(|d| d.get().as_secs_f64()));
-            }
-            if let Some(h) = b
-                .interval_histogram
-                .as_deref()
-                .and_then(|bytes| faultline_hdr::decode(bytes).ok())
-            {
-                match s.latency.as_mut() {
-                    Some(total) => {
-                        let _ = total.add(&h);
-                    }
-                    None => s.latency = Some(h),
-                }
-            }
-        }
-        s.buckets_seen = buckets.len();
+        s.take_buckets(buckets);
         for (route, series) in &live.dependency {
             let now = series.last().map(|b| b.in_flight_max).unwrap_or(0);
             s.routes_in_flight.insert(route.clone(), now);
@@ -225,9 +278,11 @@ impl Metrics {
         }
     }
 
-    /// The values at the end of the run, from its result: the totals and every verdict, final.
-    pub fn finish(&self, r: &ResultFile) {
+    /// The values at the end of the run, from its result and loadgen's buckets (all of them, so the histogram
+    /// holds every answered request): the totals and every verdict, final.
+    pub fn finish(&self, r: &ResultFile, buckets: &[loadgen::Bucket]) {
         let Ok(mut s) = self.state.lock() else { return };
+        s.take_buckets(buckets);
         s.offered = r.totals.intended;
         s.sent = r.totals.sent;
         for (class, n) in &r.totals.outcomes {
@@ -241,26 +296,28 @@ impl Metrics {
         for (slot, v) in s.expectations.iter_mut().zip(&r.verdicts) {
             slot.2 = status(Some(v));
         }
+        s.finished = true;
     }
 
     /// The Prometheus text exposition of the latest figures.
     pub fn encode(&self) -> String {
-        let state = self.state.lock().map(|s| s.clone()).unwrap_or_default();
-        let mut out = String::new();
-        let mut registry = prometheus_client::registry::Registry::default();
-        registry.register_collector(Box::new(Snapshot(state)));
-        let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
-        // A series without labels is written `name{} value` by the collector API: drop the empty braces.
-        out.replace("{} ", " ")
+        encode(self.state.lock().map(|s| s.clone()).unwrap_or_default())
     }
 
-    /// Serves `GET /metrics` on `addr` until the returned task is aborted. Refuses an address that is not
+    /// As `encode`, for a scrape: notes when the final values have been handed out.
+    fn scrape(&self) -> String {
+        let state = self.state.lock().map(|s| s.clone()).unwrap_or_default();
+        let finished = state.finished;
+        let text = encode(state);
+        if finished {
+            self.final_read.store(true, Ordering::Release);
+        }
+        text
+    }
+
+    /// Serves `GET /metrics` on `addr` until the returned endpoint is closed. Refuses an address that is not
     /// loopback unless `allow_remote`; the error is the problem to report.
-    pub async fn serve(
-        &self,
-        addr: SocketAddr,
-        allow_remote: bool,
-    ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), String> {
+    pub async fn serve(&self, addr: SocketAddr, allow_remote: bool) -> Result<Endpoint, String> {
         if !addr.ip().is_loopback() && !allow_remote {
             return Err(format!(
                 "metrics not served: {addr} is not a loopback address (--metrics-allow-remote serves it anyway)"
@@ -281,15 +338,24 @@ impl Metrics {
                             axum::http::header::CONTENT_TYPE,
                             "application/openmetrics-text; version=1.0.0; charset=utf-8",
                         )],
-                        me.encode(),
+                        me.scrape(),
                     )
                 }
             }),
         );
+        let (shutdown, closed) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = closed.await;
+                })
+                .await;
         });
-        Ok((bound, task))
+        Ok(Endpoint {
+            addr: bound,
+            shutdown,
+            task,
+        })
     }
 
     /// Pushes the latest figures to the Pushgateway at `url` under job `faultline` and the scenario's name, within
@@ -315,7 +381,10 @@ impl Metrics {
             Err(_) => Err(format!(
                 "metrics not pushed to {target}: no answer within {PUSH_TIMEOUT:?}"
             )),
-            Ok(Err(e)) => Err(format!("metrics not pushed to {target}: {e}")),
+            Ok(Err(e)) if e.is_timeout() => Err(format!(
+                "metrics not pushed to {target}: no answer within {PUSH_TIMEOUT:?}"
+            )),
+            Ok(Err(e)) => Err(format!("metrics not pushed to {target}: {}", causes(&e))),
             Ok(Ok(r)) if !r.status().is_success() => Err(format!(
                 "metrics not pushed to {target}: the Pushgateway answered {}",
                 r.status()
@@ -323,6 +392,28 @@ impl Metrics {
             Ok(Ok(_)) => Ok(()),
         }
     }
+}
+
+/// An error and its causes, outermost first (reqwest's own message only says that sending failed, not why).
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
+}
+
+/// The OpenMetrics exposition of `state`.
+fn encode(state: State) -> String {
+    let mut out = String::new();
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(Snapshot(state)));
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    // A series without labels is written `name{} value` by the collector API: drop the empty braces.
+    out.replace("{} ", " ")
 }
 
 /// The OpenMetrics exposition in the classic text format the Pushgateway reads: no `# EOF` or `# UNIT` line, and

@@ -1,5 +1,6 @@
-//! What the hardening tests (interrupts, a misbehaving SUT, overload) share: the workspace's binaries, scratch
-//! folders, a minimal HTTP/1.1 client on std sockets, process-group inspection through /proc, and signals.
+//! What the hardening tests (interrupts, a misbehaving SUT, overload) and the tests against real monitoring tools
+//! share: the workspace's binaries, scratch folders, a minimal HTTP/1.1 client on std sockets, process-group
+//! inspection through /proc, and signals.
 //!
 //! Not a test itself, and not for the scenario library's tests (tests/scenario_library.rs has its own helpers).
 
@@ -233,11 +234,32 @@ pub fn http(
     s.read_to_end(&mut answer).ok()?;
     let text = String::from_utf8_lossy(&answer).to_string();
     let status = text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Some((status, body))
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    Some((
+        status,
+        if chunked {
+            dechunk(body)?
+        } else {
+            body.to_string()
+        },
+    ))
+}
+
+/// The body of a chunked answer, its chunks joined.
+fn dechunk(mut rest: &str) -> Option<String> {
+    let mut body = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(body);
+        }
+        body.push_str(after.get(..size)?);
+        rest = after.get(size..)?.strip_prefix("\r\n")?;
+    }
 }
 
 /// A faultd binary started as its own process, its addresses read from what it prints.
