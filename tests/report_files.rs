@@ -207,6 +207,8 @@ fn fixture(buckets: usize) -> Fixture {
             ok: total,
             ..Default::default()
         },
+        connect_errors: Default::default(),
+        tls: None,
         intended: total,
         sent: total,
         still_in_flight: 0,

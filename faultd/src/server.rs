@@ -48,6 +48,8 @@ pub struct Shared {
     /// The waker of delayed calls ([`crate::deadlines`]); `None` without a timerfd or with precise delays off
     /// (paused-time tests, where only tokio's timer follows the paused clock), and delays then use tokio's timer.
     pub deadlines: Option<Deadlines>,
+    /// TLS termination, when the configuration asks for it: every connection's handshake runs first.
+    pub tls: Option<Arc<crate::tls::Terminator>>,
 }
 
 impl Shared {
@@ -198,7 +200,26 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
     let tcp = Arc::new(tcp);
     // Boxed, so that hyper's connection lives in its own allocation that is freed when a call takes the socket
     // back; inline, it would size this task for as long as the socket is held.
-    let action = Box::pin(serve_http(tcp.clone(), shared, &mut shutdown)).await;
+    let io = SharedStream(tcp.clone());
+    let action = match shared.tls.clone() {
+        None => Box::pin(serve_http(io, shared, &mut shutdown)).await,
+        // TLS: the handshake (with its faults) first, then HTTP over the stream it hands back. The takeovers below
+        // still act on the bare socket, under TLS: a reset or a close without close_notify, garbage that is not
+        // even a TLS record.
+        Some(tls) => {
+            // Boxed like `serve_http`, so the handshake's state does not size this task for as long as a hung
+            // call holds it.
+            let handshake = Box::pin(tls.accept(io, &tcp, &shared));
+            let stream = tokio::select! {
+                s = handshake => s,
+                _ = shutdown.changed() => None,
+            };
+            match stream {
+                Some(stream) => Box::pin(serve_http(stream, shared, &mut shutdown)).await,
+                None => None,
+            }
+        }
+    };
     // hyper's connection (and the call's future) are dropped by now, so the socket is ours alone below.
     let socket = socket2::SockRef::from(&*tcp);
     match action {
@@ -235,17 +256,20 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
 }
 
 /// Serves HTTP/1.1 on the connection until it ends, faultd shuts down, or a call asks for the socket back.
-async fn serve_http(
-    tcp: Arc<TcpStream>,
+async fn serve_http<I>(
+    io: I,
     shared: Arc<Shared>,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<Takeover> {
+) -> Option<Takeover>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let takeover = Arc::new(TakeoverRequest::default());
     let service = {
         let takeover = takeover.clone();
         service_fn(move |request| call(shared.clone(), takeover.clone(), request))
     };
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(SharedStream(tcp)), service);
+    let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     tokio::select! {
         _ = &mut conn => None,
