@@ -245,6 +245,16 @@ impl Terminator {
     pub fn recorder(&self) -> &TlsRecorder {
         match self._never {}
     }
+
+    /// The handshake; never reached.
+    pub(crate) async fn accept<IO>(
+        &self,
+        _io: IO,
+        _tcp: &tokio::net::TcpStream,
+        _shared: &crate::server::Shared,
+    ) -> Option<IO> {
+        match self._never {}
+    }
 }
 
 #[cfg(test)]
