@@ -1,7 +1,8 @@
 //! The `faultline` command: parses the command line and hands each command to `faultline::commands`, which does the
 //! work and returns the exit code. Not for any command's logic: that lives in the library, where it is tested.
 //! Exit codes: 0 every expectation held, 1 an expectation failed, 2 the scenario or the command was wrong, 3 the run
-//! itself broke (the SUT would not start or died, a port was taken, requests were not conserved), 130 interrupted.
+//! itself broke (the SUT would not start or died, a port was taken, requests were not conserved), 4 nothing failed
+//! but an expectation could not be judged, 130 interrupted.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -19,7 +20,7 @@ use faultline::scenario::Overrides;
 on a schedule while an open-model load generator drives the service under test through it. It records HDR latency, \
 the calls in flight at the dependency and the service's circuit-breaker transitions, and checks them against the \
 scenario's expectations.",
-    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 130 interrupted."
+    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,6 +49,16 @@ enum Command {
         /// Print result.json to stdout instead of the summary.
         #[arg(long)]
         json: bool,
+        /// Serve live Prometheus metrics (faultline_*) at http://ADDR/metrics while the run goes on, e.g.
+        /// 127.0.0.1:9464. An address that is taken is reported, and the run goes on.
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// Allow --metrics-listen on an address that is not loopback.
+        #[arg(long)]
+        metrics_allow_remote: bool,
+        /// Push the final metrics to this Prometheus Pushgateway when the run ends, e.g. http://127.0.0.1:9091.
+        #[arg(long, value_name = "URL")]
+        push: Option<String>,
     },
     /// Run a scenario twice against the demo service: with its recommended configuration every expectation must
     /// hold; with the scenario's `proof.mistake` switched on, the expectations in `proof.fails` must fail.
@@ -73,6 +84,9 @@ enum Command {
     Report {
         /// The run directory, e.g. reports/slow-dependency/2026-11-30T09-00-00Z.
         run_dir: PathBuf,
+        /// How to print the summary: text, or markdown (as a CI job's summary page shows it).
+        #[arg(long, value_enum, default_value_t = commands::Format::Text)]
+        format: commands::Format,
     },
     /// Compare two runs phase by phase; exit 1 if any percentile of B is slower than A by more than the threshold.
     Compare {
@@ -112,6 +126,9 @@ fn main() -> ExitCode {
             time_scale,
             mistake,
             json,
+            metrics_listen,
+            metrics_allow_remote,
+            push,
         } => commands::run_command(
             &scenario,
             report_dir,
@@ -122,6 +139,11 @@ fn main() -> ExitCode {
                 patch: None,
             },
             json,
+            &commands::Exports {
+                metrics_listen,
+                allow_remote: metrics_allow_remote,
+                push,
+            },
         ),
         Command::Prove {
             scenarios,
@@ -132,7 +154,7 @@ fn main() -> ExitCode {
         Command::Validate { scenarios } => commands::validate(&scenarios),
         Command::Schema => commands::schema(),
         Command::List { dir } => commands::list(&dir),
-        Command::Report { run_dir } => commands::report(&run_dir),
+        Command::Report { run_dir, format } => commands::report(&run_dir, format),
         Command::Compare {
             run_a,
             run_b,

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 
 use crate::record::{ByClass, DependencyBucket, OutcomeClass, PhaseSpan, RunRecord, SutBucket};
@@ -29,7 +28,6 @@ pub fn record(
 
 /// Appends loadgen buckets to the SUT's series (a record that grows during the run decodes each bucket once).
 pub fn append_sut(record: &mut RunRecord, load: &[loadgen::Bucket]) {
-    let mut decoder = Deserializer::new();
     for b in load {
         let mut completed = ByClass::default();
         for class in OutcomeClass::ALL {
@@ -49,7 +47,7 @@ pub fn append_sut(record: &mut RunRecord, load: &[loadgen::Bucket]) {
         let h = b
             .interval_histogram
             .as_ref()
-            .and_then(|bytes| decoder.deserialize::<u64, _>(&mut bytes.as_slice()).ok())
+            .and_then(|bytes| faultline_hdr::decode(bytes).ok())
             .unwrap_or_else(empty_histogram);
         record.sut_latency.push(h);
     }

@@ -1,9 +1,9 @@
 //! What a run recorded, lined up on one clock: the phases as they happened, the SUT's traffic as loadgen saw it,
-//! the dependency's traffic as faultd saw it, and one breaker timeline per breaker.
+//! the dependency's traffic as faultd saw it, and per breaker the finest timeline with every other one beside it.
 //!
 //! This is the only input of expectation evaluation and of the reports, so that both can be tested on synthetic
 //! recordings. It is not where recording happens: faultd and loadgen record; `observe` turns their recordings into
-//! this shape once the run is over.
+//! this shape, once after the run and second by second during it for the live verdicts.
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -88,7 +88,11 @@ pub struct RunRecord {
     pub sut_latency: Vec<Histogram<u64>>,
     /// Per dependency route.
     pub dependency: BTreeMap<String, Vec<DependencyBucket>>,
+    /// Per breaker, the finest timeline of its sources: what verdicts time transitions with.
     pub breakers: BTreeMap<String, BreakerTimeline>,
+    /// Per breaker, every timeline there is: each of its sources and the one inferred from traffic. Verdicts that
+    /// count (transitions, probes) weigh them all; reports list where they disagree.
+    pub evidence: BTreeMap<String, Vec<BreakerTimeline>>,
 }
 
 impl RunRecord {
@@ -102,6 +106,7 @@ impl RunRecord {
             sut_latency: Vec::new(),
             dependency: BTreeMap::new(),
             breakers: BTreeMap::new(),
+            evidence: BTreeMap::new(),
         }
     }
 

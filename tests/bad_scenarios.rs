@@ -61,7 +61,7 @@ const CASES: &[Case] = &[
     ("a non-loopback SUT without an allow list", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  url: http://10.1.2.3:8080\n"), &["10.1.2.3 is not a loopback address", "allow_hosts"], 12),
     ("a placeholder that does not exist", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  command: [ ./svc, \"--dep={faultd.uri}\" ]\n  url: http://127.0.0.1:{sut.port}\n"), &["unknown placeholder {faultd.uri}"], 12),
     ("a phase naming an unknown route", ("routes: { pricing: { latency: { fixed: 2s } } } }", "routes: { prcing: { latency: { fixed: 2s } } } }"), &["prcing"], 10),
-    ("two breaker sources", ("{ metrics: { preset: seed } }", "{ metrics: { preset: seed }, inferred: true }"), &["exactly one source"], 21),
+    ("no breaker source", ("{ metrics: { preset: seed } }", "{ route: pricing }"), &["at least one source"], 21),
     ("an unknown preset", ("preset: seed", "preset: hystrix"), &["hystrix"], 21),
     ("an unknown mistake switch", ("fallback: stale }\n", "fallback: stale }\n    mistakes: [ no_timout ]\n"), &["no_timout"], 15),
     ("an unknown outcome class", ("max_in_flight_below: 200 }", "max_in_flight_below: 200 }\n  - { sut_share: fallbak, above: 5% }"), &["expect[2]", "fallbak"], 25),

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use faultline::breaker::crosscheck::Disagreement;
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
-use faultline::expect::{Check, DependencyCheck, Expectation, Verdict};
+use faultline::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
 use faultline::report::result::{
     pool_limits, BreakerSummary, Percentiles, PhaseSummary, PoolLimit, RouteSummary, ScenarioInfo,
     Series, Totals,
@@ -56,6 +57,7 @@ fn verdict(name: &str, passed: bool, measured: Option<f64>, bound: Option<f64>) 
         name: name.into(),
         sentence: format!("{name}: measured {measured:?}: {word}"),
         passed,
+        outcome: None,
         measured,
         bound,
     }
@@ -286,7 +288,21 @@ fn fixture(buckets: usize) -> Fixture {
         ],
         resolution: Duration::from_millis(500),
         gaps: vec![(0.5 * secs, 0.52 * secs)],
+        source: Some(Source::Metrics),
+        samples: Vec::new(),
     };
+    let logged = BreakerTimeline::from_observations(
+        &[
+            (Duration::from_secs_f64(0.44 * secs), BreakerState::Open),
+            (
+                Duration::from_secs_f64(0.755 * secs),
+                BreakerState::HalfOpen,
+            ),
+            (Duration::from_secs_f64(0.757 * secs), BreakerState::Closed),
+        ],
+        Source::Log,
+        Duration::ZERO,
+    );
     let result = ResultFile {
         version: RESULT_VERSION,
         scenario: ScenarioInfo {
@@ -320,6 +336,13 @@ fn fixture(buckets: usize) -> Fixture {
                 Some(61.0),
                 Some(0.05),
             ),
+            Verdict::with_outcome(
+                "breaker pricing lets at most 1 probes through per half-open window".into(),
+                Outcome::Inconclusive,
+                "breaker pricing's half-open round at 75.00-76.00 s had between 0 and 40 calls at pricing".into(),
+                None,
+                Some(1.0),
+            ),
         ],
         run_errors: vec!["sent 100 = 99 in classes + 0 in flight: 1 request lost".into()],
         phases,
@@ -346,12 +369,23 @@ fn fixture(buckets: usize) -> Fixture {
         breakers: [(
             "pricing".to_string(),
             BreakerSummary {
-                observed,
+                observed: observed.clone(),
                 inferred: Some(BreakerTimeline::default()),
+                sources: vec![observed, logged],
             },
         )]
         .into_iter()
         .collect(),
+        disagreements: vec![Disagreement {
+            breaker: "pricing".into(),
+            at_s: 0.755 * secs,
+            to: BreakerState::Closed,
+            seen_by: Source::Log,
+            seen_resolution_s: 0.0,
+            missed_by: Source::Metrics,
+            missed_resolution_s: 0.5,
+            finer_missed: false,
+        }],
         series,
     };
     Fixture {
@@ -531,14 +565,31 @@ fn junit_is_well_formed_and_its_counts_match_the_verdicts() {
     assert_eq!(report.test_suites.len(), 1);
     let suite = &report.test_suites[0];
     assert_eq!(suite.name.as_str(), "slow-dependency");
-    // Three expectations and one test case for the run's own error.
-    assert_eq!(suite.tests, 4);
-    assert_eq!(suite.test_cases.len(), 4);
+    // Four expectations and one test case for the run's own error.
+    assert_eq!(suite.tests, 5);
+    assert_eq!(suite.test_cases.len(), 5);
     assert_eq!(
         suite.failures,
-        f.result.verdicts.iter().filter(|v| !v.passed).count()
+        f.result.verdicts.iter().filter(|v| v.failed()).count()
     );
-    assert_eq!(suite.errors, 1);
+    // The run's error, and the expectation that could not be judged: an error, not a failure of the breaker.
+    assert_eq!(suite.errors, 2);
+    let unjudged = suite
+        .test_cases
+        .iter()
+        .find(|c| {
+            c.name
+                .as_str()
+                .starts_with("breaker pricing lets at most 1 probes")
+        })
+        .unwrap();
+    assert!(matches!(
+        &unjudged.status,
+        quick_junit::TestCaseStatus::NonSuccess {
+            kind: quick_junit::NonSuccessKind::Error,
+            ..
+        }
+    ));
     let failed = suite
         .test_cases
         .iter()
@@ -785,7 +836,7 @@ fn report_html_is_self_contained_and_carries_every_chart() {
     );
     assert_eq!(d["phases"][1], serde_json::json!(["brownout", 12.0, 21.0]));
     // The observed band: closed, open at 13.5 s, half-open at 22.5 s, closed again from 22.8 s to the end; the
-    // inferred timeline has its own row.
+    // log source and the inferred timeline have their own rows.
     assert_eq!(
         d["breakers"][0]["spans"],
         serde_json::json!([
@@ -795,7 +846,9 @@ fn report_html_is_self_contained_and_carries_every_chart() {
             [22.8, 30.0, 0]
         ])
     );
-    assert_eq!(d["breakers"][1]["label"], "pricing (inferred)");
+    // Each other source of the breaker has its row, then the inferred timeline.
+    assert_eq!(d["breakers"][1]["label"], "pricing (log line)");
+    assert_eq!(d["breakers"][2]["label"], "pricing (inferred)");
     // One distribution plot per phase, each with the SUT corrected and uncorrected and the route's served latency.
     let dists = d["distributions"].as_array().unwrap();
     assert_eq!(dists.len(), 3);
@@ -899,6 +952,7 @@ fn pool_limit_is_the_tightest_in_flight_expectation_per_route() {
             bound,
             inclusive,
             during: during.map(Into::into),
+            connections: false,
         }),
     };
     let limits = pool_limits(&[

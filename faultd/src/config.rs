@@ -49,6 +49,9 @@ pub struct Config {
     /// TLS on the data plane, with its handshake faults; cleartext when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsConfig>,
+    /// HTTP/2 settings announced on each new connection, e.g. `{max_concurrent_streams: 8}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<crate::http2::Http2Settings>,
 }
 
 /// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
@@ -62,8 +65,14 @@ macro_rules! route_from_list {
             /// The HTTP method; any method when absent.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub method: Option<String>,
-            /// The path pattern: `*` or `{id}` match one segment, a final `**` the rest, e.g. `/price/*`.
+            /// The path pattern: `*` or `{id}` match one segment, a final `**` the rest, e.g. `/price/*`. HTTP
+            /// routes only.
+            #[serde(default, skip_serializing_if = "String::is_empty")]
             pub path: String,
+            /// Makes this a TCP route (a database, a cache): a loopback listener forwarding each connection to
+            /// an upstream through the route's `toxics`. A TCP route has no `path`, `method` or HTTP behaviour.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub tcp: Option<TcpEndpoint>,
             $(
                 /// Base behaviour:
                 $(#[$doc])*
@@ -98,6 +107,58 @@ impl Route {
             ..Route::default()
         }
     }
+
+    /// A TCP route listening on `listen` (port 0 picks a free one) and forwarding to `upstream`, with no toxics.
+    pub fn tcp(listen: &str, upstream: &str) -> Route {
+        Route {
+            tcp: Some(TcpEndpoint {
+                listen: listen.to_string(),
+                upstream: upstream.to_string(),
+            }),
+            ..Route::default()
+        }
+    }
+
+    /// Whether this is a TCP route.
+    pub fn is_tcp(&self) -> bool {
+        self.tcp.is_some()
+    }
+}
+
+/// Where a TCP route listens and where it forwards to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TcpEndpoint {
+    /// `host:port` on loopback; port 0 picks a free one (the runner's `{faultd.routes.NAME.port}`). Default
+    /// `127.0.0.1:0`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub listen: String,
+    /// `host:port` of the real dependency; loopback unless its host is in faultd's `allow_hosts`.
+    pub upstream: String,
+}
+
+/// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only, or (HTTP) none.
+fn check_kind(b: &Behaviour, tcp: bool) -> Result<(), Invalid> {
+    if tcp {
+        let http = serde_json::to_value(Behaviour {
+            toxics: None,
+            ..b.clone()
+        })
+        .ok()
+        .and_then(|v| v.as_object().and_then(|m| m.keys().next().cloned()));
+        if let Some(field) = http {
+            return Err(Invalid::new(
+                field,
+                "a TCP route takes `toxics` only (HTTP behaviours act on HTTP routes)",
+            ));
+        }
+    } else if b.toxics.is_some() {
+        return Err(Invalid::new(
+            "toxics",
+            "toxics act on TCP routes only (give the route `tcp: { listen, upstream }`)",
+        ));
+    }
+    Ok(())
 }
 
 /// A named phase of the schedule. From `at` on, each route it names gets the behaviour it sets (laid over the
@@ -248,6 +309,7 @@ impl Config {
                 .collect(),
             phases: Vec::new(),
             tls: None,
+            http2: None,
         }
     }
 
@@ -305,6 +367,17 @@ impl Config {
         if self.routes.is_empty() {
             return Err(Invalid::new("routes", "give at least one route").into());
         }
+        if self
+            .http2
+            .and_then(|h| h.max_concurrent_streams)
+            .is_some_and(|n| n == 0)
+        {
+            return Err(Invalid::new(
+                "http2.max_concurrent_streams",
+                "at least 1 stream (0 would refuse every call)",
+            )
+            .into());
+        }
         if let Some(b) = self.bucket {
             if b.get() < Duration::from_millis(1) || b.get() > Duration::from_secs(60) {
                 return Err(Invalid::new("bucket", format!("{b} is outside 1ms..60s")).into());
@@ -316,6 +389,36 @@ impl Config {
             if name.is_empty() {
                 return Err(Invalid::new("routes", "a route name cannot be empty").into());
             }
+            if let Some(tcp) = &route.tcp {
+                if !route.path.is_empty() {
+                    return Err(at(Invalid::new("path", "a TCP route has no path")));
+                }
+                if route.method.is_some() {
+                    return Err(at(Invalid::new("method", "a TCP route has no method")));
+                }
+                if tcp.upstream.is_empty() {
+                    return Err(at(Invalid::new(
+                        "tcp.upstream",
+                        "give the upstream host:port",
+                    )));
+                }
+                crate::tcp::listen_addr(&tcp.listen)
+                    .map_err(|e| at(tcp_invalid(e, "tcp.listen")))?;
+                crate::tcp::check_upstream(&tcp.upstream, &[])
+                    .or_else(|e| match e {
+                        // Hosts other than loopback are for faultd's `allow_hosts` to admit, at start.
+                        crate::tcp::TcpError::Invalid { ref message, .. }
+                            if message.contains("allow_hosts") =>
+                        {
+                            Ok(())
+                        }
+                        e => Err(e),
+                    })
+                    .map_err(|e| at(tcp_invalid(e, "tcp.upstream")))?;
+                check_kind(&route.base(), true).map_err(at)?;
+                route.base().validate().map_err(at)?;
+                continue;
+            }
             PathPattern::parse(&route.path).map_err(|e| at(e.at("path")))?;
             let method = parse_method(route.method.as_deref()).map_err(|e| at(e.at("method")))?;
             let key = (method.as_ref().map(|m| m.to_string()), route.path.clone());
@@ -325,6 +428,7 @@ impl Config {
                     format!("route {other:?} already takes the same method and path"),
                 )));
             }
+            check_kind(&route.base(), false).map_err(at)?;
             route.base().validate().map_err(at)?;
         }
         if let Some(tls) = &self.tls {
@@ -386,6 +490,8 @@ impl Config {
                     )));
                 };
                 if let PhaseRoute::Set(b) = set {
+                    check_kind(b, route.is_tcp())
+                        .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
                     b.over(&route.base())
                         .validate()
                         .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
@@ -421,6 +527,16 @@ impl Config {
         }
     }
 
+    /// The HTTP routes, by name (the data plane's); TCP routes are left out.
+    pub fn http_routes(&self) -> impl Iterator<Item = (&String, &Route)> {
+        self.routes.iter().filter(|(_, r)| !r.is_tcp())
+    }
+
+    /// The TCP routes, by name.
+    pub fn tcp_routes(&self) -> impl Iterator<Item = (&String, &Route)> {
+        self.routes.iter().filter(|(_, r)| r.is_tcp())
+    }
+
     /// Each phase's name and start, for the runner's expectations.
     pub fn phase_names(&self) -> Vec<(String, Duration)> {
         self.phases
@@ -432,6 +548,14 @@ impl Config {
     /// The recording step.
     pub fn bucket(&self) -> Duration {
         self.bucket.map_or(DEFAULT_BUCKET, Dur::get)
+    }
+}
+
+/// A TCP address problem as a validation failure of `field`.
+fn tcp_invalid(e: crate::tcp::TcpError, field: &str) -> Invalid {
+    match e {
+        crate::tcp::TcpError::Invalid { message, .. } => Invalid::new(field, message),
+        other => Invalid::new(field, other.to_string()),
     }
 }
 

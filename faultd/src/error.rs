@@ -35,4 +35,12 @@ pub enum FaultdError {
     /// No route has this name.
     #[error("no route named {0:?}")]
     UnknownRoute(String),
+    /// A TCP route of the configuration could not be created (its listen address taken, say).
+    #[error("TCP route {route:?}: {source}")]
+    TcpRoute {
+        /// The route.
+        route: String,
+        /// Why.
+        source: crate::tcp::TcpError,
+    },
 }

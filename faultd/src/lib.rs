@@ -31,6 +31,8 @@ pub mod control;
 pub mod deadlines;
 pub mod draw;
 mod error;
+pub mod grpc;
+pub mod http2;
 pub mod invalid;
 pub mod recorder;
 pub mod routing;
@@ -50,7 +52,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub use behaviours::Behaviour;
-pub use config::{Config, ConfigError, Phase, PhaseRoute, Route};
+pub use config::{Config, ConfigError, Phase, PhaseRoute, Route, TcpEndpoint};
 pub use error::FaultdError;
 pub use faultline_units::Dur;
 pub use recorder::{
@@ -113,6 +115,8 @@ pub struct Faultd {
     toxiproxy_addr: Option<SocketAddr>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
+    /// The schedule of the TCP routes' toxics, once started.
+    tcp_schedule: std::sync::Mutex<Option<JoinHandle<()>>>,
 }
 
 /// The seed used when the configuration sets none: the clock's nanoseconds, so runs differ unless pinned.
@@ -141,6 +145,28 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         )),
         None => None,
     };
+    for (name, route) in config.tcp_routes() {
+        let endpoint = route.tcp.as_ref().expect("a TCP route has its endpoint");
+        let failed = |source| FaultdError::TcpRoute {
+            route: name.clone(),
+            source,
+        };
+        tcp.create(tcp::ProxySpec::new(
+            name,
+            &endpoint.listen,
+            &endpoint.upstream,
+        ))
+        .map_err(failed)?;
+        tcp.set_toxics(
+            name,
+            tcp::schedule::build(&tcp::schedule::toxics_at(
+                &config,
+                name,
+                std::time::Duration::ZERO,
+            )),
+        )
+        .map_err(failed)?;
+    }
     let plan = Plan::compile(config, seed, &recorder)?;
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
@@ -233,6 +259,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         toxiproxy_addr,
         shutdown,
         tasks,
+        tcp_schedule: std::sync::Mutex::new(None),
     })
 }
 
@@ -252,6 +279,29 @@ impl Faultd {
     pub fn start_schedule(&self, origin: Instant) {
         control::start_schedule(&self.shared, origin);
         self.tcp.set_origin(origin);
+        let config = self.config();
+        if config.tcp_routes().next().is_some() {
+            let bucket = config.bucket();
+            let task = tokio::spawn(tcp::schedule::run(
+                self.tcp.clone(),
+                Arc::new(config),
+                origin,
+                bucket,
+                self.shutdown.subscribe(),
+            ));
+            if let Some(old) = self.tcp_schedule_slot().replace(task) {
+                old.abort();
+            }
+        }
+    }
+
+    fn tcp_schedule_slot(&self) -> std::sync::MutexGuard<'_, Option<JoinHandle<()>>> {
+        self.tcp_schedule.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Where TCP route `name` listens (the real port when 0 was asked for).
+    pub fn tcp_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.tcp.get(name).ok().and_then(|v| v.listen.parse().ok())
     }
 
     /// The TCP routes: create, change and delete them and their toxics (the library side of the Toxiproxy API).
@@ -294,11 +344,23 @@ impl Faultd {
     /// Freezes the schedule at the current phase (recording goes on).
     pub fn stop_schedule(&self) {
         self.shared.live_mut().stop(Instant::now());
+        if let Some(task) = self.tcp_schedule_slot().take() {
+            task.abort();
+        }
     }
 
-    /// Every route back to its base behaviour (used on Ctrl-C).
+    /// Every route back to its base behaviour (used on Ctrl-C); TCP routes get their own `toxics` back and their
+    /// schedule stops.
     pub fn reset_to_healthy(&self) {
         self.shared.live_mut().reset_to_healthy(Instant::now());
+        if let Some(task) = self.tcp_schedule_slot().take() {
+            task.abort();
+        }
+        let config = self.config();
+        for (name, route) in config.tcp_routes() {
+            let base = route.toxics.clone().unwrap_or_default();
+            let _ = self.tcp.set_toxics(name, tcp::schedule::build(&base));
+        }
     }
 
     /// The phase in force now: `None` before the first phase, [`HEALTHY_RESET`] after a reset.
@@ -344,6 +406,9 @@ impl Faultd {
     /// Stops serving: closes the listeners and drops every open connection (hung calls included).
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
+        if let Some(task) = self.tcp_schedule_slot().take() {
+            task.abort();
+        }
         self.tcp.clear();
         for task in self.tasks {
             let _ = task.await;

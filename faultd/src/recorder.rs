@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
-use faultline_units::Dur;
+use faultline_units::{Dur, GrpcCode};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
@@ -94,6 +94,8 @@ struct RouteCell {
     empty: AtomicU64,
     malformed: AtomicU64,
     abandoned: AtomicU64,
+    /// gRPC calls answered, by the number of their status.
+    grpc: [AtomicU64; GRPC_CODES],
     in_flight_max: AtomicU64,
     /// Sum over arrivals in the bucket of (bucket end - arrival), ns.
     arrival_residual: AtomicU64,
@@ -107,7 +109,11 @@ struct ConnectionCell {
     closed: AtomicU64,
     open_max: AtomicU64,
     shed: AtomicU64,
+    http2: AtomicU64,
 }
+
+/// How many gRPC status codes there are (0..=16).
+const GRPC_CODES: usize = 17;
 
 /// How many arrivals per bucket and route are timed individually.
 pub const FIRST_ARRIVALS: usize = 8;
@@ -262,6 +268,14 @@ impl Recorder {
         cell.shed.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts a connection (already counted as opened) that speaks HTTP/2.
+    pub fn connection_is_http2(&self) {
+        let cell = self
+            .connections
+            .at((self.time_ns(Instant::now()) / self.bucket_ns()) as usize);
+        cell.http2.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Connections shed over the connection limit so far.
     pub fn shed_count(&self) -> u64 {
         self.shed.load(Ordering::Relaxed)
@@ -291,6 +305,7 @@ impl Recorder {
             phase,
             arrival,
             outcome: Outcome::Abandoned,
+            grpc_status: None,
         }
     }
 
@@ -340,20 +355,22 @@ impl Recorder {
             .max(current + 1)
             .min(CHUNK * MAX_CHUNKS);
         for i in 0..n {
-            let (opened, closed, max, shed) = match self.connections.peek(i) {
+            let (opened, closed, max, shed, http2) = match self.connections.peek(i) {
                 Some(c) => (
                     c.opened.load(Ordering::Relaxed),
                     c.closed.load(Ordering::Relaxed),
                     c.open_max.load(Ordering::Relaxed),
                     c.shed.load(Ordering::Relaxed),
+                    c.http2.load(Ordering::Relaxed),
                 ),
-                None => (0, 0, 0, 0),
+                None => (0, 0, 0, 0, 0),
             };
             connections.push(ConnectionBucket {
                 opened,
                 closed,
                 max_open: max.max(open),
                 shed,
+                http2_opened: http2,
             });
             open = (open + opened).saturating_sub(closed);
         }
@@ -423,6 +440,12 @@ impl RouteRecorder {
                 out.empty = load(&c.empty);
                 out.malformed = load(&c.malformed);
                 out.abandoned = load(&c.abandoned);
+                out.grpc_status = GrpcCode::all()
+                    .filter_map(|code| {
+                        let n = load(&c.grpc[code.number() as usize]);
+                        (n > 0).then(|| (code.name().to_string(), n))
+                    })
+                    .collect();
                 out.in_flight_max = load(&c.in_flight_max).max(level);
                 integral = level as f64 * length as f64
                     + (load(&c.arrival_residual) as f64 - out.arrivals as f64 * unrun as f64)
@@ -486,9 +509,15 @@ pub struct CallGuard {
     phase: Arc<str>,
     arrival: Instant,
     outcome: Outcome,
+    grpc_status: Option<GrpcCode>,
 }
 
 impl CallGuard {
+    /// Sets the gRPC status the call's answer carries, counted when the answer is complete.
+    pub fn set_grpc_status(&mut self, code: GrpcCode) {
+        self.grpc_status = Some(code);
+    }
+
     /// Sets how the call ends if nothing changes it again (the default is `Abandoned`).
     pub fn set_outcome(&mut self, outcome: Outcome) {
         self.outcome = outcome;
@@ -521,6 +550,9 @@ impl Drop for CallGuard {
                     _ => 0,
                 };
                 cell.class[class].fetch_add(1, Ordering::Relaxed);
+                if let Some(code) = self.grpc_status {
+                    cell.grpc[code.number() as usize].fetch_add(1, Ordering::Relaxed);
+                }
                 let served = now
                     .saturating_duration_since(self.arrival)
                     .as_nanos()
@@ -631,7 +663,7 @@ pub struct RouteBucket {
     pub first_arrivals_us: Vec<u32>,
     /// Calls answered in full, by status class.
     pub completed: StatusClasses,
-    /// Connections reset.
+    /// Calls reset: their connection (HTTP/1.1) or their stream (HTTP/2 RST_STREAM, an abrupt GOAWAY).
     pub resets: u64,
     /// Hung calls whose caller gave up.
     pub hangs: u64,
@@ -641,6 +673,10 @@ pub struct RouteBucket {
     pub malformed: u64,
     /// Calls whose caller left before the answer was complete (not hangs).
     pub abandoned: u64,
+    /// gRPC calls answered in full, by status name (`OK`, `UNAVAILABLE`, ...); they count in `completed` too,
+    /// as the HTTP status (200) they carry. Absent when there were none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_status: BTreeMap<String, u64>,
     /// The most calls in flight at any instant of the bucket.
     pub in_flight_max: u64,
     /// The time-weighted mean of calls in flight over the bucket.
@@ -659,6 +695,9 @@ impl RouteBucket {
         self.empty += o.empty;
         self.malformed += o.malformed;
         self.abandoned += o.abandoned;
+        for (code, n) in &o.grpc_status {
+            *self.grpc_status.entry(code.clone()).or_insert(0) += n;
+        }
     }
 
     /// Calls that left, whatever the way.
@@ -684,6 +723,9 @@ pub struct ConnectionBucket {
     /// Connections shed over the connection limit (answered 503, never served); absent in older recordings.
     #[serde(default)]
     pub shed: u64,
+    /// Of the connections accepted, those that speak HTTP/2; absent in older recordings.
+    #[serde(default)]
+    pub http2_opened: u64,
 }
 
 #[cfg(test)]

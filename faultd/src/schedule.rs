@@ -94,7 +94,7 @@ impl Plan {
         let mut routes = Vec::new();
         let mut patterns = Vec::new();
         let mut base = Vec::new();
-        for (name, route) in &config.routes {
+        for (name, route) in config.http_routes() {
             let at = |e: Invalid| ConfigError::from(e.at(&format!("routes.{name}")));
             let method = parse_method(route.method.as_deref()).map_err(|e| at(e.at("method")))?;
             patterns.push((
@@ -115,7 +115,7 @@ impl Plan {
         let mut current = base.clone();
         for (i, phase) in config.phases.iter().enumerate() {
             let mut named = vec![false; routes.len()];
-            for (r, (name, route)) in config.routes.iter().enumerate() {
+            for (r, (name, route)) in config.http_routes().enumerate() {
                 if let Some(set) = phase.routes.get(name) {
                     let b = set.resolve(&route.base());
                     let compiled = CompiledBehaviour::compile(&b).map_err(|e| {

@@ -1,10 +1,13 @@
 //! The data plane: the listener the service under test calls, and what it does with each call.
 //!
-//! For: accepting connections (through socket2, with a backlog far above tokio's 1,024 so bursts of connects
+//! For: accepting connections, telling HTTP/2 (by its preface) from HTTP/1.1 per connection and serving both with
+//! the same call handler (a call is a request, or a stream) (through socket2, with a backlog far above tokio's 1,024 so bursts of connects
 //! are not dropped), matching each call to a route, recording it, deciding its fate with the seeded draws, and
 //! carrying the decision out: waiting precisely, answering, trickling, proxying, or taking the socket back from
-//! hyper to hang on it cheaply, reset it, close it empty or write garbage. Not for: deciding (see `behaviours`)
-//! or timing phases (see `schedule`).
+//! hyper to hang on it cheaply, reset it, close it empty or write garbage. On HTTP/2 a hang holds its stream (the
+//! connection carries other calls), and the stream faults (RST_STREAM, GOAWAY, gRPC statuses and deadlines) are
+//! carried out here too. Not for: deciding (see `behaviours`), timing phases (see `schedule`) or gRPC framing
+//! (see `grpc`).
 
 use std::convert::Infallible;
 use std::io;
@@ -20,19 +23,22 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::time::Instant;
 
 use crate::behaviours::{
-    decide, header_map, CallAction, ProxyClient, TrickleBody, MALFORMED_BYTES,
+    decide, header_map, CallAction, GoAwayMode, ProxyClient, TrickleBody, MALFORMED_BYTES,
 };
 use crate::deadlines::Deadlines;
 use crate::draw::CallDraws;
+use crate::grpc::{self, GrpcCall};
+use crate::http2::{self, H2Code, Streams};
 use crate::recorder::{CallGuard, Outcome, Recorder};
 use crate::schedule::Live;
+use faultline_units::GrpcCode;
 
 pub use crate::behaviours::{BodyError, DataBody};
 
@@ -177,6 +183,10 @@ enum Takeover {
     /// the call's future) is freed: a hung call costs a few hundred bytes instead of ~20 KB, which is what lets
     /// faultd hold tens of thousands of them (bench/faultd.md, benchmark c).
     Hang(CallGuard),
+    /// An abrupt GOAWAY with this code, then a close: the HTTP/2 connection's streams in flight are lost.
+    GoAway(H2Code),
+    /// The same, with the GOAWAY already written inside TLS: only the close is left.
+    GoAwayWritten,
 }
 
 #[derive(Default)]
@@ -200,22 +210,59 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
     let tcp = Arc::new(tcp);
     // Boxed, so that hyper's connection lives in its own allocation that is freed when a call takes the socket
     // back; inline, it would size this task for as long as the socket is held.
-    let io = SharedStream(tcp.clone());
     let action = match shared.tls.clone() {
-        None => Box::pin(serve_http(io, shared, &mut shutdown)).await,
-        // TLS: the handshake (with its faults) first, then HTTP over the stream it hands back. The takeovers below
-        // still act on the bare socket, under TLS: a reset or a close without close_notify, garbage that is not
-        // even a TLS record.
+        // Cleartext: HTTP/2 by its preface (prior knowledge), HTTP/1.1 otherwise.
+        None => {
+            let h2 = tokio::select! {
+                h2 = http2::starts_with_preface(&tcp) => h2,
+                _ = shutdown.changed() => return,
+            };
+            let io = SharedStream(tcp.clone());
+            if h2 {
+                shared.recorder.connection_is_http2();
+                Box::pin(serve_h2(io, shared, &mut shutdown)).await
+            } else {
+                Box::pin(serve_http(io, shared, &mut shutdown)).await
+            }
+        }
+        // TLS: the handshake (with its faults) first, then HTTP/2 or HTTP/1.1 as ALPN chose over the stream it hands
+        // back. The takeovers below still act on the bare socket, under TLS: a reset or a close without
+        // close_notify, garbage that is not even a TLS record; only an abrupt GOAWAY is written inside TLS, where
+        // the caller's HTTP/2 can read it.
         Some(tls) => {
             // Boxed like `serve_http`, so the handshake's state does not size this task for as long as a hung
             // call holds it.
-            let handshake = Box::pin(tls.accept(io, &tcp, &shared));
-            let stream = tokio::select! {
+            let handshake = Box::pin(tls.accept(SharedStream(tcp.clone()), &tcp, &shared));
+            let accepted = tokio::select! {
                 s = handshake => s,
                 _ = shutdown.changed() => None,
             };
-            match stream {
-                Some(stream) => Box::pin(serve_http(stream, shared, &mut shutdown)).await,
+            match accepted {
+                Some((stream, true)) => {
+                    shared.recorder.connection_is_http2();
+                    let stream = Arc::new(Mutex::new(stream));
+                    let action = Box::pin(serve_h2(
+                        LockedStream(stream.clone()),
+                        shared,
+                        &mut shutdown,
+                    ))
+                    .await;
+                    match (action, Arc::into_inner(stream)) {
+                        (Some(Takeover::GoAway(code)), Some(stream)) => {
+                            if let Ok(mut stream) = stream.into_inner() {
+                                let frame = http2::goaway_frame(code);
+                                let _ = tokio::time::timeout(SHED_WAIT, async {
+                                    stream.write_all(&frame).await?;
+                                    stream.flush().await
+                                })
+                                .await;
+                            }
+                            Some(Takeover::GoAwayWritten)
+                        }
+                        (action, _) => action,
+                    }
+                }
+                Some((stream, false)) => Box::pin(serve_http(stream, shared, &mut shutdown)).await,
                 None => None,
             }
         }
@@ -238,20 +285,36 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
             let _ = socket.shutdown(std::net::Shutdown::Write);
         }
         Some(Takeover::Malformed) => {
-            let mut written = 0;
-            while written < MALFORMED_BYTES.len() {
-                if tcp.writable().await.is_err() {
-                    break;
-                }
-                match tcp.try_write(&MALFORMED_BYTES[written..]) {
-                    Ok(n) => written += n,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(_) => break,
-                }
-            }
+            write_raw(&tcp, MALFORMED_BYTES).await;
             let _ = socket.shutdown(std::net::Shutdown::Write);
         }
+        Some(takeover @ (Takeover::GoAway(_) | Takeover::GoAwayWritten)) => {
+            if let Takeover::GoAway(code) = takeover {
+                write_raw(&tcp, &http2::goaway_frame(code)).await;
+            }
+            let _ = socket.shutdown(std::net::Shutdown::Write);
+            // Closing with unread bytes would send an RST that can destroy the GOAWAY before the caller reads it.
+            tokio::select! {
+                _ = tokio::time::timeout(SHED_WAIT, until_caller_closes(&tcp)) => {}
+                _ = shutdown.changed() => {}
+            }
+        }
         None => {}
+    }
+}
+
+/// Writes `bytes` on the bare socket, giving up if it fails.
+async fn write_raw(tcp: &TcpStream, bytes: &[u8]) {
+    let mut written = 0;
+    while written < bytes.len() {
+        if tcp.writable().await.is_err() {
+            return;
+        }
+        match tcp.try_write(&bytes[written..]) {
+            Ok(n) => written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => return,
+        }
     }
 }
 
@@ -267,7 +330,7 @@ where
     let takeover = Arc::new(TakeoverRequest::default());
     let service = {
         let takeover = takeover.clone();
-        service_fn(move |request| call(shared.clone(), takeover.clone(), request))
+        service_fn(move |request| call(shared.clone(), takeover.clone(), None, request))
     };
     let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -277,6 +340,66 @@ where
         _ = shutdown.changed() => None,
     }
 }
+
+/// Serves HTTP/2 on the connection until it ends, faultd shuts down, or a call asks for the socket back (a
+/// connection-level fault: reset, empty, malformed, abrupt GOAWAY). Each stream is a call of the same handler as
+/// HTTP/1.1's; a call asks for a graceful GOAWAY through the connection's [`Streams`].
+async fn serve_h2<I>(
+    io: I,
+    shared: Arc<Shared>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Takeover>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let takeover = Arc::new(TakeoverRequest::default());
+    let streams = Arc::new(Streams::default());
+    let max_streams = shared
+        .live()
+        .plan
+        .config
+        .http2
+        .and_then(|h| h.max_concurrent_streams);
+    let service = {
+        let (takeover, streams) = (takeover.clone(), streams.clone());
+        service_fn(move |request| {
+            let call = call(
+                shared.clone(),
+                takeover.clone(),
+                Some(streams.clone()),
+                request,
+            );
+            async move {
+                let Ok(response) = call.await;
+                // hyper resets the stream with the h2 reason its service fails with.
+                match response.extensions().get::<ResetStream>() {
+                    Some(ResetStream(code)) => Err(h2::Error::from(code.reason())),
+                    None => Ok(response),
+                }
+            }
+        })
+    };
+    let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    if let Some(max) = max_streams {
+        builder.max_concurrent_streams(max);
+    }
+    let conn = builder.serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    loop {
+        tokio::select! {
+            _ = &mut conn => return None,
+            _ = streams.graceful.notified() => conn.as_mut().graceful_shutdown(),
+            _ = takeover.notify.notified() => {
+                return takeover.action.lock().ok().and_then(|mut a| a.take());
+            }
+            _ = shutdown.changed() => return None,
+        }
+    }
+}
+
+/// Marks a response as "reset this stream instead" for the HTTP/2 service around [`call`].
+#[derive(Debug, Clone, Copy)]
+struct ResetStream(H2Code);
 
 /// Waits until the caller closes the connection (or it fails), discarding whatever else arrives: a hung call is
 /// never answered, and HTTP/1.1 answers in order, so nothing sent after it could be answered either. A caller that
@@ -298,13 +421,15 @@ async fn until_caller_closes(tcp: &TcpStream) {
     }
 }
 
-/// Handles one call.
+/// Handles one call: an HTTP/1.1 request, or an HTTP/2 stream (`h2` holds its connection's stream counts).
 async fn call(
     shared: Arc<Shared>,
     takeover: Arc<TakeoverRequest>,
+    h2: Option<Arc<Streams>>,
     request: Request<Incoming>,
 ) -> Result<Response<DataBody>, Infallible> {
     let now = Instant::now();
+    let stream_number = h2.as_ref().map(|s| s.opened());
     let (plan, route, resolved) = {
         let live = shared.live();
         let plan = live.plan.clone();
@@ -326,6 +451,7 @@ async fn call(
         }
     };
     let plan_route = &plan.routes[route];
+    let grpc = GrpcCall::of(&request);
     let mut guard = shared
         .recorder
         .arrive(plan_route.recorder.clone(), resolved.phase.clone());
@@ -342,29 +468,82 @@ async fn call(
     // Only a proxied call needs the request's head past this point. The head shares hyper's 8 KiB read buffer,
     // and hyper reserves a fresh one to watch for the caller's close while the call is pending, so keeping the head
     // through a long delay would hold both buffers. The body stays with the call, as it would untouched.
-    let (request, _body) = if resolved.to.behaviour.proxy.is_some() {
+    let (request, mut body) = if resolved.to.behaviour.proxy.is_some() {
         (Some(request), None)
     } else {
         (None, Some(request.into_body()))
     };
 
+    if let (Some(streams), Some(n), Some(goaway)) =
+        (&h2, stream_number, resolved.to.behaviour.goaway)
+    {
+        if n >= goaway.after && streams.take_goaway() {
+            match goaway.mode {
+                GoAwayMode::Graceful => streams.graceful.notify_one(),
+                GoAwayMode::Abrupt => {
+                    // The connection drops hyper and every stream's future with it, this one's guard included.
+                    guard.set_outcome(Outcome::Reset);
+                    takeover.request(Takeover::GoAway(goaway.code));
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+
     if decision.action == CallAction::Hang {
         guard.set_outcome(Outcome::Hang);
+        if h2.is_some() {
+            // Never answer, holding only this stream: the connection carries other calls. hyper drops this future
+            // (and the guard, recording the hang) when the caller resets the stream or closes the connection.
+            let _held = guard;
+            return std::future::pending().await;
+        }
         // Never answer. The guard moves to the connection, which drops hyper (and this future) and holds the bare
         // socket until the caller closes it; the guard is dropped then, recording the hang.
         takeover.request(Takeover::Hang(guard));
         return std::future::pending().await;
     }
-    let deadline = guard.arrival() + decision.delay;
+    let grpc_response = resolved.to.behaviour.grpc_response.as_ref();
+    let echoed = match (&grpc, decision.action, body.take()) {
+        (Some(_), CallAction::Healthy, Some(b)) if grpc_response.is_some_and(|r| r.echo()) => {
+            Some(grpc::first_message(b).await)
+        }
+        (_, _, b) => {
+            body = b;
+            None
+        }
+    };
+    let mut deadline = guard.arrival() + decision.delay;
+    // A gRPC caller's deadline ends the call as a gRPC server would: DEADLINE_EXCEEDED when it passes.
+    let grpc_deadline = grpc
+        .and_then(|g| g.timeout)
+        .map(|t| guard.arrival() + t)
+        .filter(|d| *d < deadline);
+    if let Some(d) = grpc_deadline {
+        deadline = d;
+    }
     match &shared.deadlines {
         Some(deadlines) => deadlines.wait_until(deadline).await,
         None => tokio::time::sleep_until(deadline).await,
+    }
+    drop(body);
+    if grpc_deadline.is_some() {
+        guard.set_grpc_status(GrpcCode::DEADLINE_EXCEEDED);
+        let trailers = grpc::trailers(
+            GrpcCode::DEADLINE_EXCEEDED,
+            Some("deadline exceeded"),
+            &Default::default(),
+        );
+        let response = grpc::answer(&Default::default(), None, trailers);
+        return Ok(guarded(response.map(BodyExt::boxed_unsync), guard));
     }
 
     let raw = match decision.action {
         CallAction::Reset => Some((Takeover::Reset, Outcome::Reset)),
         CallAction::Empty => Some((Takeover::Empty, Outcome::Empty)),
         CallAction::Malformed => Some((Takeover::Malformed, Outcome::Malformed)),
+        // HTTP/1.1 has no stream to reset apart from its connection.
+        CallAction::RstStream(_) if h2.is_none() => Some((Takeover::Reset, Outcome::Reset)),
         _ => None,
     };
     if let Some((action, outcome)) = raw {
@@ -375,6 +554,31 @@ async fn call(
 
     let behaviour = &resolved.to;
     let response = match decision.action {
+        CallAction::RstStream(code) => {
+            guard.set_outcome(Outcome::Reset);
+            let mut response = plain(StatusCode::OK, "");
+            response.extensions_mut().insert(ResetStream(code));
+            response
+        }
+        CallAction::GrpcError(e) => {
+            let metadata = header_map(&e.metadata).unwrap_or_default();
+            match grpc {
+                Some(_) => {
+                    guard.set_grpc_status(e.code);
+                    let trailers = grpc::trailers(e.code, e.message.as_deref(), &metadata);
+                    let response = grpc::answer(&Default::default(), None, trailers);
+                    guarded(response.map(BodyExt::boxed_unsync), guard)
+                }
+                None => {
+                    let mut response = plain(
+                        grpc::http_status_of(e.code),
+                        e.message.clone().unwrap_or_default(),
+                    );
+                    response.headers_mut().extend(metadata);
+                    guarded(response, guard)
+                }
+            }
+        }
         CallAction::Error(e) => {
             let mut response =
                 Response::new(Full::new(Bytes::from(e.body.clone().unwrap_or_default())));
@@ -395,6 +599,18 @@ async fn call(
             );
             *response.body_mut() = full(Bytes::from_static(b"faultd: fail_first\n"));
             guarded(response, guard)
+        }
+        _ if grpc.is_some() && behaviour.behaviour.proxy.is_none() => {
+            guard.set_grpc_status(GrpcCode::OK);
+            let message = echoed
+                .or_else(|| grpc_response.map(|r| r.message()))
+                .unwrap_or_default();
+            let (metadata, trailing) = grpc_response
+                .map(|r| (r.metadata(), r.trailers()))
+                .unwrap_or_default();
+            let trailers = grpc::trailers(GrpcCode::OK, None, &trailing);
+            let response = grpc::answer(&metadata, Some(grpc::frame(&message)), trailers);
+            guarded(response.map(BodyExt::boxed_unsync), guard)
         }
         _ => match (&behaviour.behaviour.proxy, request) {
             (Some(upstream), Some(request)) => match upstream.forward(&shared.proxy, request).await
@@ -495,6 +711,51 @@ impl Drop for GuardedBody {
         if self.inner.is_end_stream() {
             self.complete();
         }
+    }
+}
+
+/// A stream (TLS's) that hyper's HTTP/2 reads and writes while the connection task keeps a handle to it, so an
+/// abrupt GOAWAY can be written inside TLS once hyper has let go. hyper polls it from its connection's task
+/// alone, so the lock is never contended.
+struct LockedStream<S>(Arc<Mutex<S>>);
+
+impl<S> LockedStream<S> {
+    fn with<T>(&self, f: impl FnOnce(Pin<&mut S>) -> Poll<io::Result<T>>) -> Poll<io::Result<T>>
+    where
+        S: Unpin,
+    {
+        match self.0.lock() {
+            Ok(mut stream) => f(Pin::new(&mut *stream)),
+            Err(_) => Poll::Ready(Err(io::Error::other("the stream's lock is poisoned"))),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for LockedStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_read(cx, buf))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for LockedStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.with(|s| s.poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_shutdown(cx))
     }
 }
 

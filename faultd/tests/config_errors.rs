@@ -172,3 +172,41 @@ fn the_configuration_has_a_json_schema() {
         assert!(text.contains(word), "{word} missing from the schema");
     }
 }
+
+#[test]
+fn tcp_routes_name_the_line_and_field_of_what_is_wrong() {
+    let e = error_of(
+        "routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 } }\nphases:\n  - { name: brownout, at: 1s, routes: { db: { toxics: [ { type: latency, attributes: { latency: -5 } } ] } } }\n",
+    );
+    assert_eq!(e.line, Some(4), "{e}");
+    assert!(
+        e.field
+            .starts_with("phases[0].routes.db.toxics[0].attributes"),
+        "{e}"
+    );
+    let e =
+        error_of("routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 }, latency: { fixed: 1s } }\n");
+    assert_eq!(e.field, "routes.db.latency", "{e}");
+    assert!(e.to_string().contains("takes `toxics` only"), "{e}");
+    let e = error_of("routes:\n  api: { path: /x, toxics: [ { type: latency } ] }\n");
+    assert_eq!(e.field, "routes.api.toxics", "{e}");
+    let e = error_of("routes:\n  db: { tcp: { listen: 0.0.0.0:1, upstream: 127.0.0.1:6379 } }\n");
+    assert_eq!(e.field, "routes.db.tcp.listen", "{e}");
+    assert_eq!(e.line, Some(2), "{e}");
+    let e = error_of(
+        "routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 }, toxics: [ { type: latenzy } ] }\n",
+    );
+    assert_eq!(e.field, "routes.db.toxics[0].type", "{e}");
+}
+
+#[test]
+fn tcp_toxics_follow_the_time_scale() {
+    let mut c = Config::from_yaml(
+        "routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 }, toxics: [ { type: latency, attributes: { latency: 2000 } } ] }\n",
+        "t.yaml",
+    )
+    .unwrap();
+    c.scale_time(0.1);
+    let t = &c.routes["db"].toxics.as_ref().unwrap()[0];
+    assert_eq!(t.attributes.as_ref().unwrap()["latency"], 200);
+}

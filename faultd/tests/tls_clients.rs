@@ -112,7 +112,7 @@ async fn faultd(tls: &str, dir: &Path) -> (faultd::Faultd, String) {
     (f, port)
 }
 
-/// `curl` over HTTP/1.1 (faultd's data plane serves HTTP/1.1; h2 is offered in ALPN for the HTTP/2 plane).
+/// `curl` over HTTP/1.1 (`extra` may ask for `--http2` instead: the later flag wins).
 async fn curl(dir: &Path, url: &str, extra: &[&str]) -> Ran {
     let ca = dir.join("ca.pem");
     let mut args = vec![
@@ -214,6 +214,55 @@ async fn alpn_negotiates_h2_and_http_1_1() {
             r.text
         );
     }
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn curl_negotiates_h2_over_tls_and_gets_the_answer_over_http2() {
+    let dir = scratch("h2");
+    let (f, port) = faultd("{}", &dir).await;
+    let url = format!("https://localhost:{port}/x");
+    let answer = "status=%{http_code} version=%{http_version}\n";
+    let r = curl(&dir, &url, &["--http2", "-w", answer]).await;
+    assert_eq!(r.code, 0, "{}", r.text);
+    assert!(r.text.contains("status=200 version=2"), "{}", r.text);
+    // The same port still serves HTTP/1.1 to a client that offers only it.
+    let r = curl(&dir, &url, &["-w", answer]).await;
+    assert!(r.text.contains("status=200 version=1.1"), "{}", r.text);
+    let http2: u64 = f
+        .recording()
+        .connections
+        .iter()
+        .map(|c| c.http2_opened)
+        .sum();
+    assert_eq!(http2, 1);
+    f.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_abrupt_goaway_over_tls_reaches_the_http2_client_inside_tls() {
+    let dir = scratch("goaway");
+    let config = faultd::Config::from_yaml(
+        "routes:\n  r: { path: /r, goaway: { after: 1, mode: abrupt, code: ENHANCE_YOUR_CALM } }\ntls: {}\n",
+        "tls-goaway.yaml",
+    )
+    .unwrap();
+    require("curl", &["--version"]).await;
+    let f = faultd::start(
+        config,
+        faultd::Options {
+            ca_out: Some(dir.join("ca.pem")),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    f.start_schedule(tokio::time::Instant::now());
+    let url = format!("https://localhost:{}/r", f.data_addr().port());
+    let r = curl(&dir, &url, &["--http2", "-v"]).await;
+    // curl reads the GOAWAY (ENHANCE_YOUR_CALM = 11) as HTTP/2, inside TLS, and loses its stream.
+    assert_ne!(r.code, 0, "{}", r.text);
+    assert!(r.text.contains("GOAWAY, error=11"), "{}", r.text);
     f.shutdown().await;
 }
 

@@ -131,6 +131,38 @@ impl<T: Transport> Lane<T> {
     }
 }
 
+/// What the open-model dispatcher hands each arrival to: HTTP/1.1's lanes ([`Exchanges`]) or the HTTP/2
+/// streams of `h2`.
+pub(crate) trait Issue: Send + Sync + 'static {
+    /// The run's origin, from which intended times count.
+    fn origin(&self) -> Instant;
+    /// Checks the cap, renders and sends arrival `index` due at `intended` (from the origin), or counts it
+    /// dropped.
+    fn issue(
+        self: &Arc<Self>,
+        index: u64,
+        intended: Duration,
+        rng: &mut StdRng,
+        max_in_flight: u64,
+    );
+}
+
+impl<T: Transport> Issue for Exchanges<T> {
+    fn origin(&self) -> Instant {
+        self.origin
+    }
+
+    fn issue(
+        self: &Arc<Self>,
+        index: u64,
+        intended: Duration,
+        rng: &mut StdRng,
+        max_in_flight: u64,
+    ) {
+        Exchanges::issue(self, index, intended, rng, max_in_flight);
+    }
+}
+
 impl<T: Transport> Exchanges<T> {
     /// Hands an arrival to an idle lane, or opens a lane if fewer than `connections` exist; otherwise it waits in
     /// the queue for the first lane to finish. Never blocks.
@@ -325,8 +357,8 @@ async fn wait_timer(due: Instant, stop: &mut watch::Receiver<bool>) -> bool {
 /// Each arrival keeps its own intended time even when a wait overshoots: a late wake-up dispatches every due
 /// arrival at once, each stamped with when it should have gone. Returns a handle that yields true if the run
 /// was stopped before the end of `duration`.
-pub(crate) fn run_open<T: Transport>(
-    exchanges: Arc<Exchanges<T>>,
+pub(crate) fn run_open<I: Issue>(
+    exchanges: Arc<I>,
     schedule: Schedule,
     max_in_flight: u64,
     duration: Duration,
@@ -341,7 +373,7 @@ pub(crate) fn run_open<T: Transport>(
             // the same runtime on time, so no thread of its own, no spin, and a hand-over that stays on the
             // runtime (a lane is woken like any task, without waking another thread).
             let alarm = faultline_alarm::Alarm::new().ok();
-            let origin = exchanges.origin;
+            let origin = exchanges.origin();
             // The origin is usually a little ahead: an arrival due at t = 0 must wait for it, not go at once.
             let mut woke = Instant::now();
             for (index, intended) in schedule.enumerate() {
@@ -358,7 +390,7 @@ pub(crate) fn run_open<T: Transport>(
             !wait_precisely(alarm.as_ref(), origin + duration, &mut stop).await
         }),
         Pacing::Timer => tokio::spawn(async move {
-            let origin = exchanges.origin;
+            let origin = exchanges.origin();
             for (index, intended) in schedule.enumerate() {
                 if !wait_timer(origin + intended, &mut stop).await {
                     return true;

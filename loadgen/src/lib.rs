@@ -7,7 +7,7 @@
 //!
 //! The library prints nothing. The `loadgen` binary and the `faultline` runner are thin wiring over [`start`],
 //! [`LoadRun`] and [`Recording`]. Modules, one concern each: [`spec`] (configuration), [`schedule`] (intended
-//! times), `mix` (requests), `send` and `dispatch` (sending), `recorder` and [`recording`] (recording),
+//! times), `mix` (requests), `send` and `dispatch` (sending), `h2` (HTTP/2 and gRPC requests and sending), `recorder` and [`recording`] (recording),
 //! [`hgrm`] and [`summary`] (output).
 //!
 //! ```no_run
@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 mod dispatch;
+mod h2;
 pub mod hgrm;
 mod mix;
 mod outcome;
@@ -238,7 +239,8 @@ fn tls_client(spec: &LoadSpec, options: &RunOptions) -> Result<Option<tls::TlsCl
         return Ok(None);
     }
     let trust = spec.tls.clone().unwrap_or_default();
-    tls::TlsClient::new(&trust, target.host()).map(Some)
+    let alpn: &[u8] = if spec.is_http2() { b"h2" } else { b"http/1.1" };
+    tls::TlsClient::new(&trust, target.host(), alpn).map(Some)
 }
 
 /// Starts the closed model for comparison: `users` loops that each wait for their answer before the next
@@ -292,6 +294,15 @@ fn launch<T: Transport>(
         ));
     }
     let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
+    if spec.is_http2() {
+        if closed_users.is_some() {
+            return Err(LoadError::InvalidOptions(
+                "the closed model speaks HTTP/1.1 only; HTTP/2 and gRPC loads are open-model"
+                    .into(),
+            ));
+        }
+        return launch_h2(spec, options, origin, &target, pacing);
+    }
     let mix = mix::Mix::compile(&spec.requests, &target)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
 
@@ -356,3 +367,68 @@ fn launch<T: Transport>(
 
 #[cfg(test)]
 mod tests;
+
+/// The open model over HTTP/2 streams (`h2`): the same schedule, recorder and outcome classes as HTTP/1.1's.
+fn launch_h2(
+    spec: LoadSpec,
+    options: RunOptions,
+    origin: Instant,
+    target: &target::Target,
+    pacing: Pacing,
+) -> Result<LoadRun, LoadError> {
+    let mix = h2::H2Mix::compile(&spec.requests, target)?;
+    let tls = tls_client(&spec, &options)?;
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
+    let recorder = Arc::new(Recorder::new(
+        &options.phases,
+        options.bucket,
+        options.duration,
+        options.series,
+    ));
+    let classifier = h2::GrpcClassifier {
+        fallback_status: spec.fallback_grpc_status.clone(),
+        http: Classifier {
+            fallback_status: spec.fallback_status.clone(),
+        },
+    };
+    if let Some(tls) = &tls {
+        let _ = recorder.tls.set(tls.counters.clone());
+    }
+    let exchanges = Arc::new(h2::H2Exchanges::new(
+        recorder.clone(),
+        classifier,
+        fallback_header(&spec),
+        spec.timeout.get(),
+        origin,
+        runtime,
+        target,
+        mix,
+        spec.connections,
+        spec.streams_per_connection,
+        tls,
+    ));
+    let (stop, stopped) = watch::channel(false);
+    let schedule =
+        schedule::Schedule::new(&spec.rate, spec.arrivals, options.seed, options.duration);
+    let dispatcher = dispatch::run_open(
+        exchanges,
+        schedule,
+        spec.max_in_flight,
+        options.duration,
+        options.seed,
+        pacing,
+        stopped,
+    );
+    Ok(LoadRun {
+        watch: LoadWatch {
+            recorder,
+            stop: Arc::new(stop),
+            origin,
+        },
+        dispatcher,
+        // No lanes: each arrival is a stream of its own.
+        lanes: Arc::new(Lanes::new(1)),
+        timeout: spec.timeout.get(),
+        model: Model::Open,
+    })
+}

@@ -18,7 +18,7 @@ use crate::LoadError;
 
 /// One piece of a path: literal text or a generator.
 #[derive(Debug, Clone, PartialEq)]
-enum PathPart {
+pub(crate) enum PathPart {
     Literal(String),
     /// `{seq}`: the arrival's index in the timetable, from 0.
     Seq,
@@ -45,7 +45,7 @@ pub(crate) struct Mix {
     cumulative: Vec<u64>,
 }
 
-fn parse_path(path: &str) -> Result<Vec<PathPart>, String> {
+pub(crate) fn parse_path(path: &str) -> Result<Vec<PathPart>, String> {
     if !path.starts_with('/') {
         return Err(format!("the path {path:?} must start with /"));
     }
@@ -232,7 +232,11 @@ fn put_header(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-fn render_path(parts: &[PathPart], index: u64, draw: &mut impl FnMut(u64, u64) -> u64) -> String {
+pub(crate) fn render_path(
+    parts: &[PathPart],
+    index: u64,
+    draw: &mut impl FnMut(u64, u64) -> u64,
+) -> String {
     let mut out = String::with_capacity(32);
     for part in parts {
         match part {

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use faultline_units::{Dur, Rate};
+use faultline_units::{Dur, GrpcCode, Rate};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +42,14 @@ pub struct LoadSpec {
     /// `{ insecure: true }`. The system's roots when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsSpec>,
+    /// gRPC statuses that mean the service answered with a fallback (`fallback_header` is looked for in the
+    /// metadata, initial and trailing, of gRPC answers too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_grpc_status: Vec<GrpcCode>,
+    /// HTTP/2 and gRPC: the most streams in flight on one of the `connections`; an arrival that finds every
+    /// connection at this limit (or at the server's SETTINGS_MAX_CONCURRENT_STREAMS, if lower) is `dropped`.
+    #[serde(default = "default_streams_per_connection")]
+    pub streams_per_connection: u32,
 }
 
 fn default_timeout() -> Dur {
@@ -52,6 +60,9 @@ fn default_max_in_flight() -> u64 {
 }
 fn default_connections() -> u32 {
     1000
+}
+fn default_streams_per_connection() -> u32 {
+    100
 }
 
 /// How inter-arrival gaps are drawn. Both follow the same rate curve; Poisson adds the burstiness of
@@ -163,6 +174,25 @@ pub struct RequestTemplate {
     /// Relative weight in the mix (default 1).
     #[serde(default = "default_weight")]
     pub weight: u32,
+    /// A gRPC call of this method, e.g. `/shop.Catalog/GetProduct` (sent over HTTP/2 as a POST).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<String>,
+    /// The gRPC request message's bytes as hex, e.g. `0a0568656c6c6f`; empty when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// A file holding the gRPC request message's bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_file: Option<String>,
+    /// gRPC metadata (request headers), e.g. `{authorization: Bearer x}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: BTreeMap<String, String>,
+    /// The gRPC deadline, sent as `grpc-timeout`; the call also ends as `timeout` when it passes (or at the
+    /// load's `timeout`, if sooner).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Dur>,
+    /// Send this (REST) request over HTTP/2 with prior knowledge instead of HTTP/1.1.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub http2: bool,
 }
 
 fn default_weight() -> u32 {
@@ -182,6 +212,12 @@ impl Default for RequestTemplate {
             body: None,
             headers: BTreeMap::new(),
             weight: default_weight(),
+            grpc: None,
+            message: None,
+            message_file: None,
+            metadata: BTreeMap::new(),
+            deadline: None,
+            http2: false,
         }
     }
 }
@@ -195,9 +231,15 @@ impl RequestTemplate {
         }
     }
 
-    /// The method and path this template names, or an error if it names none or several.
+    /// Whether this template goes over HTTP/2 (a gRPC call, or `http2: true`).
+    pub fn is_http2(&self) -> bool {
+        self.http2 || self.grpc.is_some()
+    }
+
+    /// The method and path this template names, or an error if it names none or several. A gRPC call is a POST.
     pub fn method_and_path(&self) -> Result<(&'static str, &str), String> {
         let named: Vec<(&'static str, &str)> = [
+            ("POST", &self.grpc),
             ("GET", &self.get),
             ("POST", &self.post),
             ("PUT", &self.put),
@@ -211,7 +253,8 @@ impl RequestTemplate {
         match named.as_slice() {
             [one] => Ok(*one),
             [] => Err(
-                "names no method: write one of get, post, put, patch, delete, head with the path"
+                "names no method: write one of get, post, put, patch, delete, head with the path, \
+                 or grpc with the method"
                     .into(),
             ),
             _ => Err(format!(
@@ -241,7 +284,14 @@ impl LoadSpec {
             fallback_header: None,
             fallback_status: Vec::new(),
             tls: None,
+            fallback_grpc_status: Vec::new(),
+            streams_per_connection: default_streams_per_connection(),
         }
+    }
+
+    /// Whether the run speaks HTTP/2 (every template is a gRPC call or says `http2: true`).
+    pub fn is_http2(&self) -> bool {
+        self.requests.first().is_some_and(RequestTemplate::is_http2)
     }
 
     /// Checks everything deserialisation cannot: rate segments in order with one kind each, ramps that end before
@@ -343,8 +393,37 @@ impl LoadSpec {
                 );
             }
         }
+        if self.streams_per_connection == 0 {
+            return bad(
+                "load.streams_per_connection".into(),
+                "at least 1 stream per connection is needed".into(),
+            );
+        }
+        let http2 = self.is_http2();
+        if let Some(i) = self.requests.iter().position(|r| r.is_http2() != http2) {
+            return bad(
+                format!("load.requests[{i}]"),
+                "a mix is all HTTP/1.1 or all HTTP/2: give every template `http2: true` or a `grpc` method, or none"
+                    .into(),
+            );
+        }
         // The target only fills the host header; any valid one checks the templates.
         let placeholder = crate::target::Target::parse("http://127.0.0.1", &[])?;
+        if http2 {
+            return crate::h2::H2Mix::compile(&self.requests, &placeholder).map(|_| ());
+        }
+        if let Some(i) = self.requests.iter().position(|r| {
+            r.message.is_some()
+                || r.message_file.is_some()
+                || r.deadline.is_some()
+                || !r.metadata.is_empty()
+        }) {
+            return bad(
+                format!("load.requests[{i}]"),
+                "message, message_file, metadata and deadline belong to gRPC calls (`grpc: /pkg.Service/Method`)"
+                    .into(),
+            );
+        }
         crate::mix::Mix::compile(&self.requests, &placeholder).map(|_| ())
     }
 
@@ -369,6 +448,9 @@ impl LoadSpec {
             }
         }
         self.timeout = self.timeout.scaled(factor);
+        for r in &mut self.requests {
+            r.deadline = r.deadline.map(|d| d.scaled(factor));
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! HTTPS to the service under test: the client side of TLS for loadgen's own HTTP/1.1 client.
+//! HTTPS to the service under test: the client side of TLS for loadgen's own HTTP/1.1 client and for its HTTP/2
+//! and gRPC client (`h2`), which asks for `h2` by ALPN.
 //!
 //! For: which CA to trust (`load.tls.ca`, `--ca FILE`; or nothing at all with `--insecure`, by that name only),
 //! the handshake on a new connection (with session resumption across the run's connections, rustls' in-memory
@@ -77,6 +78,16 @@ pub(crate) enum Stream {
     Plain(TcpStream),
     /// TLS over TCP.
     Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl Stream {
+    /// The protocol ALPN chose on a TLS connection; `None` in cleartext or when the server chose none.
+    pub(crate) fn alpn(&self) -> Option<&[u8]> {
+        match self {
+            Stream::Plain(_) => None,
+            Stream::Tls(s) => s.get_ref().1.alpn_protocol(),
+        }
+    }
 }
 
 impl AsyncRead for Stream {
@@ -173,8 +184,9 @@ fn system_roots() -> RootCertStore {
 }
 
 impl TlsClient {
-    /// A client for `host` trusting what `spec` says.
-    pub(crate) fn new(spec: &TlsSpec, host: &str) -> Result<TlsClient, LoadError> {
+    /// A client for `host` trusting what `spec` says, offering `alpn` (`http/1.1` for loadgen's own client, `h2`
+    /// for the HTTP/2 and gRPC one).
+    pub(crate) fn new(spec: &TlsSpec, host: &str, alpn: &[u8]) -> Result<TlsClient, LoadError> {
         let builder = ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| LoadError::InvalidOptions(format!("TLS: {e}")))?;
@@ -190,8 +202,9 @@ impl TlsClient {
             };
             builder.with_root_certificates(roots).with_no_client_auth()
         };
-        // loadgen's client speaks HTTP/1.1 only.
-        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // One protocol: a server that cannot speak it fails the handshake (no_application_protocol) instead of
+        // answering in a protocol the client would misread.
+        config.alpn_protocols = vec![alpn.to_vec()];
         let name = ServerName::try_from(host.to_string()).map_err(|e| LoadError::BadUrl {
             url: host.to_string(),
             why: format!("not a name TLS can verify: {e}"),

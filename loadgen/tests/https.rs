@@ -1,6 +1,6 @@
 //! loadgen over HTTPS against a real faultd that terminates TLS with its run's CA: requests are verified against
 //! that CA alone, connections are reused and sessions resumed, and a handshake fault becomes a `connect_error`
-//! whose reason the recording keeps.
+//! whose reason the recording keeps; the HTTP/2 and gRPC client asks for h2 by ALPN.
 
 use std::time::Duration;
 
@@ -67,6 +67,68 @@ async fn https_requests_verify_against_the_run_ca_and_reuse_their_connections() 
         tls.handshakes + tls.resumed,
         "{served:?}"
     );
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_and_grpc_reach_an_https_target_by_alpn_h2() {
+    let ca = ca_path("h2");
+    let f = faultd("", "{}", &ca).await;
+    let url = format!("https://localhost:{}", f.data_addr().port());
+    // A REST load over HTTP/2 and a gRPC one: both ask for h2 by ALPN, verified against the run's CA.
+    let mut rest = spec(Some(&ca), false, 2);
+    rest.requests[0].http2 = true;
+    let mut grpc = spec(Some(&ca), false, 2);
+    grpc.requests = vec![loadgen::RequestTemplate {
+        grpc: Some("/shop.Catalog/GetProduct".into()),
+        ..Default::default()
+    }];
+    for spec in [rest, grpc] {
+        let options = RunOptions::new(url.clone(), Duration::from_secs(1));
+        let recording = start(spec, options, Instant::now()).unwrap().finish().await;
+        assert!(recording.conservation.holds, "{:?}", recording.conservation);
+        assert_eq!(
+            recording.totals.ok, 200,
+            "{:?} {:?}",
+            recording.totals, recording.connect_errors
+        );
+        let tls = recording.tls.expect("an https run records its handshakes");
+        assert_eq!(
+            tls.handshakes + tls.resumed,
+            2,
+            "one per connection: {tls:?}"
+        );
+    }
+    let http2: u64 = f
+        .recording()
+        .connections
+        .iter()
+        .map(|c| c.http2_opened)
+        .sum();
+    assert_eq!(http2, 4, "every connection spoke HTTP/2");
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_refused_to_the_http2_client_is_a_connect_error_with_its_reason() {
+    let ca = ca_path("h2-expired");
+    let f = faultd("", "{ faults: { expired: 100% } }", &ca).await;
+    let url = format!("https://localhost:{}", f.data_addr().port());
+    let mut spec = spec(Some(&ca), false, 1);
+    spec.requests[0].http2 = true;
+    spec.rate = loadgen::RateSpec::Constant("20/s".parse().unwrap());
+    let options = RunOptions::new(url, Duration::from_secs(1));
+    let recording = start(spec, options, Instant::now()).unwrap().finish().await;
+    assert_eq!(recording.totals.ok, 0);
+    assert!(recording.totals.connect_error > 0, "{:?}", recording.totals);
+    assert!(
+        recording
+            .connect_errors
+            .contains_key("tls: certificate expired"),
+        "{:?}",
+        recording.connect_errors
+    );
+    assert!(recording.tls.unwrap().failed > 0);
     f.shutdown().await;
 }
 

@@ -81,6 +81,8 @@ pub fn infer(
         transitions: Vec::new(),
         resolution,
         gaps: Vec::new(),
+        source: Some(Source::Inferred),
+        samples: Vec::new(),
     };
     let mut state = BreakerState::Closed;
     let change = |timeline: &mut BreakerTimeline,

@@ -8,6 +8,7 @@
 //!
 //! Not for: deciding whether a timeline is good. That is `expect`'s job; this module only records what happened.
 
+pub mod crosscheck;
 pub mod inference;
 pub mod log;
 pub mod metrics;
@@ -114,6 +115,13 @@ pub struct BreakerTimeline {
     /// Spans in which nothing could be observed (failed scrapes), as `[start, end)`.
     #[serde(default)]
     pub gaps: Vec<(f64, f64)>,
+    /// Where the whole timeline comes from (also on each transition; this says it for a timeline without any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
+    /// For a polled source, every state it read and when: a scrape that saw the breaker open between two calls
+    /// proves they belong to different half-open windows, even when it never saw the windows themselves.
+    #[serde(skip)]
+    pub samples: Vec<(Duration, BreakerState)>,
 }
 
 impl BreakerTimeline {
@@ -129,6 +137,12 @@ impl BreakerTimeline {
             transitions: Vec::new(),
             resolution: nominal,
             gaps: Vec::new(),
+            source: Some(source),
+            samples: if nominal.is_zero() {
+                Vec::new()
+            } else {
+                observations.to_vec()
+            },
         };
         let mut state = BreakerState::Closed;
         let mut last_seen = Duration::ZERO;
@@ -199,7 +213,14 @@ impl BreakerTimeline {
     /// The timeline as far as `t`: transitions stamped after it are left out.
     pub fn until(mut self, t: Duration) -> BreakerTimeline {
         self.transitions.retain(|tr| tr.at <= t);
+        self.samples.retain(|(at, _)| *at <= t);
         self
+    }
+
+    /// Whether this timeline places every transition exactly (pushed events and log lines do; a scrape and an
+    /// inference only to within their resolution).
+    pub fn is_exact(&self) -> bool {
+        self.resolution.is_zero()
     }
 
     /// Transitions stamped in `[from, to)`.

@@ -13,14 +13,14 @@ use tokio::time::Instant;
 use super::metrics::{scrape_loop, Scraped};
 use super::scrape::StateMapping;
 use super::webhook::{self, Events};
-use super::{inference, log, BreakerState, BreakerTimeline};
+use super::{inference, log, BreakerState, BreakerTimeline, Source};
 use crate::record::RunRecord;
 use crate::run::sut::OutputLine;
 use crate::scenario::{Observation, Validated};
 
 /// The breakers of a run under observation.
 pub struct BreakerWatch {
-    sources: BTreeMap<String, Observation>,
+    sources: BTreeMap<String, Vec<Observation>>,
     /// The route each breaker guards, where known: what inference reads.
     routes: BTreeMap<String, String>,
     scraped: Scraped,
@@ -31,12 +31,14 @@ pub struct BreakerWatch {
     origin_wall: SystemTime,
 }
 
-/// The timelines at one moment: the one each breaker's own source gives, and the one inferred from traffic (for
-/// every breaker whose route is known), kept beside it for comparison.
+/// The timelines at one moment: for each breaker the finest of its own sources (the one verdicts time
+/// transitions with), the one inferred from traffic (for every breaker whose route is known), and every timeline
+/// there is for it, its sources and the inferred one, for cross-checks and for verdicts that count.
 #[derive(Debug, Clone, Default)]
 pub struct Timelines {
     pub observed: BTreeMap<String, BreakerTimeline>,
     pub inferred: BTreeMap<String, BreakerTimeline>,
+    pub evidence: BTreeMap<String, Vec<BreakerTimeline>>,
 }
 
 impl BreakerWatch {
@@ -50,7 +52,11 @@ impl BreakerWatch {
     ) -> BreakerWatch {
         let scraped: Scraped = Default::default();
         let mut by_url: BTreeMap<String, (Duration, Vec<(String, StateMapping)>)> = BTreeMap::new();
-        for (name, obs) in &v.breakers {
+        for (name, obs) in v
+            .breakers
+            .iter()
+            .flat_map(|(name, sources)| sources.iter().map(move |o| (name, o)))
+        {
             if let Observation::Metrics {
                 url_or_path,
                 mapping,
@@ -133,23 +139,52 @@ impl BreakerWatch {
             }
         }
         let scraped = self.scraped.lock().map(|s| s.clone()).unwrap_or_default();
-        for (name, obs) in &self.sources {
-            let timeline = match obs {
-                Observation::Metrics { interval, .. } => BreakerTimeline::from_observations(
-                    scraped.get(name).map(|v| v.as_slice()).unwrap_or_default(),
-                    super::Source::Metrics,
-                    interval.get(),
-                ),
-                Observation::Webhook { name: event_name } => {
-                    webhook::timeline(&self.events, event_name, self.origin, self.origin_wall)
+        for (name, sources) in &self.sources {
+            let mut timelines: Vec<BreakerTimeline> = sources
+                .iter()
+                .map(|obs| {
+                    let timeline = match obs {
+                        Observation::Metrics { interval, .. } => {
+                            BreakerTimeline::from_observations(
+                                scraped.get(name).map(|v| v.as_slice()).unwrap_or_default(),
+                                Source::Metrics,
+                                interval.get(),
+                            )
+                        }
+                        Observation::Webhook { name: event_name } => webhook::timeline(
+                            &self.events,
+                            event_name,
+                            self.origin,
+                            self.origin_wall,
+                        ),
+                        Observation::Log { pattern } => {
+                            log::timeline(&self.lines, pattern, name, self.origin)
+                        }
+                        Observation::Inferred => {
+                            out.inferred.get(name).cloned().unwrap_or(BreakerTimeline {
+                                source: Some(Source::Inferred),
+                                ..Default::default()
+                            })
+                        }
+                    };
+                    timeline.until(record.duration)
+                })
+                .collect();
+            // The finest source times the transitions: exact ones first, then the shortest resolution, then the
+            // order the scenario names them in.
+            let primary = timelines
+                .iter()
+                .enumerate()
+                .min_by_key(|(i, t)| (t.resolution, *i))
+                .map(|(_, t)| t.clone())
+                .unwrap_or_default();
+            out.observed.insert(name.clone(), primary);
+            if let Some(inferred) = out.inferred.get(name) {
+                if !sources.iter().any(|o| matches!(o, Observation::Inferred)) {
+                    timelines.push(inferred.clone().until(record.duration));
                 }
-                Observation::Log { pattern } => {
-                    log::timeline(&self.lines, pattern, name, self.origin)
-                }
-                Observation::Inferred => out.inferred.get(name).cloned().unwrap_or_default(),
-            };
-            out.observed
-                .insert(name.clone(), timeline.until(record.duration));
+            }
+            out.evidence.insert(name.clone(), timelines);
         }
         out
     }

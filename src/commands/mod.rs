@@ -1,7 +1,8 @@
 //! The runner's commands, one file each: what `faultline run`, `prove`, `validate`, `schema`, `report`, `compare`
 //! and `list` do once their arguments are parsed. Each returns the process exit code, so that it can be tested
 //! without a process: 0 every expectation held (or the command did its job), 1 an expectation failed, 2 the scenario
-//! or the command was wrong, 3 the run itself broke, 130 interrupted.
+//! or the command was wrong, 3 the run itself broke, 4 nothing failed but an expectation could not be judged
+//! (inconclusive), 130 interrupted.
 //!
 //! Not for parsing arguments: the `faultline` binary owns the command line and calls these.
 
@@ -16,7 +17,7 @@ mod validate;
 pub use compare::compare;
 pub use list::list;
 pub use prove::prove;
-pub use report::report;
-pub use run::run_command;
+pub use report::{report, Format};
+pub use run::{run_command, Exports, INCONCLUSIVE};
 pub use schema::schema;
 pub use validate::validate;

@@ -106,7 +106,11 @@ pub fn prove(
                 .iter()
                 .find(|vd| vd.id.as_deref() == Some(id))
             {
-                Some(vd) if !vd.passed => {}
+                Some(vd) if vd.failed() => {}
+                Some(vd) if vd.inconclusive() => problems.push(format!(
+                    "with the mistake, expectation `{id}` could not be judged: {}",
+                    vd.sentence
+                )),
                 Some(vd) => problems.push(format!(
                     "with the mistake, expectation `{id}` held: {}",
                     vd.sentence
@@ -118,7 +122,7 @@ pub fn prove(
             .2
             .verdicts
             .iter()
-            .filter(|vd| !vd.passed)
+            .filter(|vd| vd.failed())
             .map(|vd| vd.sentence.as_str())
             .collect();
         if problems.is_empty() {

@@ -5,12 +5,27 @@ use std::path::Path;
 
 use crate::report;
 
-/// Re-renders the report in `run_dir` and prints its summary; exits 2 if the saved data cannot be read.
-pub fn report(run_dir: &Path) -> i32 {
+/// How `faultline report` prints the summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// The plain-text summary, as `faultline run` prints it.
+    #[default]
+    Text,
+    /// GitHub-flavoured Markdown, as appended to a CI job's summary.
+    Markdown,
+}
+
+/// Re-renders the report in `run_dir` and prints its summary in `format`; exits 2 if the saved data cannot be read.
+pub fn report(run_dir: &Path, format: Format) -> i32 {
     match report::rerender(run_dir) {
         Ok(r) => {
-            print!("{}", report::summary::text(&r));
-            println!("report: {}", run_dir.display());
+            match format {
+                Format::Text => {
+                    print!("{}", report::summary::text(&r));
+                    println!("report: {}", run_dir.display());
+                }
+                Format::Markdown => print!("{}", report::markdown::markdown(&r, run_dir)),
+            }
             0
         }
         Err(e) => {

@@ -2,6 +2,7 @@
 //! turns the run's ending and verdicts into the exit code. Not the run itself (`run::run` starts and stops the
 //! components) nor the judging (`expect` gives the verdicts); `prove` runs scenarios through `execute` too.
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -10,12 +11,14 @@ use crate::run::{self, Ending};
 use crate::scenario::{Overrides, Scenario, Validated};
 
 /// Runs the scenario at `path` with `overrides` and prints the summary (or result.json with `json`); returns the
-/// exit code: 0 every expectation held, 1 one failed, 2 the scenario is invalid, 3 the run broke, 130 interrupted.
+/// exit code: 0 every expectation held, 1 one failed, 2 the scenario is invalid, 3 the run broke, 4 nothing failed but
+/// at least one expectation could not be judged, 130 interrupted.
 pub fn run_command(
     path: &Path,
     report_dir: Option<PathBuf>,
     overrides: &Overrides,
     json: bool,
+    exports: &Exports,
 ) -> i32 {
     let v = match Scenario::load(path, overrides) {
         Ok(v) => v,
@@ -24,8 +27,8 @@ pub fn run_command(
             return e.exit_code();
         }
     };
-    match execute(&v, report_dir, overrides.time_scale.unwrap_or(1.0)) {
-        Ok((code, dir, result)) => {
+    match execute_with(&v, report_dir, overrides.time_scale.unwrap_or(1.0), exports) {
+        Ok((code, dir, result, problems)) => {
             if json {
                 println!(
                     "{}",
@@ -33,12 +36,62 @@ pub fn run_command(
                 );
             } else {
                 print!("{}", report::summary::text(&result));
+                for p in &problems {
+                    println!("not exported: {p}");
+                }
                 println!("report: {}", dir.display());
+            }
+            if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
+                github_actions(&v, &dir, &result, json);
             }
             code
         }
         Err(code) => code,
     }
+}
+
+/// In a GitHub Actions job: appends the Markdown summary to `$GITHUB_STEP_SUMMARY` and prints an annotation per
+/// failed or inconclusive expectation, at its line in the scenario (on stderr when stdout carries result.json).
+/// Neither changes the exit code: a summary file that cannot be written is said on stderr.
+fn github_actions(v: &Validated, dir: &Path, result: &report::ResultFile, json: bool) {
+    if let Some(path) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        let md = report::markdown::markdown(result, dir);
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, md.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "warning: cannot append the summary to {}: {e}",
+                Path::new(&path).display()
+            );
+        }
+    }
+    let lines: Vec<u64> = v
+        .scenario
+        .expect
+        .iter()
+        .map(|e| e.referenced.line())
+        .collect();
+    for a in report::markdown::annotations(result, &v.file, &lines) {
+        if json {
+            eprintln!("{a}");
+        } else {
+            println!("{a}");
+        }
+    }
+}
+
+/// Where a run's figures go besides the report: a live Prometheus endpoint, a Pushgateway at the end.
+#[derive(Debug, Clone, Default)]
+pub struct Exports {
+    /// Serve `/metrics` here while the run goes on.
+    pub metrics_listen: Option<SocketAddr>,
+    /// Serve it on an address that is not loopback too.
+    pub allow_remote: bool,
+    /// Push the final values to this Pushgateway when the run ends.
+    pub push: Option<String>,
 }
 
 /// Runs a validated scenario and writes its report: the exit code, the report folder and the result; `Err(exit code)`
@@ -48,6 +101,17 @@ pub(crate) fn execute(
     report_dir: Option<PathBuf>,
     time_scale: f64,
 ) -> Result<(i32, PathBuf, report::ResultFile), i32> {
+    execute_with(v, report_dir, time_scale, &Exports::default()).map(|(c, d, r, _)| (c, d, r))
+}
+
+/// As `execute`, with the run's figures exported as `exports` asks; also returns what could not be exported, which
+/// is appended to the report's summary.txt and never changes the exit code.
+pub(crate) fn execute_with(
+    v: &Validated,
+    report_dir: Option<PathBuf>,
+    time_scale: f64,
+    exports: &Exports,
+) -> Result<(i32, PathBuf, report::ResultFile, Vec<String>), i32> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -76,10 +140,24 @@ pub(crate) fn execute(
             let _ = late_signal.set(signals.recv().await);
         });
     }
-    let mut out = runtime.block_on(run::run(v)).map_err(|e| {
-        eprintln!("error: the run broke: {e}");
-        3
-    })?;
+    let metrics = (exports.metrics_listen.is_some() || exports.push.is_some())
+        .then(|| run::metrics::Metrics::new(v));
+    let mut server = None;
+    if let (Some(m), Some(addr)) = (&metrics, exports.metrics_listen) {
+        match runtime.block_on(m.serve(addr, exports.allow_remote)) {
+            Ok((bound, task)) => {
+                eprintln!("faultline: metrics on http://{bound}/metrics");
+                server = Some(task);
+            }
+            Err(p) => m.problem(p),
+        }
+    }
+    let mut out = runtime
+        .block_on(run::run_with(v, metrics.as_ref()))
+        .map_err(|e| {
+            eprintln!("error: the run broke: {e}");
+            3
+        })?;
     let dir = report_dir
         .or_else(|| v.scenario.report.dir.as_ref().map(PathBuf::from))
         .unwrap_or_else(|| {
@@ -100,7 +178,33 @@ pub(crate) fn execute(
         if out.ending == Ending::Completed && late_signal.get().is_some() {
             continue;
         }
-        return Ok((code, dir, result));
+        let mut problems = Vec::new();
+        if let Some(m) = &metrics {
+            m.finish(&result);
+            if let Some(url) = &exports.push {
+                if let Err(p) = runtime.block_on(m.push(url, &v.scenario.name)) {
+                    m.problem(p);
+                }
+            }
+            problems = m.problems();
+        }
+        if let Some(task) = server.take() {
+            task.abort();
+        }
+        if !problems.is_empty() {
+            let note: String = problems
+                .iter()
+                .map(|p| format!("not exported: {p}\n"))
+                .collect();
+            let summary = dir.join("summary.txt");
+            let _ = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&summary)
+                .and_then(|mut f| {
+                    std::io::Write::write_all(&mut f, format!("\n{note}").as_bytes())
+                });
+        }
+        return Ok((code, dir, result, problems));
     }
 }
 
@@ -109,21 +213,32 @@ fn exit_code(out: &run::RunOutput) -> i32 {
     code_for(
         &out.ending,
         !out.run_errors.is_empty(),
-        out.verdicts.iter().any(|v| !v.passed),
+        out.verdicts.iter().any(|v| v.failed()),
+        out.verdicts.iter().any(|v| v.inconclusive()),
     )
 }
 
-/// The exit code of an ending: the run's own failures (broken conservation, say) outrank failed expectations.
-fn code_for(ending: &Ending, run_failed: bool, expectation_failed: bool) -> i32 {
+/// The exit code of an ending: the run's own failures (broken conservation, say) outrank failed expectations,
+/// which outrank expectations that could not be judged.
+fn code_for(
+    ending: &Ending,
+    run_failed: bool,
+    expectation_failed: bool,
+    inconclusive: bool,
+) -> i32 {
     match ending {
         Ending::Aborted { .. } => 130,
         Ending::SutDied { .. } | Ending::Deadline => 3,
         Ending::StoppedOnFailure { .. } => 1,
         Ending::Completed if run_failed => 3,
         Ending::Completed if expectation_failed => 1,
+        Ending::Completed if inconclusive => INCONCLUSIVE,
         Ending::Completed => 0,
     }
 }
+
+/// The exit code of a run in which nothing failed but at least one expectation could not be judged.
+pub const INCONCLUSIVE: i32 = 4;
 
 #[cfg(test)]
 mod tests {
@@ -131,10 +246,10 @@ mod tests {
 
     #[test]
     fn a_run_whose_requests_were_not_conserved_exits_3_even_when_every_expectation_held() {
-        assert_eq!(code_for(&Ending::Completed, true, false), 3);
-        assert_eq!(code_for(&Ending::Completed, true, true), 3);
-        assert_eq!(code_for(&Ending::Completed, false, true), 1);
-        assert_eq!(code_for(&Ending::Completed, false, false), 0);
+        assert_eq!(code_for(&Ending::Completed, true, false, false), 3);
+        assert_eq!(code_for(&Ending::Completed, true, true, false), 3);
+        assert_eq!(code_for(&Ending::Completed, false, true, false), 1);
+        assert_eq!(code_for(&Ending::Completed, false, false, false), 0);
     }
 
     #[test]
@@ -147,12 +262,29 @@ mod tests {
             last_lines: String::new(),
         };
         for (run_failed, expectation_failed) in [(false, false), (true, true)] {
-            assert_eq!(code_for(&aborted, run_failed, expectation_failed), 130);
-            assert_eq!(code_for(&died, run_failed, expectation_failed), 3);
             assert_eq!(
-                code_for(&Ending::Deadline, run_failed, expectation_failed),
+                code_for(&aborted, run_failed, expectation_failed, true),
+                130
+            );
+            assert_eq!(code_for(&died, run_failed, expectation_failed, true), 3);
+            assert_eq!(
+                code_for(&Ending::Deadline, run_failed, expectation_failed, true),
                 3
             );
         }
+    }
+
+    #[test]
+    fn an_inconclusive_verdict_exits_4_only_when_nothing_failed() {
+        assert_eq!(
+            code_for(&Ending::Completed, false, false, true),
+            INCONCLUSIVE
+        );
+        assert_eq!(code_for(&Ending::Completed, false, true, true), 1);
+        assert_eq!(code_for(&Ending::Completed, true, false, true), 3);
+        let stopped = Ending::StoppedOnFailure {
+            expectation: "pool".into(),
+        };
+        assert_eq!(code_for(&stopped, false, false, true), 1);
     }
 }

@@ -10,9 +10,10 @@ use std::time::Duration;
 use faultline_units::Dur;
 use serde::{Deserialize, Serialize};
 
+use super::probes::{self, Round, RoundCount};
 use super::words::{during_words, secs};
-use super::{ended, phase_words, span, timeline, Verdict};
-use crate::breaker::{BreakerState, BreakerTimeline, Transition};
+use super::{ended, phase_words, span, timeline, Outcome, Verdict};
+use crate::breaker::{BreakerState, BreakerTimeline, Source, Transition};
 use crate::record::RunRecord;
 
 /// A check on one breaker's timeline.
@@ -37,6 +38,9 @@ pub enum BreakerCheck {
         breaker: String,
         at_most: u32,
         during: Option<String>,
+        /// The route the breaker guards, where known: its traffic shows changes a coarse source misses.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
     },
     ProbesPerHalfOpenAtMost {
         breaker: String,
@@ -46,7 +50,11 @@ pub enum BreakerCheck {
 }
 
 fn how(tr: &Transition) -> String {
-    format!("{}, ±{}", tr.source, secs(tr.resolution))
+    if tr.resolution.is_zero() {
+        tr.source.to_string()
+    } else {
+        format!("{}, ±{}", tr.source, secs(tr.resolution))
+    }
 }
 
 impl BreakerCheck {
@@ -70,6 +78,7 @@ impl BreakerCheck {
                 breaker,
                 at_most,
                 during,
+                ..
             } => format!(
                 "breaker {breaker} changes state at most {at_most} times{}",
                 during_words(during)
@@ -127,7 +136,7 @@ impl BreakerCheck {
             }
             // Leaving closed and changing state too often cannot be undone; holding can only be known at the end.
             BreakerCheck::StaysClosed { during, .. }
-            | BreakerCheck::TransitionsAtMost { during, .. } => !v.passed || ended(record, during),
+            | BreakerCheck::TransitionsAtMost { during, .. } => v.failed() || ended(record, during),
             BreakerCheck::ProbesPerHalfOpenAtMost { .. } => false,
         };
         decided.then_some(v)
@@ -185,7 +194,12 @@ impl BreakerCheck {
                 }
                 match t.transitions_in(phase.start, record.duration).find(|tr| tr.to == target) {
                     Some(tr) => {
+                        // The change happened in (at - resolution, at]: decided only if the bound is not inside.
                         let delay = tr.at - phase.start;
+                        let earliest = delay.saturating_sub(tr.resolution);
+                        if delay > within.get() && earliest <= within.get() {
+                            return Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker} {verb} between {} and {} after {after} began ({}); the bound {within} lies inside that span, which a log or webhook source, or a shorter scrape interval, would decide", secs(earliest), secs(delay), how(tr)), Some(delay.as_secs_f64()), Some(within.as_secs_f64()));
+                        }
                         let passed = delay <= within.get();
                         Verdict::new(name, passed, format!("breaker {breaker} {verb} {} after {after} began ({}); expected within {within}", secs(delay), how(tr)), Some(delay.as_secs_f64()), Some(within.as_secs_f64()))
                     }
@@ -211,89 +225,223 @@ impl BreakerCheck {
                 breaker,
                 at_most,
                 during,
-            } => {
-                let s = span(record, during);
-                let n = timeline(record, breaker)
-                    .transitions_in(s.start, s.end)
-                    .count();
-                Verdict::new(
-                    name,
-                    n <= *at_most as usize,
-                    format!(
-                        "breaker {breaker} changed state {n} times {}; expected at most {at_most}",
-                        phase_words(&s)
-                    ),
-                    Some(n as f64),
-                    Some(*at_most as f64),
-                )
-            }
+                route,
+            } => transitions(name, record, breaker, *at_most, during, route.as_deref()),
             BreakerCheck::ProbesPerHalfOpenAtMost {
                 breaker,
                 route,
                 at_most,
             } => {
-                let t = timeline(record, breaker);
                 if !record.dependency.contains_key(route) {
                     return Verdict::unrecorded(name, route, Some(*at_most as f64));
                 };
-                let (windows, too_short) = half_open_windows(t, record.duration);
-                let unjudged = if too_short > 0 {
-                    format!(
-                        ", {too_short} more closed within the ±{} resolution and were not counted",
-                        secs(t.resolution)
-                    )
-                } else {
-                    String::new()
-                };
-                if windows.is_empty() {
-                    let why = if too_short > 0 {
-                        format!("breaker {breaker}'s half-open windows{unjudged}")
-                    } else {
-                        format!("breaker {breaker} never went half-open")
-                    };
-                    return Verdict::new(name, false, format!("{why}, so no probes could be counted; expected at most {at_most} per half-open window"), None, Some(*at_most as f64));
-                }
-                let counts: Vec<u64> = windows
-                    .iter()
-                    .map(|&(start, end)| record.arrivals_between(route, start, end))
-                    .collect();
-                let worst = counts.iter().copied().max().unwrap_or(0);
-                Verdict::new(
-                    name,
-                    worst <= *at_most as u64,
-                    format!("at most {worst} call{} reached {route} in any of breaker {breaker}'s {} half-open window{} (counts: {}{unjudged}); expected at most {at_most}", if worst == 1 { "" } else { "s" }, windows.len(), if windows.len() == 1 { "" } else { "s" }, counts.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
-                    Some(worst as f64),
-                    Some(*at_most as f64),
-                )
+                probes(name, record, breaker, route, *at_most)
             }
         }
     }
 }
 
-/// The half-open windows of a timeline, each widened backwards by the timeline's resolution (a scraped start is
-/// late by up to one interval, and the breaker was open before it, so nothing is wrongly counted) and, when it ends
-/// in closing, cut short by the resolution (after a close, returning traffic must not count as probes).
-fn half_open_windows(
-    t: &BreakerTimeline,
-    end_of_run: Duration,
-) -> (Vec<(Duration, Duration)>, usize) {
-    let mut windows = Vec::new();
-    let mut too_short = 0;
-    for (start, end) in t.spans_in(BreakerState::HalfOpen, Duration::ZERO, end_of_run) {
-        let closes = t.state_at(end) == BreakerState::Closed && end < end_of_run;
-        let from = start.saturating_sub(t.resolution);
-        if closes && !t.resolution.is_zero() && end - start <= t.resolution * 2 {
-            // Closed within about one observation: where the probes end and the returning traffic begins cannot
-            // be told at this resolution, so the window is reported, not judged.
-            too_short += 1;
-            continue;
-        }
-        let to = if closes {
-            end.saturating_sub(t.resolution).max(start)
-        } else {
-            end
-        };
-        windows.push((from, to.max(from)));
+/// Every timeline there is for `breaker`: its sources and the inferred one (or the one timeline of a record
+/// built without them).
+fn evidence<'a>(record: &'a RunRecord, breaker: &str) -> Vec<&'a BreakerTimeline> {
+    match record.evidence.get(breaker) {
+        Some(all) if !all.is_empty() => all.iter().collect(),
+        _ => vec![timeline(record, breaker)],
     }
-    (windows, too_short)
+}
+
+/// "webhook events" or "a metrics scrape (±100 ms)".
+fn label(t: &BreakerTimeline) -> String {
+    let source = t
+        .source
+        .or_else(|| t.transitions.first().map(|tr| tr.source))
+        .map(|s| s.to_string())
+        .unwrap_or_else(|| "no source".into());
+    if t.is_exact() {
+        source
+    } else {
+        format!("{source}, ±{}", secs(t.resolution))
+    }
+}
+
+fn counts(rounds: &[Round]) -> String {
+    rounds
+        .iter()
+        .map(|r| {
+            if r.at_least == r.at_most {
+                r.at_least.to_string()
+            } else {
+                format!("{}-{}", r.at_least, r.at_most)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn span_words(r: &std::ops::Range<Duration>) -> String {
+    format!("{:.2}-{:.2} s", r.start.as_secs_f64(), r.end.as_secs_f64())
+}
+
+/// Probes per half-open round, counted at the dependency. An exact source places the rounds on its own; otherwise
+/// a round that certainly holds too many calls fails, rounds that all hold few enough pass, and anything between
+/// (or sources that contradict each other) is not decided.
+fn probes(name: String, record: &RunRecord, breaker: &str, route: &str, at_most: u32) -> Verdict {
+    let bound = at_most as u64;
+    let ev = evidence(record, breaker);
+    let judged: Vec<(&BreakerTimeline, RoundCount)> = ev
+        .iter()
+        .map(|t| (*t, probes::rounds(t, record, route)))
+        .filter(|(_, rc)| !rc.rounds.is_empty())
+        .collect();
+    let expected = format!("expected at most {at_most}");
+    let plural = |n: usize, one: &str, many: &str| {
+        if n == 1 {
+            one.to_string()
+        } else {
+            many.to_string()
+        }
+    };
+    if judged.is_empty() {
+        return Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker} never left closed as {} saw it, so there were no half-open rounds to count probes in; {expected} per round", ev.iter().map(|t| label(t)).collect::<Vec<_>>().join(" or ")), None, Some(at_most as f64));
+    }
+    let summary = |t: &BreakerTimeline, rc: &RoundCount| {
+        let worst = rc.rounds.iter().map(|r| r.at_most).max().unwrap_or(0);
+        let n = rc.rounds.len();
+        format!(
+            "at most {worst} {} reached {route} in any of breaker {breaker}'s {n} half-open {} (counts: {}; rounds placed by {}, calls counted by faultd)",
+            plural(worst as usize, "call", "calls"),
+            plural(n, "round", "rounds"),
+            counts(&rc.rounds),
+            label(t)
+        )
+    };
+    if let Some((t, rc)) = judged.iter().find(|(t, _)| t.is_exact()) {
+        let worst = rc.rounds.iter().map(|r| r.at_least).max().unwrap_or(0);
+        return Verdict::new(
+            name,
+            worst <= bound,
+            format!("{}; {expected}", summary(t, rc)),
+            Some(worst as f64),
+            Some(at_most as f64),
+        );
+    }
+    let failing = judged.iter().find_map(|(t, rc)| {
+        rc.over(bound)
+            .max_by_key(|r| r.at_least)
+            .map(|r| (*t, r.clone()))
+    });
+    let passing = judged
+        .iter()
+        .find(|(_, rc)| rc.undecided(bound).next().is_none() && rc.over(bound).next().is_none());
+    match (failing, passing) {
+        (Some((t, r)), None) => Verdict::new(name, false, format!("{} calls reached {route} in one half-open round of breaker {breaker} ({}, placed by {}, calls counted by faultd); {expected}", r.at_least, span_words(&r.certain), label(t)), Some(r.at_least as f64), Some(at_most as f64)),
+        (None, Some((t, rc))) => {
+            let worst = rc.rounds.iter().map(|r| r.at_most).max().unwrap_or(0);
+            Verdict::new(name, true, format!("{}; {expected}", summary(t, rc)), Some(worst as f64), Some(at_most as f64))
+        }
+        (Some((ft, fr)), Some((pt, _))) => Verdict::with_outcome(name, Outcome::Inconclusive, format!("the sources disagree: {} places {} calls at {route} in one half-open round of breaker {breaker} ({}), while {} places at most {at_most} in every round; {expected}", label(ft), fr.at_least, span_words(&fr.certain), label(pt)), None, Some(at_most as f64)),
+        (None, None) => {
+            let (t, rc) = &judged[0];
+            let r = rc.undecided(bound).next().cloned().unwrap_or_else(|| rc.rounds[0].clone());
+            Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker}'s half-open round at {} had between {} and {} calls at {route}: {} cannot separate its last probes from the traffic that returned when it closed; a log or webhook source, or a shorter scrape interval, would decide it; {expected}", span_words(&r.possible), r.at_least, r.at_most, label(t)), None, Some(at_most as f64))
+        }
+    }
+}
+
+/// Transitions in a span. An exact source counts them. Otherwise every source gives a lower bound, and so does the
+/// traffic: each burst of calls that reached the route while a scrape saw the breaker open is a half-open window
+/// the scrape missed, two changes of state. Too many is a failure on any of these; few enough passes only where
+/// the traffic could have shown more.
+fn transitions(
+    name: String,
+    record: &RunRecord,
+    breaker: &str,
+    at_most: u32,
+    during: &Option<String>,
+    route: Option<&str>,
+) -> Verdict {
+    let s = span(record, during);
+    let ev = evidence(record, breaker);
+    let count = |t: &BreakerTimeline| t.transitions_in(s.start, s.end).count();
+    let expected = format!("expected at most {at_most}");
+    if let Some(t) = ev.iter().find(|t| t.is_exact()) {
+        let n = count(t);
+        return Verdict::new(
+            name,
+            n <= at_most as usize,
+            format!(
+                "breaker {breaker} changed state {n} times {} ({}); {expected}",
+                phase_words(&s),
+                label(t)
+            ),
+            Some(n as f64),
+            Some(at_most as f64),
+        );
+    }
+    let (seen, by) = ev
+        .iter()
+        .map(|t| (count(t), *t))
+        .max_by_key(|(n, _)| *n)
+        .unwrap_or((0, timeline(record, breaker)));
+    // Windows a scrape missed, shown by the calls that reached the route while it saw the breaker open.
+    let mut implied = (0usize, seen, by);
+    if let Some(route) = route.filter(|r| record.dependency.contains_key(*r)) {
+        for t in ev.iter().filter(|t| !t.samples.is_empty()) {
+            // Each missed window is two changes (open, half-open, open again); the last one, ended by a close
+            // the scrape did see, is one more (half-open before the close).
+            let missed: Vec<usize> = probes::rounds(t, record, route)
+                .rounds
+                .iter()
+                .filter(|r| r.certain.start >= s.start && r.certain.end <= s.end)
+                .filter(|r| r.at_least > 0)
+                .filter(|r| {
+                    !t.samples
+                        .iter()
+                        .any(|(at, st)| *st == BreakerState::HalfOpen && r.certain.contains(at))
+                })
+                .map(|r| {
+                    if t.state_at(r.possible.end) == BreakerState::Closed {
+                        1
+                    } else {
+                        2
+                    }
+                })
+                .collect();
+            let n = count(t) + missed.iter().sum::<usize>();
+            let missed = missed.len();
+            if n > implied.1 {
+                implied = (missed, n, *t);
+            }
+        }
+    }
+    let (missed, lower, t) = implied;
+    if lower > at_most as usize {
+        let how = if missed > 0 {
+            format!(
+                "{} seen by {}, and {} more implied by the {missed} {} of calls that reached {} while it saw the breaker open",
+                count(t),
+                label(t),
+                lower - count(t),
+                if missed == 1 { "burst" } else { "bursts" },
+                route.unwrap_or("the route")
+            )
+        } else {
+            format!("seen by {}", label(t))
+        };
+        return Verdict::new(
+            name,
+            false,
+            format!(
+                "breaker {breaker} changed state at least {lower} times {} ({how}); {expected}",
+                phase_words(&s)
+            ),
+            Some(lower as f64),
+            Some(at_most as f64),
+        );
+    }
+    let traffic_watched = ev.iter().any(|t| t.source == Some(Source::Inferred));
+    if traffic_watched {
+        return Verdict::new(name, true, format!("breaker {breaker} changed state {lower} times {} ({}; the traffic at {} shows no more); {expected}", phase_words(&s), label(t), route.unwrap_or("its route")), Some(lower as f64), Some(at_most as f64));
+    }
+    Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker} changed state {lower} times {} as {} saw it, but changes faster than that would not show and nothing finer watched it: a log or webhook source, a shorter interval, or the breaker's `route:` (so its traffic can show them) would decide it; {expected}", phase_words(&s), label(t)), Some(lower as f64), Some(at_most as f64))
 }

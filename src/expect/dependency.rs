@@ -23,6 +23,9 @@ pub enum DependencyCheck {
         bound: u64,
         inclusive: bool,
         during: Option<String>,
+        /// Written `max_connections_*` (a TCP route, whose calls are connections): the words say connections open.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        connections: bool,
     },
     RateWhileOpen {
         route: String,
@@ -45,8 +48,14 @@ impl DependencyCheck {
                 bound,
                 inclusive,
                 during,
+                connections,
             } => format!(
-                "calls in flight at {route} stay {} {bound}{}",
+                "{} at {route} stay {} {bound}{}",
+                if *connections {
+                    "connections open"
+                } else {
+                    "calls in flight"
+                },
                 if *inclusive { "at or under" } else { "below" },
                 during_words(during)
             ),
@@ -98,8 +107,14 @@ impl DependencyCheck {
                 bound,
                 inclusive,
                 during,
+                connections,
             } => {
                 let s = span(record, during);
+                let what = if *connections {
+                    "connections open"
+                } else {
+                    "calls in flight"
+                };
                 let Some(series) = record.dependency.get(route) else {
                     return Verdict::unrecorded(name, route, Some(*bound as f64));
                 };
@@ -123,7 +138,7 @@ impl DependencyCheck {
                     name,
                     passed,
                     format!(
-                        "calls in flight at {route} peaked at {peak}{when} {}; expected {} {bound}",
+                        "{what} at {route} peaked at {peak}{when} {}; expected {} {bound}",
                         phase_words(&s),
                         if *inclusive { "at or under" } else { "below" }
                     ),

@@ -13,6 +13,7 @@
 
 pub mod breaker;
 pub mod dependency;
+mod probes;
 pub mod spec;
 pub mod sut;
 mod words;
@@ -106,10 +107,37 @@ impl Expectation {
     /// a latency bound over a phase that has ended are decided; most bounds over the whole run are not until it ends.
     pub fn decide(&self, record: &RunRecord) -> Option<Verdict> {
         let v = self.check.decide(self.name(), record)?;
+        // More of the run may bring the evidence that decides it.
+        if v.inconclusive() {
+            return None;
+        }
         Some(Verdict {
             id: self.id.clone(),
             ..v
         })
+    }
+}
+
+/// What a verdict came to. Inconclusive is its own outcome: the evidence was too coarse to decide (a scrape that
+/// cannot separate a probe from the traffic that returned after the close, a transition within its source's
+/// resolution of the bound, a run stopped before the expectation's span), and it is neither a pass nor a failure
+/// of the breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Pass,
+    Fail,
+    Inconclusive,
+}
+
+impl Outcome {
+    /// PASS, FAIL or INCONCLUSIVE, as sentences end.
+    pub fn word(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Inconclusive => "INCONCLUSIVE",
+        }
     }
 }
 
@@ -121,9 +149,13 @@ pub struct Verdict {
     pub id: Option<String>,
     /// A short name for the expectation, e.g. "breaker pricing opens within 6s after brownout".
     pub name: String,
-    /// The sentence with the measured value, the bound and PASS or FAIL.
+    /// The sentence with the measured value, the bound and PASS, FAIL or INCONCLUSIVE.
     pub sentence: String,
+    /// True only for a pass.
     pub passed: bool,
+    /// Pass, fail or inconclusive (absent in files written before inconclusive verdicts existed: read `passed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<Outcome>,
     /// The measured figure, in the unit of the bound (seconds, calls, calls per second, a fraction), if any.
     pub measured: Option<f64>,
     pub bound: Option<f64>,
@@ -141,6 +173,7 @@ impl Verdict {
         )
     }
 
+    /// A pass or a failure.
     pub(crate) fn new(
         name: String,
         passed: bool,
@@ -148,15 +181,46 @@ impl Verdict {
         measured: Option<f64>,
         bound: Option<f64>,
     ) -> Self {
-        let sentence = format!("{text}: {}", if passed { "PASS" } else { "FAIL" });
+        let outcome = if passed { Outcome::Pass } else { Outcome::Fail };
+        Verdict::with_outcome(name, outcome, text, measured, bound)
+    }
+
+    /// A verdict of any outcome; the sentence ends with its word.
+    pub fn with_outcome(
+        name: String,
+        outcome: Outcome,
+        text: String,
+        measured: Option<f64>,
+        bound: Option<f64>,
+    ) -> Self {
         Verdict {
             id: None,
             name,
-            sentence,
-            passed,
+            sentence: format!("{text}: {}", outcome.word()),
+            passed: outcome == Outcome::Pass,
+            outcome: Some(outcome),
             measured,
             bound,
         }
+    }
+
+    /// Pass, fail or inconclusive.
+    pub fn outcome(&self) -> Outcome {
+        match (self.outcome, self.passed) {
+            (Some(o), _) => o,
+            (None, true) => Outcome::Pass,
+            (None, false) => Outcome::Fail,
+        }
+    }
+
+    /// Whether the expectation failed (an inconclusive verdict did not).
+    pub fn failed(&self) -> bool {
+        self.outcome() == Outcome::Fail
+    }
+
+    /// Whether the expectation could not be judged.
+    pub fn inconclusive(&self) -> bool {
+        self.outcome() == Outcome::Inconclusive
     }
 }
 
@@ -189,9 +253,13 @@ pub(crate) fn timeline<'a>(record: &'a RunRecord, breaker: &str) -> &'a BreakerT
         transitions: Vec::new(),
         resolution: Duration::ZERO,
         gaps: Vec::new(),
+        source: None,
+        samples: Vec::new(),
     };
     record.breakers.get(breaker).unwrap_or(&EMPTY)
 }
 
+#[cfg(test)]
+mod evidence_tests;
 #[cfg(test)]
 mod tests;

@@ -62,6 +62,12 @@ pub struct ExpectationSpec {
     /// Calls in flight at the dependency stay at or under this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_in_flight_at_most: Option<u64>,
+    /// TCP routes: connections open at the dependency stay below this (the client's pool, counted by faultd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections_below: Option<u64>,
+    /// TCP routes: connections open at the dependency stay at or under this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_connections_at_most: Option<u64>,
     /// The dependency's call rate while the breaker named by `while_open` is open stays below this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_while_open_below: Option<Rate>,
@@ -253,20 +259,23 @@ impl ExpectationSpec {
         }
         if let Some(r) = &self.dependency {
             let route = route("dependency", r)?;
-            if let Some(bound) = self.max_in_flight_below {
+            // On a TCP route a call is a connection: the in-flight bound is the same check in other words.
+            let bounds = [
+                (self.max_in_flight_below, false, false),
+                (self.max_in_flight_at_most, true, false),
+                (self.max_connections_below, false, true),
+                (self.max_connections_at_most, true, true),
+            ];
+            if let Some((bound, inclusive, connections)) = bounds
+                .into_iter()
+                .find_map(|(b, i, c)| b.map(|b| (b, i, c)))
+            {
                 return Ok(Check::Dependency(DependencyCheck::MaxInFlight {
                     route,
                     bound,
-                    inclusive: false,
+                    inclusive,
                     during,
-                }));
-            }
-            if let Some(bound) = self.max_in_flight_at_most {
-                return Ok(Check::Dependency(DependencyCheck::MaxInFlight {
-                    route,
-                    bound,
-                    inclusive: true,
-                    during,
+                    connections,
                 }));
             }
             if let Some(below) = self.rate_while_open_below {
@@ -293,7 +302,7 @@ impl ExpectationSpec {
                     during,
                 }));
             }
-            return Err("a `dependency` expectation needs one of `max_in_flight_below`, `max_in_flight_at_most`, `rate_while_open_below`, `amplification_at_most`".into());
+            return Err("a `dependency` expectation needs one of `max_in_flight_below`, `max_in_flight_at_most`, `max_connections_below`, `max_connections_at_most`, `rate_while_open_below`, `amplification_at_most`".into());
         }
         let b = breaker(self.breaker.as_deref().unwrap_or_default())?;
         let after = || -> Result<String, String> {
@@ -321,7 +330,12 @@ impl ExpectationSpec {
             }));
         }
         if let Some(at_most) = self.transitions_at_most {
+            let route = match &self.route {
+                Some(r) => Some(route("route", r)?),
+                None => (names.breaker_routes)(&b),
+            };
             return Ok(Check::Breaker(BreakerCheck::TransitionsAtMost {
+                route,
                 breaker: b,
                 at_most,
                 during,

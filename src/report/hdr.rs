@@ -3,13 +3,12 @@
 //! log of the SUT's corrected latency (one interval per bucket, tagged by phase) for `HistogramLogProcessor`.
 //!
 //! Everything here reads the saved recordings only, so `faultline report` rebuilds the same files. Not for the
-//! percentile text format itself (that is `loadgen::hgrm`) nor for the binary V2 encoding (`loadgen::recording`).
+//! percentile text format itself (that is `loadgen::hgrm`) nor for the binary V2 encoding (`faultline-hdr`).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
 use hdrhistogram::Histogram;
 use loadgen::hgrm;
 
@@ -168,8 +167,8 @@ pub fn interval_log(load: &loadgen::Recording, started: SystemTime) -> String {
             start.as_secs_f64(),
             length,
             h.max() as f64 / NANOS_PER_MS,
-            // Standard base64 with padding, as HdrHistogram's log readers expect.
-            base64::engine::general_purpose::STANDARD.encode(bytes)
+            // Standard base64 with padding of V2+DEFLATE, as HdrHistogram's log readers expect.
+            faultline_hdr::encode_base64(&h).unwrap_or_default()
         );
     }
     out

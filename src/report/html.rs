@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use super::hdr;
 use super::result::ResultFile;
 use crate::breaker::{BreakerState, BreakerTimeline};
+use crate::expect::Outcome;
 use crate::run::Ending;
 
 /// uPlot 1.6.32, `dist/uPlot.iife.min.js` from `npm pack uplot` (MIT, see assets/uPlot.LICENSE).
@@ -164,6 +165,14 @@ pub fn data(
             .map(|(a, z)| json!([sig(*a, 6), sig(*z, 6)]))
             .collect();
         breakers.push(json!({ "label": name, "spans": spans(&b.observed, end_s), "gaps": gaps }));
+        // With several sources, each gets its band, so that where they part is seen at a glance.
+        for source in b.sources.iter().filter(|t| t.source != b.observed.source) {
+            let label = source
+                .source
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| "source".into());
+            breakers.push(json!({ "label": format!("{name} ({label})"), "spans": spans(source, end_s), "gaps": [] }));
+        }
         if let Some(inferred) = &b.inferred {
             breakers.push(json!({ "label": format!("{name} (inferred)"), "spans": spans(inferred, end_s), "gaps": [] }));
         }
@@ -273,12 +282,17 @@ pub fn page(
         PAGE_CSS
     );
     let passed = r.verdicts.iter().filter(|v| v.passed).count();
+    let (class, word) = if r.passed {
+        ("pass", "PASSED")
+    } else if r.exit_code == crate::commands::INCONCLUSIVE {
+        ("inconclusive", "INCONCLUSIVE")
+    } else {
+        ("fail", "FAILED")
+    };
     let _ = write!(
         h,
-        "<header><h1>{} <span class=\"badge {}\">{}</span></h1>",
+        "<header><h1>{} <span class=\"badge {class}\">{word}</span></h1>",
         escape(&r.scenario.name),
-        if r.passed { "pass" } else { "fail" },
-        if r.passed { "PASSED" } else { "FAILED" }
     );
     if let Some(d) = &r.scenario.description {
         let _ = write!(h, "<p class=\"desc\">{}</p>", escape(d.trim()));
@@ -307,15 +321,16 @@ pub fn page(
 
     h.push_str("<section><h2>Expectations</h2><table class=\"verdicts\"><thead><tr><th></th><th>expectation: what was measured against its bound</th></tr></thead><tbody>");
     for v in &r.verdicts {
-        let (class, word) = if v.passed {
-            ("pass", "PASS")
-        } else {
-            ("fail", "FAIL")
+        let (class, word) = match v.outcome() {
+            Outcome::Pass => ("pass", "PASS"),
+            Outcome::Fail => ("fail", "FAIL"),
+            Outcome::Inconclusive => ("inconclusive", "INCONCLUSIVE"),
         };
         let sentence = v
             .sentence
             .trim_end_matches(": PASS")
-            .trim_end_matches(": FAIL");
+            .trim_end_matches(": FAIL")
+            .trim_end_matches(": INCONCLUSIVE");
         // The sentence carries the measured value and the bound with their units; the bare numbers of
         // result.json (seconds, fractions) would only be misread here.
         let _ = write!(
@@ -383,7 +398,20 @@ pub fn page(
          <h3>Calls in flight at the dependency (measured by faultd) against the pool limit</h3><div class=\"chart\" id=\"chart-inflight\"></div>\
          <h3>Breaker state</h3><div class=\"chart\" id=\"chart-breakers\"></div>\
          <p class=\"legend\"><span class=\"sw closed\"></span>closed <span class=\"sw half\"></span>half-open <span class=\"sw open\"></span>open \
-         <span class=\"sw gap\"></span>not observed</p></section>\n\
+         <span class=\"sw gap\"></span>not observed</p>",
+    );
+    if !r.disagreements.is_empty() {
+        let _ = write!(
+            h,
+            "<h3>Where the breaker's sources disagree</h3><p class=\"note\">Changes of state one timeline shows and another does not, beyond their resolutions. A coarser source missing what a finer one saw is expected at its resolution; a finer one missing a change puts that change in doubt.</p><ul class=\"disagreements\">"
+        );
+        for d in &r.disagreements {
+            let _ = write!(h, "<li>{}</li>", escape(&d.sentence()));
+        }
+        h.push_str("</ul>");
+    }
+    h.push_str(
+        "</section>\n\
          <section><h2>Percentile distribution per phase</h2><p class=\"note\">Latency against percentile on HdrHistogram's 1/(1-p) axis; \
          the same data as the .hgrm files beside this page.</p><div id=\"distributions\"></div></section>\n",
     );
@@ -407,7 +435,7 @@ pub fn page(
 const PAGE_CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1d2330;margin:0 auto;padding:16px 24px;max-width:1360px;background:#fff}\
 h1{font-size:22px;margin:4px 0}h2{font-size:17px;margin:22px 0 8px;border-bottom:1px solid #e3e6ec;padding-bottom:4px}h3{font-size:14px;font-weight:600;margin:14px 0 2px;color:#394150}\
 .desc{color:#4a5263;margin:4px 0;max-width:1100px}.meta{color:#6a7283;font-size:13px;margin:4px 0}.warn{background:#fff3cd;padding:6px 10px;border-radius:4px}\
-.badge{display:inline-block;padding:1px 7px;border-radius:4px;font-size:12px;font-weight:700;color:#fff;vertical-align:middle}.badge.pass{background:#1e8e3e}.badge.fail{background:#c5221f}\
+.badge{display:inline-block;padding:1px 7px;border-radius:4px;font-size:12px;font-weight:700;color:#fff;vertical-align:middle}.badge.pass{background:#1e8e3e}.badge.fail{background:#c5221f}.badge.inconclusive{background:#b06000}\
 table{border-collapse:collapse;font-size:13px}th,td{padding:4px 8px;border-bottom:1px solid #eceef2;text-align:left;vertical-align:top}th{color:#5a6273;font-weight:600}\
 td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{background:#fdf0ef}.vname{font-weight:600}.sentence{color:#4a5263}\
 .chart{min-height:40px}.legend{font-size:12px;color:#5a6273;margin:2px 0 0 70px}.sw{display:inline-block;width:14px;height:10px;margin:0 4px 0 10px;vertical-align:middle;border-radius:2px}\

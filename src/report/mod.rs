@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod hdr;
 pub mod html;
+pub mod markdown;
 pub mod result;
 pub mod summary;
 

@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::breaker::crosscheck::Disagreement;
 use crate::breaker::BreakerTimeline;
-use crate::expect::{Check, DependencyCheck, Expectation, Verdict};
+use crate::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
 use crate::record::{OutcomeClass, RunRecord};
 use crate::run::{Ending, RunOutput};
 use crate::scenario::Validated;
@@ -34,6 +35,9 @@ pub struct ResultFile {
     pub totals: Totals,
     pub dependency: BTreeMap<String, RouteSummary>,
     pub breakers: BTreeMap<String, BreakerSummary>,
+    /// Changes of state that one of a breaker's timelines shows and another does not.
+    #[serde(default)]
+    pub disagreements: Vec<Disagreement>,
     pub series: Series,
 }
 
@@ -167,10 +171,13 @@ pub fn pool_limits(expectations: &[Expectation]) -> BTreeMap<String, PoolLimit> 
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BreakerSummary {
-    /// The timeline the verdicts used.
+    /// The timeline the verdicts time transitions with: the finest of the breaker's sources.
     pub observed: BreakerTimeline,
     /// The timeline inferred from traffic, for comparison, where the breaker's route is known.
     pub inferred: Option<BreakerTimeline>,
+    /// Every timeline of the breaker's own sources, when it has more than one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<BreakerTimeline>,
 }
 
 /// The time series behind the charts, one value per bucket.
@@ -293,6 +300,25 @@ impl ResultFile {
                     BreakerSummary {
                         observed: t.clone(),
                         inferred: out.inferred.get(name).cloned(),
+                        sources: {
+                            let own: Vec<BreakerTimeline> = v
+                                .breakers
+                                .get(name)
+                                .map(|sources| {
+                                    rec.evidence
+                                        .get(name)
+                                        .map(|all| {
+                                            all.iter().take(sources.len()).cloned().collect()
+                                        })
+                                        .unwrap_or_default()
+                                })
+                                .unwrap_or_default();
+                            if own.len() > 1 {
+                                own
+                            } else {
+                                Vec::new()
+                            }
+                        },
                     },
                 )
             })
@@ -318,6 +344,7 @@ impl ResultFile {
             totals,
             dependency,
             breakers,
+            disagreements: out.disagreements.clone(),
             series: series(rec),
         }
     }
@@ -362,18 +389,26 @@ fn class_map(count: impl Fn(OutcomeClass) -> u64) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// One testsuite per scenario, one testcase per expectation; a failure carries the sentence. Run errors and an
+/// One testsuite per scenario, one testcase per expectation; a failure carries the sentence, and an inconclusive
+/// verdict is an `<error>` rather than a `<failure>`. Run errors and an
 /// abnormal ending are a testcase of their own, so CI shows them too.
 pub fn junit(r: &ResultFile) -> String {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut suite = TestSuite::new(r.scenario.name.clone());
     for v in &r.verdicts {
-        let status = if v.passed {
-            TestCaseStatus::success()
-        } else {
-            let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            s.set_message(v.sentence.clone()).set_type("expectation");
-            s
+        let status = match v.outcome() {
+            Outcome::Pass => TestCaseStatus::success(),
+            Outcome::Fail => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(v.sentence.clone()).set_type("expectation");
+                s
+            }
+            // Not a failure of the breaker: the evidence could not decide, which CI shows as an error.
+            Outcome::Inconclusive => {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
+                s.set_message(v.sentence.clone()).set_type("inconclusive");
+                s
+            }
         };
         let mut case = TestCase::new(v.name.clone(), status);
         case.set_classname(format!("faultline.{}", r.scenario.name));

@@ -159,6 +159,33 @@ pub fn text(r: &ResultFile) -> String {
                     .count();
                 let _ = writeln!(o, "  {name}: inferred from traffic: {} transitions, {opens} openings (resolution {})", inf.transitions.len(), crate::expect::secs(inf.resolution));
             }
+            for source in b.sources.iter().filter(|t| t.source != b.observed.source) {
+                let _ = writeln!(
+                    o,
+                    "  {name}: also {}: {} transitions (resolution {})",
+                    source.source.map(|s| s.to_string()).unwrap_or_default(),
+                    source.transitions.len(),
+                    crate::expect::secs(source.resolution)
+                );
+            }
+        }
+    }
+    if !r.disagreements.is_empty() {
+        const SHOWN: usize = 10;
+        let _ = writeln!(
+            o,
+            "\nWhere the breaker's sources disagree ({})",
+            r.disagreements.len()
+        );
+        for d in r.disagreements.iter().take(SHOWN) {
+            let _ = writeln!(o, "  {}", d.sentence());
+        }
+        if r.disagreements.len() > SHOWN {
+            let _ = writeln!(
+                o,
+                "  ... and {} more in result.json (disagreements)",
+                r.disagreements.len() - SHOWN
+            );
         }
     }
 
@@ -170,21 +197,28 @@ pub fn text(r: &ResultFile) -> String {
         let _ = writeln!(
             o,
             "  {} {}",
-            if v.passed { "PASS" } else { "FAIL" },
+            v.outcome().word(),
             v.sentence
                 .trim_end_matches(": PASS")
                 .trim_end_matches(": FAIL")
+                .trim_end_matches(": INCONCLUSIVE")
         );
     }
     for e in &r.run_errors {
         let _ = writeln!(o, "  RUN  {e}");
     }
     let passed = r.verdicts.iter().filter(|v| v.passed).count();
+    let inconclusive = r.verdicts.iter().filter(|v| v.inconclusive()).count();
     let _ = writeln!(
         o,
-        "\n{} of {} expectations held; exit code {}",
+        "\n{} of {} expectations held{}; exit code {}",
         passed,
         r.verdicts.len(),
+        if inconclusive > 0 {
+            format!(", {inconclusive} could not be judged")
+        } else {
+            String::new()
+        },
         r.exit_code
     );
     o

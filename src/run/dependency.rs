@@ -61,7 +61,7 @@ impl Dependency {
     }
 
     /// The placeholders a command SUT may use to reach the dependency: `faultd.url`, and for an embedded faultd
-    /// `faultd.host`, `faultd.port` and `faultd.control`.
+    /// `faultd.host`, `faultd.port`, `faultd.control`, and per TCP route `faultd.routes.NAME.host`, `.port`, `.addr`.
     pub fn placeholders(&self) -> BTreeMap<String, String> {
         let mut values = BTreeMap::from([("faultd.url".to_string(), self.url())]);
         if let Dependency::Embedded(f) = self {
@@ -70,6 +70,14 @@ impl Dependency {
             values.insert("faultd.port".into(), a.port().to_string());
             if let Some(c) = f.control_addr() {
                 values.insert("faultd.control".into(), format!("http://{c}"));
+            }
+            for (name, _) in f.config().tcp_routes() {
+                if let Some(a) = f.tcp_addr(name) {
+                    let key = |p: &str| format!("faultd.routes.{name}.{p}");
+                    values.insert(key("host"), a.ip().to_string());
+                    values.insert(key("port"), a.port().to_string());
+                    values.insert(key("addr"), a.to_string());
+                }
             }
         }
         values
@@ -105,7 +113,15 @@ impl Dependency {
     /// The recording so far.
     pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
         match self {
-            Dependency::Embedded(f) => Ok(f.recording()),
+            Dependency::Embedded(f) => {
+                let mut recording = f.recording();
+                // Connections are a TCP route's calls: attempts arrive, open connections are in flight, so the
+                // dependency expectations and the result's summary read TCP routes as they read HTTP ones.
+                for (name, tcp) in f.tcp_recording() {
+                    recording.routes.insert(name, tcp.as_calls());
+                }
+                Ok(recording)
+            }
             Dependency::External(ext) => {
                 let mut req = reqwest::Client::new()
                     .get(format!("{}/recording", ext.control.trim_end_matches('/')));

@@ -12,6 +12,7 @@ mod child;
 pub mod clock;
 pub mod dependency;
 pub mod live;
+pub mod metrics;
 pub mod signals;
 pub mod sut;
 pub mod verdicts;
@@ -25,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::breaker::crosscheck::{self, Disagreement};
 use crate::breaker::watch::BreakerWatch;
 use crate::breaker::webhook::Webhook;
 use crate::breaker::BreakerTimeline;
@@ -70,6 +72,8 @@ pub struct RunOutput {
     pub dependency: faultd::Recording,
     /// For each breaker with a known route, the timeline inferred from traffic (beside the observed one).
     pub inferred: BTreeMap<String, BreakerTimeline>,
+    /// Changes of state that one of a breaker's timelines shows and another does not.
+    pub disagreements: Vec<Disagreement>,
     pub verdicts: Vec<Verdict>,
     /// The run's own checks that failed (e.g. request conservation), as sentences.
     pub run_errors: Vec<String>,
@@ -94,6 +98,14 @@ pub enum RunError {
 
 /// Runs a validated scenario to its end.
 pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
+    run_with(v, None).await
+}
+
+/// As `run`, handing the run's figures to a live metrics endpoint once per tick.
+pub async fn run_with(
+    v: &Validated,
+    metrics: Option<&metrics::Metrics>,
+) -> Result<RunOutput, RunError> {
     let scenario = &v.scenario;
     let bucket = scenario
         .bucket
@@ -148,7 +160,7 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
 
     // Wait for the load to end, a signal, the SUT dying, a decided failure that stops the run, or the deadline.
     let live = std::io::stderr().is_terminal();
-    let judge_live = live || LiveVerdicts::can_stop(&v.expectations);
+    let judge_live = live || metrics.is_some() || LiveVerdicts::can_stop(&v.expectations);
     let mut decisions = LiveVerdicts::new(&v.expectations);
     let mut buckets: Vec<loadgen::Bucket> = Vec::new();
     let mut live_record = RunRecord::empty(bucket);
@@ -182,7 +194,9 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
                     let covered = bucket * buckets.len() as u32;
                     if let Ok(rec) = dependency.recording().await {
                         observe::advance(&mut live_record, covered, &phases, &rec);
-                        live_record.breakers = breakers.timelines(&live_record).observed;
+                        let t = breakers.timelines(&live_record);
+                        live_record.breakers = t.observed;
+                        live_record.evidence = t.evidence;
                         let (new, stop) = decisions.update(&v.expectations, &live_record);
                         if live {
                             for verdict in &new {
@@ -198,6 +212,9 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
                 if live {
                     let decided = live::decided_words(&v.expectations, decisions.decided());
                     live::draw(clock.elapsed(), &phases, &load.progress(), dependency.in_flight(), &breakers, &decided);
+                }
+                if let Some(m) = metrics {
+                    m.tick(clock.elapsed(), &phases, &load.progress(), &buckets, &live_record, &breakers, decisions.decided());
                 }
                 if Instant::now() >= end_of_schedule {
                     break;
@@ -270,6 +287,7 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
     );
     let timelines = breakers.timelines(&record);
     record.breakers = timelines.observed;
+    record.evidence = timelines.evidence;
 
     let mut run_errors = Vec::new();
     let c = load_recording.conservation;
@@ -279,7 +297,19 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
             c.sent, c.sum_of_classes, c.in_flight
         ));
     }
-    let verdicts = decisions.finish(&v.expectations, &record);
+    let stopped_by = match &ending {
+        Ending::StoppedOnFailure { expectation } => Some(
+            expectation
+                .split(':')
+                .next()
+                .unwrap_or(expectation)
+                .to_string()
+                + " failed",
+        ),
+        _ => None,
+    };
+    let verdicts = decisions.finish(&v.expectations, &record, stopped_by.as_deref());
+    let disagreements = crosscheck::disagreements(&record.evidence);
     Ok(RunOutput {
         started: clock.wall,
         ending,
@@ -287,6 +317,7 @@ pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
         load: load_recording,
         dependency: dependency_recording,
         inferred: timelines.inferred,
+        disagreements,
         verdicts,
         run_errors,
     })

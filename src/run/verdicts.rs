@@ -5,10 +5,11 @@
 //!
 //! Not for how an expectation is decided (each one knows, in `expect`); only for asking at the right moments.
 
-use crate::expect::{Expectation, Verdict};
-use crate::record::RunRecord;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+
+use crate::expect::{secs, Expectation, Outcome, Verdict};
+use crate::record::RunRecord;
 
 /// What is decided so far, by expectation.
 pub struct LiveVerdicts {
@@ -41,7 +42,7 @@ impl LiveVerdicts {
                 continue;
             }
             if let Some(v) = e.decide(record) {
-                if e.abort_on_fail && !v.passed && stop.is_none() {
+                if e.abort_on_fail && v.failed() && stop.is_none() {
                     let label = v.id.clone().unwrap_or_else(|| v.name.clone());
                     stop = Some(format!("{label}: {}", v.sentence));
                 }
@@ -57,12 +58,34 @@ impl LiveVerdicts {
         &self.decided
     }
 
-    /// The verdicts of the whole run: each one decided during it as it was, the rest evaluated on `record`.
-    pub fn finish(self, expectations: &[Expectation], record: &RunRecord) -> Vec<Verdict> {
+    /// The verdicts of the whole run: each one decided during it as it was, the rest evaluated on `record`. When
+    /// a decided failure stopped the run (`stopped_by`), the rest were cut short and are not judged at all.
+    pub fn finish(
+        self,
+        expectations: &[Expectation],
+        record: &RunRecord,
+        stopped_by: Option<&str>,
+    ) -> Vec<Verdict> {
         expectations
             .iter()
             .zip(self.decided)
-            .map(|(e, d)| d.unwrap_or_else(|| e.evaluate(record)))
+            .map(|(e, d)| match (d, stopped_by) {
+                (Some(v), _) => v,
+                (None, None) => e.evaluate(record),
+                (None, Some(by)) => Verdict {
+                    id: e.id.clone(),
+                    ..Verdict::with_outcome(
+                        e.name(),
+                        Outcome::Inconclusive,
+                        format!(
+                            "not judged: the run stopped at {} when {by}",
+                            secs(record.duration)
+                        ),
+                        None,
+                        None,
+                    )
+                },
+            })
             .collect()
     }
 }

@@ -133,7 +133,8 @@ pub struct SutSpec {
     pub ready_timeout: Option<Dur>,
 }
 
-/// How one breaker is observed. Exactly one of `metrics`, `webhook`, `log`, `inferred`.
+/// How one breaker is observed: one or more of `metrics`, `webhook`, `log`, `inferred`. With several, every
+/// verdict uses the finest evidence, and the sources are cross-checked against each other and against inference.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BreakerSpec {
@@ -258,7 +259,8 @@ pub struct Validated {
     pub scenario: Scenario,
     pub file: String,
     pub expectations: Vec<Expectation>,
-    pub breakers: BTreeMap<String, Observation>,
+    /// Each breaker's sources, in the order metrics, webhook, log, inferred.
+    pub breakers: BTreeMap<String, Vec<Observation>>,
 }
 
 impl Validated {

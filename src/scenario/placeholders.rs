@@ -30,6 +30,15 @@ impl Placeholders {
         .collect()
     }
 
+    /// The placeholders of TCP route `route`: where the SUT connects to reach the real dependency through faultd
+    /// (`{faultd.routes.db.host}`, `.port`, and `.addr` for `host:port`).
+    pub fn tcp_route_names(route: &str) -> Vec<String> {
+        ["host", "port", "addr"]
+            .iter()
+            .map(|p| format!("faultd.routes.{route}.{p}"))
+            .collect()
+    }
+
     /// Checks every `{...}` in `text`; returns the first unknown name.
     pub(super) fn check(text: &str, known: &[String]) -> Result<(), String> {
         for name in braces(text) {
@@ -125,6 +134,13 @@ mod tests {
         assert_eq!(
             Placeholders::check("{ms:5 sec}", &Placeholders::names()),
             Err("ms:5 sec".into())
+        );
+        let mut known = Placeholders::names();
+        known.extend(Placeholders::tcp_route_names("db"));
+        assert!(Placeholders::check("redis://{faultd.routes.db.addr}/0", &known).is_ok());
+        assert_eq!(
+            Placeholders::check("{faultd.routes.cache.port}", &known),
+            Err("faultd.routes.cache.port".into())
         );
     }
 }

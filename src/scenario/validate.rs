@@ -65,7 +65,10 @@ impl Scenario {
         }
 
         // Placeholders and hosts.
-        let known = Placeholders::names();
+        let mut known = Placeholders::names();
+        for (name, _) in self.dependency.tcp_routes() {
+            known.extend(Placeholders::tcp_route_names(name));
+        }
         for (field, value) in sut
             .command
             .iter()
@@ -81,6 +84,13 @@ impl Scenario {
         let mut urls: Vec<(&str, String)> = Vec::new();
         if let Some(u) = &sut.url {
             urls.push(("sut.url", u.replace("{sut.port}", "1")));
+        }
+        if let (Some(_), Some((name, _))) = (&self.faultd, self.dependency.tcp_routes().next()) {
+            return Err(at(
+                &format!("dependency.routes.{name}.tcp"),
+                "tcp:",
+                "TCP routes need the embedded faultd for now; leave out `faultd:` (an external faultd takes TCP routes through its Toxiproxy API)".into(),
+            ));
         }
         if let Some(f) = &self.faultd {
             urls.push(("faultd.control", f.control.clone()));
@@ -204,7 +214,7 @@ fn resolve_breaker(
     spec: &BreakerSpec,
     sut: &SutSpec,
     routes: &[String],
-) -> Result<Observation, String> {
+) -> Result<Vec<Observation>, String> {
     if let Some(r) = &spec.route {
         if !routes.contains(r) {
             return Err(format!(
@@ -219,11 +229,12 @@ fn resolve_breaker(
         spec.log.is_some(),
         spec.inferred == Some(true),
     ];
-    if sources.iter().filter(|s| **s).count() != 1 {
+    if !sources.iter().any(|s| *s) {
         return Err(
-            "choose exactly one source: `metrics`, `webhook`, `log` or `inferred: true`".into(),
+            "choose at least one source: `metrics`, `webhook`, `log` or `inferred: true`".into(),
         );
     }
+    let mut observations = Vec::new();
     if let Some(m) = &spec.metrics {
         let mapping = match (m.preset, &m.metric) {
             (Some(p), None) => StateMapping::preset(p, name, &m.labels),
@@ -253,14 +264,14 @@ fn resolve_breaker(
             .url
             .clone()
             .unwrap_or_else(|| m.path.clone().unwrap_or_else(|| "/metrics".into()));
-        return Ok(Observation::Metrics {
+        observations.push(Observation::Metrics {
             url_or_path,
             mapping,
             interval: m.interval.unwrap_or(Dur::from_millis(100)),
         });
     }
     if let Some(w) = &spec.webhook {
-        return Ok(Observation::Webhook {
+        observations.push(Observation::Webhook {
             name: w.name.clone().unwrap_or_else(|| name.to_string()),
         });
     }
@@ -276,13 +287,16 @@ fn resolve_breaker(
                     .into(),
             );
         }
-        return Ok(Observation::Log { pattern });
+        observations.push(Observation::Log { pattern });
     }
-    let has_route = spec.route.is_some() || routes.contains(&name.to_string());
-    if !has_route {
-        return Err(
-            "`inferred` needs the dependency route the breaker guards: add `route:`".into(),
-        );
+    if spec.inferred == Some(true) {
+        let has_route = spec.route.is_some() || routes.contains(&name.to_string());
+        if !has_route {
+            return Err(
+                "`inferred` needs the dependency route the breaker guards: add `route:`".into(),
+            );
+        }
+        observations.push(Observation::Inferred);
     }
-    Ok(Observation::Inferred)
+    Ok(observations)
 }

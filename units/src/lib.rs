@@ -8,6 +8,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+mod grpc;
+pub use grpc::{GrpcCode, GrpcCodeError};
+
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Serialize, Serializer};
 

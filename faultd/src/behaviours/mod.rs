@@ -59,6 +59,17 @@ macro_rules! fault_list {
             response.rs => response: Response,
             /// The first N calls after this behaviour is set fail with a status.
             fail_first.rs => fail_first: FailFirst,
+            /// gRPC errors (status, message, trailing metadata), each with its share.
+            grpc_error.rs => grpc_errors: Vec<GrpcError>,
+            /// The share of HTTP/2 streams reset with an error code.
+            rst_stream.rs => rst_stream: RstStream,
+            /// GOAWAY on an HTTP/2 connection once it has carried N streams.
+            goaway.rs => goaway: GoAway,
+            /// The healthy gRPC answer.
+            grpc_response.rs => grpc_response: GrpcResponse,
+            /// TCP routes only: Toxiproxy's toxics on the route's connections. A phase's list replaces the
+            /// route's; `[]` clears it.
+            toxics.rs => toxics: Vec<TcpToxic>,
         }
     };
 }
@@ -286,6 +297,10 @@ pub enum CallAction<'a> {
     Empty,
     /// Bytes that are not HTTP, then a close.
     Malformed,
+    /// A gRPC status in the trailers (an HTTP status for a plain call).
+    GrpcError(&'a GrpcError),
+    /// The HTTP/2 stream reset with this code (the connection, on HTTP/1.1).
+    RstStream(crate::http2::H2Code),
 }
 
 /// The decision for one call: how long to wait, then what to do.

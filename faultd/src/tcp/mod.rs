@@ -5,11 +5,11 @@
 //! toxics and their per-connection share (`toxicity`), the route being down (Toxiproxy's `enabled: false`: new
 //! connects refused, open connections closed), and a recorder per route. A call here is a connection. The
 //! registry ([`TcpRoutes`]) is the library API; the Toxiproxy-compatible HTTP API (`crate::toxiproxy`) is a thin
-//! layer over it. Not for: HTTP (the HTTP data plane is `crate::server`), or schedules of phases (TCP toxics are
-//! driven through the API, as Toxiproxy's are).
+//! layer over it. Routes declared in the configuration (`tcp: { listen, upstream }`) are created at start and their
+//! toxics follow the schedule of phases ([`schedule`]). Not for: HTTP (the HTTP data plane is `crate::server`).
 //!
 //! Modules: [`toxics`] (one file per toxic and the one list), [`proxy`] (listener and connection tasks),
-//! [`routes`] (the registry), [`record`] (the per-bucket recorder).
+//! [`routes`] (the registry), [`record`] (the per-bucket recorder), [`schedule`] (toxics over the phases).
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -25,6 +25,7 @@
 pub mod proxy;
 pub mod record;
 pub mod routes;
+pub mod schedule;
 pub mod toxics;
 
 use std::net::{IpAddr, SocketAddr};

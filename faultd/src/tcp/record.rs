@@ -66,6 +66,33 @@ pub struct TcpRouteRecording {
     pub buckets: Vec<TcpBucket>,
 }
 
+impl TcpRouteRecording {
+    /// This route's recording in the shape of an HTTP route's, with connections as calls: connection attempts
+    /// are arrivals, connections open are calls in flight (max and mean per bucket), closed connections are
+    /// completions (counted as 2xx) and resets are resets. No latency is served per call on a TCP route, so the
+    /// latency histograms are empty.
+    pub fn as_calls(&self) -> crate::recorder::RouteRecording {
+        let bucket = |b: &TcpBucket| crate::recorder::RouteBucket {
+            arrivals: b.attempts,
+            completed: crate::recorder::StatusClasses {
+                c2xx: b.closed,
+                ..Default::default()
+            },
+            resets: b.resets,
+            in_flight_max: b.max_open,
+            in_flight_mean: b.mean_open,
+            ..Default::default()
+        };
+        crate::recorder::RouteRecording {
+            buckets: self.buckets.iter().map(bucket).collect(),
+            totals: bucket(&self.totals),
+            max_in_flight: self.max_open,
+            in_flight: self.open,
+            latency: BTreeMap::new(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct State {
     origin: Instant,

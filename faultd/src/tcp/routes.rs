@@ -400,6 +400,15 @@ impl TcpRoutes {
         })
     }
 
+    /// Replaces all of a route's toxics at once (the schedule's phase switch); they act at once on open
+    /// connections too.
+    pub fn set_toxics(&self, proxy: &str, toxics: Vec<Toxic>) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| {
+            r.shared.toxics.send_replace(Arc::new(toxics));
+            Ok(())
+        })
+    }
+
     /// Removes a toxic; bytes it was holding flow again.
     pub fn remove_toxic(&self, proxy: &str, toxic: &str) -> Result<(), TcpError> {
         self.with_route(proxy, |r| {

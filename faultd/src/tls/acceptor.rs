@@ -138,14 +138,15 @@ impl Terminator {
     }
 
     /// Runs the handshake of one accepted connection: `io` is the stream TLS reads and writes, `tcp` the same
-    /// socket for what is written below TLS (an alert, a close). Returns the stream to serve HTTP on, or `None`
-    /// when the connection is done (refused, truncated, not TLS, timed out).
+    /// socket for what is written below TLS (an alert, a close). Returns the stream to serve HTTP on and whether
+    /// ALPN chose HTTP/2 (`h2`) for it, or `None` when the connection is done (refused, truncated, not TLS, timed
+    /// out).
     pub(crate) async fn accept<IO>(
         &self,
         io: IO,
         tcp: &TcpStream,
         shared: &Shared,
-    ) -> Option<TlsStream<IO>>
+    ) -> Option<(TlsStream<IO>, bool)>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
@@ -231,7 +232,8 @@ impl Terminator {
             close_below_tls(tcp).await;
             return None;
         }
-        Some(stream)
+        let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+        Some((stream, h2))
     }
 
     /// The outcome of a handshake that failed on its own (no fault): a refused client certificate, or any other

@@ -76,6 +76,11 @@ pub struct TlsConfig {
 }
 
 impl TlsConfig {
+    /// True when faultd mints the run's CA and leaf (no `cert` given): the CA is then what a client must trust.
+    pub fn mints_ca(&self) -> bool {
+        self.cert.is_none()
+    }
+
     /// Checks the fields that can be checked without reading files: `cert` and `key` together, the faults, and
     /// that certificate faults have the run's CA to sign with. Fields are named relative to `tls`.
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -252,7 +257,7 @@ impl Terminator {
         _io: IO,
         _tcp: &tokio::net::TcpStream,
         _shared: &crate::server::Shared,
-    ) -> Option<IO> {
+    ) -> Option<(IO, bool)> {
         match self._never {}
     }
 }

@@ -1,0 +1,226 @@
+//! The schedule of TCP routes: which toxics each TCP route of a configuration has at time t of the run, and the
+//! task that hands them to the routes at the phase times.
+//!
+//! For: the same phases as HTTP routes (a phase naming a TCP route replaces its toxics; `healthy` restores the
+//! route's own `toxics`; routes a phase does not name keep theirs) with ramps where a toxic has a magnitude to
+//! move: `latency` and `jitter` of a latency toxic, and `rate` of a bandwidth toxic, move linearly from the
+//! previous phase's value (a latency toxic new in the phase starts from 0 ms) over the phase's `ramp`, in steps of
+//! the recording bucket. Every other toxic switches at the phase's start. Not for: the toxics themselves
+//! (`super::toxics`) or the registry (`super::routes`); [`toxics_at`] is pure, so the timing is tested without
+//! sockets.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{TcpRoutes, Toxic};
+use crate::behaviours::TcpToxic;
+use crate::config::{Config, PhaseRoute};
+
+/// A TCP route's toxics after each phase, and the phase's start and ramp.
+fn effective(config: &Config, route: &str) -> Vec<(Duration, Option<Duration>, Vec<TcpToxic>)> {
+    let Some(r) = config.routes.get(route) else {
+        return Vec::new();
+    };
+    let base = r.toxics.clone().unwrap_or_default();
+    let mut current = base.clone();
+    config
+        .phases
+        .iter()
+        .map(|p| {
+            match p.routes.get(route) {
+                Some(PhaseRoute::Healthy) => current = base.clone(),
+                Some(PhaseRoute::Set(b)) => {
+                    if let Some(t) = &b.toxics {
+                        current = t.clone();
+                    }
+                }
+                None => {}
+            }
+            (p.at.get(), p.ramp.map(|r| r.get()), current.clone())
+        })
+        .collect()
+}
+
+/// The toxics of TCP route `route` at `t` from the run's origin (before the schedule starts, `t` = 0).
+pub fn toxics_at(config: &Config, route: &str, t: Duration) -> Vec<TcpToxic> {
+    let base = config
+        .routes
+        .get(route)
+        .and_then(|r| r.toxics.clone())
+        .unwrap_or_default();
+    let phases = effective(config, route);
+    let Some(i) = phases.iter().rposition(|(at, _, _)| *at <= t) else {
+        return base;
+    };
+    let (at, ramp, to) = &phases[i];
+    let from = if i == 0 { &base } else { &phases[i - 1].2 };
+    match ramp {
+        Some(ramp) if t < *at + *ramp && !ramp.is_zero() => {
+            let w = (t - *at).as_secs_f64() / ramp.as_secs_f64();
+            to.iter().map(|toxic| blend(from, toxic, w)).collect()
+        }
+        _ => to.clone(),
+    }
+}
+
+/// Ramps the magnitudes of `to` from the toxic of the same name in `from` by `w` (0..1).
+fn blend(from: &[TcpToxic], to: &TcpToxic, w: f64) -> TcpToxic {
+    let fields: &[&str] = match to.kind.as_str() {
+        "latency" => &["latency", "jitter"],
+        "bandwidth" => &["rate"],
+        _ => return to.clone(),
+    };
+    let before = from
+        .iter()
+        .find(|f| f.kind == to.kind && f.run_name() == to.run_name());
+    if before.is_none() && to.kind == "bandwidth" {
+        // From unlimited there is no line to follow: the limit applies at the phase's start.
+        return to.clone();
+    }
+    let value = |t: &TcpToxic, f: &str| {
+        t.attributes
+            .as_ref()
+            .and_then(|a| a.get(f))
+            .and_then(Value::as_f64)
+            .unwrap_or(0.0)
+    };
+    let mut out = to.clone();
+    let mut attributes = match &to.attributes {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Default::default(),
+    };
+    for f in fields {
+        let a = before.map_or(0.0, |b| value(b, f));
+        let b = value(to, f);
+        attributes.insert(f.to_string(), Value::from((a + (b - a) * w).round() as i64));
+    }
+    out.attributes = Some(Value::Object(attributes));
+    out
+}
+
+/// The next time after `t` at which some TCP route's toxics change: a phase start, or the next step of a ramp.
+pub fn next_change(config: &Config, t: Duration, step: Duration) -> Option<Duration> {
+    for p in &config.phases {
+        let at = p.at.get();
+        if at > t {
+            return Some(at);
+        }
+        if let Some(ramp) = p.ramp.map(|r| r.get()) {
+            if t < at + ramp {
+                return Some((t + step).min(at + ramp));
+            }
+        }
+    }
+    None
+}
+
+/// Builds the toxics of a list (validated with the configuration, so a failure here is a bug: it is logged and
+/// the toxic left out rather than the run stopped).
+pub fn build(toxics: &[TcpToxic]) -> Vec<Toxic> {
+    toxics
+        .iter()
+        .filter_map(|t| match t.build() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!("toxic {:?} left out: {e}", t.run_name());
+                None
+            }
+        })
+        .collect()
+}
+
+/// Gives every TCP route of `config` its toxics at `t`.
+pub fn apply(routes: &TcpRoutes, config: &Config, t: Duration) {
+    for (name, _) in config.tcp_routes() {
+        let _ = routes.set_toxics(name, build(&toxics_at(config, name, t)));
+    }
+}
+
+/// Runs the schedule from `origin` until `stop` changes: each change of toxics at its time.
+pub async fn run(
+    routes: Arc<TcpRoutes>,
+    config: Arc<Config>,
+    origin: Instant,
+    step: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    let step = step.max(Duration::from_millis(10));
+    loop {
+        let t = Instant::now().saturating_duration_since(origin);
+        apply(&routes, &config, t);
+        let Some(next) = next_change(&config, t, step) else {
+            return;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(origin + next) => {}
+            _ = stop.changed() => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const YAML: &str = r#"
+routes:
+  db: { tcp: { upstream: 127.0.0.1:6379 }, toxics: [ { type: latency, attributes: { latency: 10 } } ] }
+  api: { path: /x }
+phases:
+  - { name: healthy, at: 0s }
+  - { name: brownout, at: 10s, routes: { db: { toxics: [ { type: latency, attributes: { latency: 2000 } }, { type: slicer, attributes: { average_size: 64 } } ] } } }
+  - { name: worse, at: 20s, ramp: 10s, routes: { db: { toxics: [ { type: latency, attributes: { latency: 4000, jitter: 100 } } ] } } }
+  - { name: other, at: 40s, routes: { api: { latency: { fixed: 1s } } } }
+  - { name: recovered, at: 50s, routes: { db: healthy } }
+"#;
+
+    fn latency(ts: &[TcpToxic]) -> Vec<i64> {
+        ts.iter()
+            .filter(|t| t.kind == "latency")
+            .map(|t| t.attributes.as_ref().unwrap()["latency"].as_i64().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn a_phase_replaces_the_route_toxics_and_healthy_restores_them() {
+        let c = Config::from_yaml(YAML, "t.yaml").unwrap();
+        let s = |t: f64| toxics_at(&c, "db", Duration::from_secs_f64(t));
+        assert_eq!(latency(&s(0.0)), vec![10]);
+        assert_eq!(latency(&s(9.9)), vec![10]);
+        assert_eq!(latency(&s(10.0)), vec![2000]);
+        assert_eq!(s(10.0).len(), 2);
+        assert_eq!(
+            latency(&s(45.0)),
+            vec![4000],
+            "a phase not naming db keeps its toxics"
+        );
+        assert_eq!(latency(&s(50.0)), vec![10]);
+    }
+
+    #[test]
+    fn a_ramp_moves_latency_linearly_and_switches_the_rest_at_once() {
+        let c = Config::from_yaml(YAML, "t.yaml").unwrap();
+        let s = |t: f64| toxics_at(&c, "db", Duration::from_secs_f64(t));
+        assert_eq!(latency(&s(20.0)), vec![2000]);
+        assert_eq!(latency(&s(25.0)), vec![3000]);
+        assert_eq!(s(25.0).len(), 1, "the slicer left at the start of the ramp");
+        assert_eq!(s(25.0)[0].attributes.as_ref().unwrap()["jitter"], 50);
+        assert_eq!(latency(&s(30.0)), vec![4000]);
+    }
+
+    #[test]
+    fn changes_come_at_phase_starts_and_every_step_of_a_ramp() {
+        let c = Config::from_yaml(YAML, "t.yaml").unwrap();
+        let step = Duration::from_millis(100);
+        let n = |t: f64| next_change(&c, Duration::from_secs_f64(t), step).map(|d| d.as_secs_f64());
+        assert_eq!(n(0.0), Some(10.0));
+        assert_eq!(n(20.0), Some(20.1));
+        assert_eq!(n(29.95), Some(30.0));
+        assert_eq!(n(30.0), Some(40.0));
+        assert_eq!(n(50.0), None);
+    }
+}

@@ -1,0 +1,403 @@
+//! The run in Markdown, for CI pages: the verdict table (outcome, sentence, measured, bound), the phase table and
+//! where the report folder is, as appended to GitHub Actions' `$GITHUB_STEP_SUMMARY` and printed by
+//! `faultline report --format markdown`; and the workflow annotations (`::error` per failed expectation, `::warning`
+//! per inconclusive one) that point at the expectation's line in the scenario file.
+//!
+//! Not for deciding when to write them (`commands::run` does, from the environment) nor for the text summary.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use super::result::ResultFile;
+use crate::expect::{Outcome, Verdict};
+use crate::run::Ending;
+
+/// The summary of a saved result in GitHub-flavoured Markdown; `dir` is the run's report folder.
+pub fn markdown(r: &ResultFile, dir: &Path) -> String {
+    let mut o = String::new();
+    let state = match (r.exit_code, r.passed) {
+        (_, true) => "passed",
+        (1, _) => "FAILED",
+        (4, _) => "INCONCLUSIVE",
+        (130, _) => "INTERRUPTED",
+        _ => "BROKE",
+    };
+    let _ = writeln!(
+        o,
+        "### faultline: `{}` {state} (exit code {})\n",
+        r.scenario.name, r.exit_code
+    );
+    let _ = writeln!(
+        o,
+        "Scenario `{}`, started {}, {:.1} s{}{}.\n",
+        r.scenario.file,
+        r.started_at,
+        r.scenario.duration_s,
+        r.scenario
+            .seed
+            .map(|s| format!(", seed {s}"))
+            .unwrap_or_default(),
+        if r.scenario.time_scale != 1.0 {
+            format!(", time scale {}", r.scenario.time_scale)
+        } else {
+            String::new()
+        }
+    );
+    match &r.ending {
+        Ending::Completed => {}
+        Ending::Aborted { signal } => {
+            let _ = writeln!(
+                o,
+                "> **Aborted** by {signal}: the figures cover the run up to then.\n"
+            );
+        }
+        Ending::StoppedOnFailure { expectation } => {
+            let _ = writeln!(
+                o,
+                "> **Stopped early**: {} failed while the run went on (abort_on_fail).\n",
+                cell(expectation)
+            );
+        }
+        Ending::Deadline => {
+            let _ = writeln!(o, "> **Stopped at the hard deadline.**\n");
+        }
+        Ending::SutDied { status, .. } => {
+            let _ = writeln!(
+                o,
+                "> **The SUT died** during the run ({}); its last output is in `summary.txt`.\n",
+                cell(status)
+            );
+        }
+    }
+
+    let held = r.verdicts.iter().filter(|v| v.passed).count();
+    let _ = writeln!(
+        o,
+        "#### Expectations: {held} of {} held\n",
+        r.verdicts.len()
+    );
+    if r.verdicts.is_empty() {
+        let _ = writeln!(o, "(none)\n");
+    } else {
+        let _ = writeln!(o, "| | expectation | measured | bound |");
+        let _ = writeln!(o, "| --- | --- | ---: | ---: |");
+        for v in &r.verdicts {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} |",
+                mark(v.outcome()),
+                cell(sentence(v)),
+                figure(v.measured),
+                figure(v.bound)
+            );
+        }
+        let _ = writeln!(o);
+    }
+    for e in &r.run_errors {
+        let _ = writeln!(o, "- **the run itself:** {}", cell(e));
+    }
+    if !r.run_errors.is_empty() {
+        let _ = writeln!(o);
+    }
+
+    let _ = writeln!(
+        o,
+        "#### Phases (SUT latency from the intended send time, ms)\n"
+    );
+    let _ = writeln!(
+        o,
+        "| phase | from s | to s | offered/s | done/s | count | p50 | p90 | p99 | p99.9 | max |"
+    );
+    let _ = writeln!(
+        o,
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for p in &r.phases {
+        let l = &p.sut_latency;
+        let _ = writeln!(
+            o,
+            "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {} | {} | {} |",
+            cell(&p.name),
+            p.start_s,
+            p.end_s,
+            p.offered_rate,
+            p.achieved_rate,
+            l.count,
+            ms(l.p50_ms),
+            ms(l.p90_ms),
+            ms(l.p99_ms),
+            ms(l.p999_ms),
+            ms(l.max_ms)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n{} sent of {} scheduled; conservation {}.\n",
+        r.totals.sent,
+        r.totals.intended,
+        if r.totals.conserved {
+            "holds"
+        } else {
+            "**BROKEN**"
+        }
+    );
+    let _ = writeln!(
+        o,
+        "Report folder: `{}` (report.html, result.json, junit.xml, .hgrm, sut.hlog).\n",
+        dir.display()
+    );
+    o
+}
+
+/// The workflow annotations of a result: `::error` for each failed expectation and `::warning` for each
+/// inconclusive one, located at `lines[i]` (the 1-based line of the i-th `expect:` entry) in `file` where known.
+pub fn annotations(r: &ResultFile, file: &str, lines: &[u64]) -> Vec<String> {
+    r.verdicts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let level = match v.outcome() {
+                Outcome::Pass => return None,
+                Outcome::Fail => "error",
+                Outcome::Inconclusive => "warning",
+            };
+            let label = v.id.as_deref().unwrap_or(&v.name);
+            let title = format!("{} {label}", v.outcome().word());
+            let line = lines
+                .get(i)
+                .map(|l| format!(",line={l}"))
+                .unwrap_or_default();
+            Some(format!(
+                "::{level} file={}{line},title={}::{}",
+                property(file),
+                property(&title),
+                data(sentence(v))
+            ))
+        })
+        .collect()
+}
+
+/// The sentence without its trailing outcome word (the table has a column for it).
+fn sentence(v: &Verdict) -> &str {
+    v.sentence
+        .trim_end_matches(": PASS")
+        .trim_end_matches(": FAIL")
+        .trim_end_matches(": INCONCLUSIVE")
+}
+
+fn mark(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Pass => "✅ PASS",
+        Outcome::Fail => "❌ FAIL",
+        Outcome::Inconclusive => "⚠️ INCONCLUSIVE",
+    }
+}
+
+/// Text made safe for one table cell: no pipe ends the cell, no newline ends the row.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\r', '\n'], " ")
+}
+
+fn figure(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(x) if x.fract() == 0.0 && x.abs() < 1e15 => format!("{x:.0}"),
+        Some(x) if x.abs() >= 100.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.3}"),
+    }
+}
+
+fn ms(v: f64) -> String {
+    if v == 0.0 {
+        "-".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A workflow command's message, escaped as the runner unescapes it.
+fn data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// A workflow command's property value: as `data`, and no `:` or `,` to end it early.
+fn property(s: &str) -> String {
+    data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::result::{Percentiles, PhaseSummary, ScenarioInfo, Series, Totals};
+    use std::collections::BTreeMap;
+
+    fn verdict(
+        id: &str,
+        outcome: Outcome,
+        sentence: &str,
+        m: Option<f64>,
+        b: Option<f64>,
+    ) -> Verdict {
+        Verdict {
+            id: Some(id.into()),
+            name: format!("the {id} expectation"),
+            sentence: format!("{sentence}: {}", outcome.word()),
+            passed: outcome == Outcome::Pass,
+            outcome: Some(outcome),
+            measured: m,
+            bound: b,
+        }
+    }
+
+    fn result() -> ResultFile {
+        let phase = |name: &str, start_s: f64, end_s: f64, p99: f64| PhaseSummary {
+            name: name.into(),
+            start_s,
+            end_s,
+            offered_rate: 200.0,
+            achieved_rate: 199.5,
+            sut_latency: Percentiles {
+                count: 400,
+                p50_ms: 12.0,
+                p90_ms: 30.0,
+                p99_ms: p99,
+                p999_ms: p99 * 1.5,
+                max_ms: p99 * 2.0,
+            },
+            sut_service_time: Percentiles::default(),
+            outcomes: BTreeMap::new(),
+            dependency_max_in_flight: BTreeMap::new(),
+            dependency_latency: BTreeMap::new(),
+        };
+        ResultFile {
+            version: crate::report::RESULT_VERSION,
+            scenario: ScenarioInfo {
+                name: "slow-dependency".into(),
+                description: None,
+                file: "scenarios/slow-dependency.yaml".into(),
+                seed: Some(3),
+                time_scale: 0.5,
+                duration_s: 4.0,
+            },
+            started_at: "2026-12-01T04:00:00Z".into(),
+            ending: Ending::Completed,
+            exit_code: 1,
+            passed: false,
+            verdicts: vec![
+                verdict(
+                    "opens",
+                    Outcome::Pass,
+                    "breaker pricing opened 1.2 s after brownout began; expected within 5 s",
+                    Some(1.2),
+                    Some(5.0),
+                ),
+                verdict(
+                    "pool",
+                    Outcome::Fail,
+                    "at most 231 calls in flight at pricing | peak; expected below 200",
+                    Some(231.0),
+                    Some(200.0),
+                ),
+                verdict(
+                    "probes",
+                    Outcome::Inconclusive,
+                    "breaker pricing never left closed, 50% of it",
+                    None,
+                    Some(3.0),
+                ),
+            ],
+            run_errors: vec![],
+            phases: vec![
+                phase("healthy", 0.0, 2.0, 40.0),
+                phase("brownout", 2.0, 4.0, 310.0),
+            ],
+            totals: Totals {
+                intended: 800,
+                sent: 800,
+                outcomes: BTreeMap::new(),
+                still_in_flight: 0,
+                conserved: true,
+            },
+            dependency: BTreeMap::new(),
+            breakers: BTreeMap::new(),
+            disagreements: vec![],
+            series: Series::default(),
+        }
+    }
+
+    #[test]
+    fn the_summary_has_a_row_per_verdict_and_per_phase_and_names_the_report_folder() {
+        let md = markdown(&result(), Path::new("reports/slow-dependency/run1"));
+        assert!(
+            md.starts_with("### faultline: `slow-dependency` FAILED (exit code 1)"),
+            "{md}"
+        );
+        assert!(md.contains("#### Expectations: 1 of 3 held"), "{md}");
+        assert!(md.contains("| ✅ PASS | breaker pricing opened 1.2 s after brownout began; expected within 5 s | 1.200 | 5 |"), "{md}");
+        // A pipe in a sentence stays inside its cell.
+        assert!(md.contains("| ❌ FAIL | at most 231 calls in flight at pricing \\| peak; expected below 200 | 231 | 200 |"), "{md}");
+        assert!(
+            md.contains(
+                "| ⚠️ INCONCLUSIVE | breaker pricing never left closed, 50% of it | - | 3 |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("| healthy | 0.0 | 2.0 | 200.0 | 199.5 | 400 | 12.00 | 30.00 | 40.00 | 60.00 | 80.00 |"), "{md}");
+        assert!(md.contains("| brownout | 2.0 | 4.0 |"), "{md}");
+        assert!(
+            md.contains("Report folder: `reports/slow-dependency/run1`"),
+            "{md}"
+        );
+        // Every table row has as many cells as its header.
+        for table in md.split("\n\n").filter(|b| b.starts_with('|')) {
+            let widths: Vec<usize> = table
+                .lines()
+                .map(|l| l.replace("\\|", "").matches('|').count())
+                .collect();
+            assert!(widths.iter().all(|w| *w == widths[0]), "{table}");
+        }
+    }
+
+    #[test]
+    fn a_passing_run_says_so_and_an_early_stop_is_explained() {
+        let mut r = result();
+        r.verdicts.truncate(1);
+        r.passed = true;
+        r.exit_code = 0;
+        assert!(markdown(&r, Path::new("x")).contains("`slow-dependency` passed (exit code 0)"));
+        r.ending = Ending::StoppedOnFailure {
+            expectation: "pool: at most 231".into(),
+        };
+        assert!(
+            markdown(&r, Path::new("x")).contains("**Stopped early**: pool: at most 231 failed")
+        );
+    }
+
+    #[test]
+    fn failed_verdicts_are_errors_and_inconclusive_ones_warnings_at_their_lines() {
+        let a = annotations(&result(), "scenarios/slow, dependency.yaml", &[30, 31, 33]);
+        assert_eq!(
+            a,
+            vec![
+                "::error file=scenarios/slow%2C dependency.yaml,line=31,title=FAIL pool::at most 231 calls in flight at pricing | peak; expected below 200".to_string(),
+                "::warning file=scenarios/slow%2C dependency.yaml,line=33,title=INCONCLUSIVE probes::breaker pricing never left closed, 50%25 of it".to_string(),
+            ]
+        );
+    }
+
+    #[test]
+    fn without_lines_an_annotation_still_names_the_file_and_escapes_newlines() {
+        let mut r = result();
+        r.verdicts[1].sentence = "two\nlines: FAIL".into();
+        r.verdicts[1].id = None;
+        let a = annotations(&r, "s.yaml", &[]);
+        assert_eq!(
+            a[0],
+            "::error file=s.yaml,title=FAIL the pool expectation::two%0Alines"
+        );
+    }
+}

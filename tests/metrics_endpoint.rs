@@ -1,0 +1,303 @@
+//! `faultline run --metrics-listen ADDR --push URL`: the live Prometheus endpoint answers while the run goes on
+//! with every `faultline_*` series, and the values pushed when it ends are the totals and verdicts result.json
+//! holds. An address that is taken and a Pushgateway that refuses change nothing but the report's note: same exit
+//! code, no hang. Plain HTTP over std sockets, loopback only, every read bounded.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const SCENARIO: &str = include_str!("fixtures/ci-summary.yaml");
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("faultline-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("scenario.yaml"), SCENARIO).unwrap();
+    dir
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// GET /metrics at `port`: the body, if it answered 200 within a second.
+fn scrape(port: u16) -> Option<String> {
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(1))).ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// A one-request Pushgateway: answers 200 and hands back the request line and body.
+fn fake_pushgateway() -> (u16, mpsc::Receiver<(String, String)>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok((mut s, _)) = listener.accept() else {
+            return;
+        };
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 8192];
+        loop {
+            let text = String::from_utf8_lossy(&buf).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+                    let _ = tx.send((
+                        head.lines().next().unwrap_or_default().to_string(),
+                        body.to_string(),
+                    ));
+                    return;
+                }
+            }
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    });
+    (port, rx)
+}
+
+/// The value of the sample named exactly `series` (name and labels as printed).
+fn value(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+#[test]
+fn the_endpoint_serves_every_series_while_the_run_goes_on_and_the_push_carries_the_final_totals() {
+    let dir = scratch("metrics");
+    let port = free_port();
+    let (push_port, pushed) = fake_pushgateway();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("run")
+        .arg(dir.join("scenario.yaml"))
+        .arg("--report-dir")
+        .arg(dir.join("report"))
+        .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+        .args(["--push", &format!("http://127.0.0.1:{push_port}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    let mut scrapes = Vec::new();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the run did not end"
+        );
+        if let Some(body) = scrape(port) {
+            scrapes.push(body);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        scrapes.len() >= 5,
+        "only {} scrapes answered",
+        scrapes.len()
+    );
+
+    // A scrape from the second half of the run has every family.
+    let mid = &scrapes[scrapes.len() * 2 / 3];
+    for series in [
+        "faultline_elapsed_seconds",
+        "faultline_offered_requests_total",
+        "faultline_sent_requests_total",
+        "faultline_requests_total{class=\"ok\"}",
+        "faultline_requests_total{class=\"timeout\"}",
+        "faultline_requests_total{class=\"dropped\"}",
+        "faultline_sut_in_flight_requests",
+        "faultline_sut_latency_seconds{quantile=\"0.99\"}",
+        "faultline_sut_latency_histogram_seconds_count",
+        "faultline_sut_latency_histogram_seconds_bucket{le=\"+Inf\"}",
+        "faultline_sut_latency_histogram_seconds_bucket{le=\"0.001\"}",
+        "faultline_dependency_in_flight_calls{route=\"pricing\"}",
+        "faultline_dependency_pool_limit_calls{route=\"pricing\"}",
+        "faultline_phase{phase=\"healthy\"}",
+        "faultline_phase{phase=\"later\"}",
+    ] {
+        assert!(value(mid, series).is_some(), "no {series} in\n{mid}");
+    }
+    assert_eq!(
+        value(
+            mid,
+            "faultline_dependency_pool_limit_calls{route=\"pricing\"}"
+        ),
+        Some(49.0)
+    );
+    assert!(
+        mid.contains("# TYPE faultline_sut_latency_histogram_seconds histogram"),
+        "{mid}"
+    );
+    assert!(
+        mid.contains("faultline_expectation_status{expectation=\"pool\","),
+        "{mid}"
+    );
+    // Counters only grow from scrape to scrape.
+    let offered: Vec<f64> = scrapes
+        .iter()
+        .filter_map(|s| value(s, "faultline_offered_requests_total"))
+        .collect();
+    assert!(offered.windows(2).all(|w| w[0] <= w[1]), "{offered:?}");
+    assert!(*offered.last().unwrap() > 0.0);
+    // Exactly one phase is current at a time.
+    let current = |s: &str| {
+        value(s, "faultline_phase{phase=\"healthy\"}").unwrap()
+            + value(s, "faultline_phase{phase=\"later\"}").unwrap()
+    };
+    assert_eq!(current(mid), 1.0);
+
+    // The push at the end: the totals and verdicts of result.json.
+    let (request_line, body) = pushed
+        .recv_timeout(Duration::from_secs(5))
+        .expect("nothing pushed");
+    assert_eq!(
+        request_line,
+        "PUT /metrics/job/faultline/scenario/ci-summary HTTP/1.1"
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report/result.json")).unwrap())
+            .unwrap();
+    let totals = &result["totals"];
+    assert_eq!(
+        value(&body, "faultline_offered_requests_total"),
+        totals["intended"].as_f64(),
+        "{body}"
+    );
+    assert_eq!(
+        value(&body, "faultline_sent_requests_total"),
+        totals["sent"].as_f64(),
+        "{body}"
+    );
+    for (class, n) in totals["outcomes"].as_object().unwrap() {
+        assert_eq!(
+            value(
+                &body,
+                &format!("faultline_requests_total{{class=\"{class}\"}}")
+            ),
+            n.as_f64(),
+            "{class} in\n{body}"
+        );
+    }
+    assert!(totals["outcomes"]["ok"].as_f64().unwrap() > 0.0);
+    let status_of = |id: &str| {
+        body.lines()
+            .find(|l| {
+                l.starts_with(&format!(
+                    "faultline_expectation_status{{expectation=\"{id}\","
+                ))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert_eq!(status_of("pool"), Some(1.0), "{body}");
+    assert_eq!(status_of("too-fast"), Some(2.0), "{body}");
+    assert_eq!(status_of("probes"), Some(3.0), "{body}");
+    // The classic text format: counters typed by their sample's name, no OpenMetrics end marker.
+    assert!(
+        body.contains("# TYPE faultline_requests_total counter"),
+        "{body}"
+    );
+    assert!(!body.contains("# EOF"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_taken_address_and_a_refusing_pushgateway_leave_the_run_and_its_exit_code_alone() {
+    let dir = scratch("metrics-refused");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_port = taken.local_addr().unwrap().port();
+    let refusing = free_port();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("run")
+        .arg(dir.join("scenario.yaml"))
+        .arg("--report-dir")
+        .arg(dir.join("report"))
+        .args(["--metrics-listen", &format!("127.0.0.1:{taken_port}")])
+        .args(["--push", &format!("http://127.0.0.1:{refusing}")])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    let summary = std::fs::read_to_string(dir.join("report/summary.txt")).unwrap();
+    for text in [&summary, &stdout.to_string()] {
+        assert!(
+            text.contains(&format!(
+                "not exported: metrics not served: cannot listen on 127.0.0.1:{taken_port}"
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("not exported: metrics not pushed to http://127.0.0.1:{refusing}/metrics/job/faultline/scenario/ci-summary")),
+            "{text}"
+        );
+    }
+    drop(taken);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_address_that_is_not_loopback_is_refused_unless_allowed() {
+    let dir = scratch("metrics-remote");
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("run")
+        .arg(dir.join("scenario.yaml"))
+        .arg("--report-dir")
+        .arg(dir.join("report"))
+        .args(["--metrics-listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("not exported: metrics not served: 0.0.0.0:0 is not a loopback address"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
