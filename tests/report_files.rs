@@ -387,6 +387,7 @@ fn fixture(buckets: usize) -> Fixture {
             finer_missed: false,
         }],
         series,
+        ca: None,
     };
     Fixture {
         result,

@@ -326,6 +326,7 @@ mod tests {
             breakers: BTreeMap::new(),
             disagreements: vec![],
             series: Series::default(),
+            ca: None,
         }
     }
 
