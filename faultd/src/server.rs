@@ -304,7 +304,7 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
 }
 
 /// Writes `bytes` on the bare socket, giving up if it fails.
-async fn write_raw(tcp: &TcpStream, bytes: &[u8]) {
+pub(crate) async fn write_raw(tcp: &TcpStream, bytes: &[u8]) {
     let mut written = 0;
     while written < bytes.len() {
         if tcp.writable().await.is_err() {

@@ -27,7 +27,7 @@ use super::faults::{decide, HandshakeAction};
 use super::record::{HandshakeOutcome, TlsRecorder};
 use super::{TlsConfig, TlsSetupError, ALPN};
 use crate::draw::CallDraws;
-use crate::server::Shared;
+use crate::server::{write_raw, Shared};
 
 /// How long a client may take to send its hello, and then to finish the handshake after faultd answers it.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -190,7 +190,8 @@ impl Terminator {
                 // Counted first: the caller may read the recording as soon as it has the alert.
                 self.record(shared, HandshakeOutcome::Alert, delayed);
                 // A fatal alert record (type 21, TLS 1.2 record version, length 2, level 2 = fatal).
-                write_below_tls(tcp, &[21, 3, 3, 0, 2, 2, code]).await;
+                // Written on the socket itself, under whatever TLS state there is.
+                write_raw(tcp, &[21, 3, 3, 0, 2, 2, code]).await;
                 close_below_tls(tcp).await;
                 return None;
             }
@@ -255,21 +256,6 @@ impl Terminator {
     fn record(&self, shared: &Shared, outcome: HandshakeOutcome, delayed: bool) {
         self.recorder
             .record(shared.recorder.time_ns(Instant::now()), outcome, delayed);
-    }
-}
-
-/// Writes `bytes` on the socket itself, under whatever TLS state there is.
-async fn write_below_tls(tcp: &TcpStream, bytes: &[u8]) {
-    let mut written = 0;
-    while written < bytes.len() {
-        if tcp.writable().await.is_err() {
-            return;
-        }
-        match tcp.try_write(&bytes[written..]) {
-            Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(_) => return,
-        }
     }
 }
 

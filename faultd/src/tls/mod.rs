@@ -220,6 +220,33 @@ impl std::fmt::Display for TlsSetupError {
     }
 }
 
+/// The client side of TLS for proxy mode's `https://` upstreams: verified against the CAs of `ca` (PEM), or the
+/// system's roots. An error names the file and what is wrong with it.
+#[cfg(feature = "tls")]
+pub(crate) fn upstream_client_config(
+    ca: Option<&std::path::Path>,
+) -> Result<rustls::ClientConfig, String> {
+    let roots = match ca {
+        Some(path) => {
+            certs::read_roots("ca", path).map_err(|e| format!("{}: {}", e.file, e.message))?
+        }
+        None => {
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            roots
+        }
+    };
+    Ok(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth(),
+    )
+}
+
 #[cfg(not(feature = "tls"))]
 /// Stands in for the TLS terminator in a build without the `tls` feature: a configuration with `tls:` is refused.
 #[derive(Debug)]
