@@ -60,6 +60,7 @@ const CASES: &[Case] = &[
     ("a command SUT without a URL", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  command: [ ./my-service ]\n"), &["sut.command", "url"], 12),
     ("a non-loopback SUT without an allow list", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  url: http://10.1.2.3:8080\n"), &["10.1.2.3 is not a loopback address", "allow_hosts"], 12),
     ("a placeholder that does not exist", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  command: [ ./svc, \"--dep={faultd.uri}\" ]\n  url: http://127.0.0.1:{sut.port}\n"), &["unknown placeholder {faultd.uri}"], 12),
+    ("the run's CA without TLS", ("sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n", "sut:\n  command: [ ./svc, \"--ca={faultd.ca}\" ]\n  url: http://127.0.0.1:{sut.port}\n"), &["unknown placeholder {faultd.ca}"], 12),
     ("a phase naming an unknown route", ("routes: { pricing: { latency: { fixed: 2s } } } }", "routes: { prcing: { latency: { fixed: 2s } } } }"), &["prcing"], 10),
     ("no breaker source", ("{ metrics: { preset: seed } }", "{ route: pricing }"), &["at least one source"], 21),
     ("an unknown preset", ("preset: seed", "preset: hystrix"), &["hystrix"], 21),

@@ -209,6 +209,8 @@ fn fixture(buckets: usize) -> Fixture {
             ok: total,
             ..Default::default()
         },
+        connect_errors: Default::default(),
+        tls: None,
         intended: total,
         sent: total,
         still_in_flight: 0,
@@ -386,6 +388,7 @@ fn fixture(buckets: usize) -> Fixture {
             finer_missed: false,
         }],
         series,
+        ca: None,
     };
     Fixture {
         result,

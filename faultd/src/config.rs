@@ -46,6 +46,9 @@ pub struct Config {
     /// The schedule: phases in ascending start time. Without phases every route keeps its base behaviour.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<Phase>,
+    /// TLS on the data plane, with its handshake faults; cleartext when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsConfig>,
     /// HTTP/2 settings announced on each new connection, e.g. `{max_concurrent_streams: 8}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<crate::http2::Http2Settings>,
@@ -305,6 +308,7 @@ impl Config {
                 .map(|(n, r)| (n.to_string(), r))
                 .collect(),
             phases: Vec::new(),
+            tls: None,
             http2: None,
         }
     }
@@ -427,6 +431,11 @@ impl Config {
             check_kind(&route.base(), false).map_err(at)?;
             route.base().validate().map_err(at)?;
         }
+        if let Some(tls) = &self.tls {
+            tls.validate()
+                .and_then(|()| tls.check_phase_names(self))
+                .map_err(|e| ConfigError::from(e.at("tls")))?;
+        }
         let mut names = BTreeSet::new();
         for (i, phase) in self.phases.iter().enumerate() {
             let at = |e: Invalid| ConfigError::from(e.at(&format!("phases[{i}]")));
@@ -511,6 +520,10 @@ impl Config {
                     b.scale_time(factor);
                 }
             }
+        }
+        if let Some(tls) = &mut self.tls {
+            tls.faults.iter_mut().for_each(|f| f.scale_time(factor));
+            tls.phases.values_mut().for_each(|f| f.scale_time(factor));
         }
     }
 

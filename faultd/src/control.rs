@@ -265,6 +265,13 @@ async fn get_recording(
             serde_json::to_value(tcp_routes).unwrap_or_default(),
         );
     }
+    // Likewise the TLS handshakes, only when the data plane speaks TLS.
+    if let (Some(tls), Some(map)) = (&shared.tls, json.as_object_mut()) {
+        map.insert(
+            "tls".into(),
+            serde_json::to_value(tls.recorder().snapshot()).unwrap_or_default(),
+        );
+    }
     Json(json).into_response()
 }
 
@@ -280,6 +287,11 @@ async fn get_metrics(
     registry.register_collector(Box::new(snapshot));
     if let Some(axum::Extension(tcp)) = tcp {
         registry.register_collector(Box::new(crate::tcp::record::TcpMetrics(tcp.recording())));
+    }
+    if let Some(tls) = &shared.tls {
+        registry.register_collector(Box::new(crate::tls::record::TlsMetrics(
+            tls.recorder().snapshot(),
+        )));
     }
     let mut text = String::new();
     match prometheus_client::encoding::text::encode(&mut text, &registry) {

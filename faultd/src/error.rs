@@ -21,6 +21,17 @@ pub enum FaultdError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A TLS certificate, key or CA file is missing, unreadable, not PEM, or does not match.
+    #[error(transparent)]
+    Tls(crate::tls::TlsSetupError),
+    /// The run's CA could not be written where it was asked.
+    #[error("cannot write the run's CA to {}: {source}", path.display())]
+    WriteCa {
+        /// The path asked for.
+        path: std::path::PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// No route has this name.
     #[error("no route named {0:?}")]
     UnknownRoute(String),

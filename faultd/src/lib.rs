@@ -39,6 +39,7 @@ pub mod routing;
 pub mod schedule;
 pub mod server;
 pub mod tcp;
+pub mod tls;
 pub mod toxiproxy;
 mod yaml_index;
 
@@ -84,6 +85,9 @@ pub struct Options {
     pub toxiproxy_api: Option<SocketAddr>,
     /// Hosts other than loopback a TCP route's upstream may name; loopback only when empty.
     pub allow_hosts: Vec<String>,
+    /// Where to write the run's CA certificate (PEM) when the data plane speaks TLS with a minted CA
+    /// (`tls: {}`), for the service under test to trust; the machine's trust store is never touched.
+    pub ca_out: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -97,6 +101,7 @@ impl Default for Options {
             precise_delays: true,
             toxiproxy_api: None,
             allow_hosts: Vec::new(),
+            ca_out: None,
         }
     }
 }
@@ -134,6 +139,12 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         backlog: options.backlog,
         bucket: config.bucket(),
     }));
+    let tls = match &config.tls {
+        Some(tls) => Some(Arc::new(
+            tls::Terminator::new(tls, config.bucket()).map_err(FaultdError::Tls)?,
+        )),
+        None => None,
+    };
     for (name, route) in config.tcp_routes() {
         let endpoint = route.tcp.as_ref().expect("a TCP route has its endpoint");
         let failed = |source| FaultdError::TcpRoute {
@@ -165,6 +176,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
             .precise_delays
             .then(deadlines::Deadlines::start)
             .flatten(),
+        tls,
     });
     let data =
         server::bind(options.listen, options.backlog).map_err(|source| FaultdError::Bind {
@@ -175,6 +187,16 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         addr: options.listen,
         source,
     })?;
+    // Written once the port is ours, so a faultd that cannot listen leaves another's CA file alone.
+    if let (Some(path), Some(ca)) = (
+        &options.ca_out,
+        shared.tls.as_ref().and_then(|t| t.ca_pem()),
+    ) {
+        std::fs::write(path, ca).map_err(|source| FaultdError::WriteCa {
+            path: path.clone(),
+            source,
+        })?;
+    }
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = vec![tokio::spawn(server::serve(
         data,
@@ -295,6 +317,28 @@ impl Faultd {
     /// What every TCP route recorded, by name (the `tcp_routes` of `/recording`).
     pub fn tcp_recording(&self) -> std::collections::BTreeMap<String, tcp::TcpRouteRecording> {
         self.tcp.recording()
+    }
+
+    /// The run's CA certificate (PEM) when the data plane terminates TLS with a minted CA (`tls: {}`): what the
+    /// service under test must trust to reach faultd. `None` in cleartext or with certificate files.
+    pub fn ca_pem(&self) -> Option<String> {
+        self.shared
+            .tls
+            .as_ref()
+            .and_then(|t| t.ca_pem().map(str::to_string))
+    }
+
+    /// Writes the run's CA certificate (PEM) to `path`; false when there is none (see [`Faultd::ca_pem`]).
+    pub fn write_ca(&self, path: &std::path::Path) -> std::io::Result<bool> {
+        match self.ca_pem() {
+            Some(pem) => std::fs::write(path, pem).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// What the TLS handshakes recorded (the `tls` field of `/recording`); `None` in cleartext.
+    pub fn tls_recording(&self) -> Option<tls::TlsRecording> {
+        self.shared.tls.as_ref().map(|t| t.recorder().snapshot())
     }
 
     /// Freezes the schedule at the current phase (recording goes on).

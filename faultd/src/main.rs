@@ -54,6 +54,13 @@ TCP ROUTES (the Toxiproxy 2.x API, with --toxiproxy-api 127.0.0.1:8474)
           reset_peer {timeout ms}  limit_data {bytes}  slicer {average_size, size_variation, delay us}
           stall {}  connect_delay {delay ms};  down: POST /proxies/redis {"enabled": false}
 
+TLS (a `tls:` section, or --tls / --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]; --ca-out FILE)
+  tls: {}                                  mint a CA and a certificate for 127.0.0.1, ::1, localhost
+  tls: { cert: c.pem, key: k.pem, client_ca: clients.pem }
+  tls: { faults: { delay: {fixed: 1s} }, phases: { bad-certs: { expired: 30% } } }
+  handshake faults: delay {latency}  failure {share, alert}  expired %  wrong_name %  untrusted %  truncate %
+  curl --cacert ca.pem https://127.0.0.1:9000/price/42     (nothing is added to the machine's trust store)
+
 CONTROL API
   GET/PUT /config   PUT /routes/{name}   POST /schedule/start|stop|reset   GET /schedule   GET /recording   GET /metrics
 
@@ -101,6 +108,23 @@ struct Cli {
     /// A host other than loopback that TCP routes may forward to (repeat for several).
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
+    /// Terminate TLS on the data plane with a CA and a certificate minted for this run (127.0.0.1, ::1,
+    /// localhost), as `tls: {}` in the configuration does. See --ca-out.
+    #[arg(long)]
+    tls: bool,
+    /// Terminate TLS with this certificate chain (PEM, leaf first); needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Require client certificates signed by a CA of this PEM file (mTLS); implies TLS.
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// Write the run's CA certificate (PEM) here, for the service under test to trust (it is never added to the
+    /// machine's trust store).
+    #[arg(long, value_name = "FILE")]
+    ca_out: Option<PathBuf>,
 }
 
 /// The configuration of a faultd started only for its TCP routes: one catch-all HTTP route, healthy.
@@ -192,6 +216,22 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if cli.seed.is_some() {
         config.seed = cli.seed;
     }
+    if cli.tls || cli.tls_cert.is_some() || cli.tls_client_ca.is_some() {
+        let tls = config.tls.get_or_insert_with(Default::default);
+        if cli.tls_cert.is_some() {
+            tls.cert = cli.tls_cert.clone();
+            tls.key = cli.tls_key.clone();
+        }
+        if cli.tls_client_ca.is_some() {
+            tls.client_ca = cli.tls_client_ca.clone();
+        }
+        config.validate().map_err(bad_input)?;
+    }
+    if cli.ca_out.is_some() && config.tls.is_none() {
+        return Err(bad_input(anyhow::anyhow!(
+            "--ca-out: the data plane has no TLS (give --tls or a `tls:` section)"
+        )));
+    }
     let options = faultd::Options {
         listen: cli.listen,
         control: cli.control,
@@ -201,9 +241,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         precise_delays: true,
         toxiproxy_api: cli.toxiproxy_api,
         allow_hosts: cli.allow_hosts,
+        ca_out: cli.ca_out.clone(),
     };
     let faultd = faultd::start(config, options).await.map_err(|e| match e {
-        faultd::FaultdError::Config(_) => bad_input(e),
+        faultd::FaultdError::Config(_)
+        | faultd::FaultdError::Tls(_)
+        | faultd::FaultdError::WriteCa { .. } => bad_input(e),
         other => Failure {
             code: 3,
             error: other.into(),
@@ -212,11 +255,21 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if !cli.no_start {
         faultd.start_schedule(tokio::time::Instant::now());
     }
+    let scheme = if faultd.config().tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     eprintln!(
-        "faultd: data plane on http://{} (seed {})",
+        "faultd: data plane on {scheme}://{} (seed {})",
         faultd.data_addr(),
         faultd.seed()
     );
+    if let Some(path) = &cli.ca_out {
+        if faultd.ca_pem().is_some() {
+            eprintln!("faultd: the run's CA is in {}", path.display());
+        }
+    }
     if let Some(c) = faultd.control_addr() {
         eprintln!("faultd: control API on http://{c} (GET /schedule, /recording, /metrics)");
     }

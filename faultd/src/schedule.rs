@@ -59,6 +59,8 @@ pub struct Plan {
     pub table: RouteTable,
     /// The phases in time order.
     pub phases: Vec<PlanPhase>,
+    /// The handshake faults of every phase (used only when the data plane speaks TLS).
+    pub tls: crate::tls::TlsPlan,
     base: Vec<Arc<CompiledBehaviour>>,
     before_first: Arc<str>,
     healthy_reset: Arc<str>,
@@ -131,7 +133,9 @@ impl Plan {
                 named,
             });
         }
+        let tls = crate::tls::TlsPlan::compile(&config).map_err(ConfigError::from)?;
         Ok(Plan {
+            tls,
             table: RouteTable::new(patterns),
             config,
             seed,

@@ -24,7 +24,7 @@ use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
 use tokio::time::Instant;
@@ -54,6 +54,8 @@ pub struct Shared {
     /// The waker of delayed calls ([`crate::deadlines`]); `None` without a timerfd or with precise delays off
     /// (paused-time tests, where only tokio's timer follows the paused clock), and delays then use tokio's timer.
     pub deadlines: Option<Deadlines>,
+    /// TLS termination, when the configuration asks for it: every connection's handshake runs first.
+    pub tls: Option<Arc<crate::tls::Terminator>>,
 }
 
 impl Shared {
@@ -183,6 +185,8 @@ enum Takeover {
     Hang(CallGuard),
     /// An abrupt GOAWAY with this code, then a close: the HTTP/2 connection's streams in flight are lost.
     GoAway(H2Code),
+    /// The same, with the GOAWAY already written inside TLS: only the close is left.
+    GoAwayWritten,
 }
 
 #[derive(Default)]
@@ -203,18 +207,65 @@ impl TakeoverRequest {
 async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let _open = shared.recorder.connection_opened();
     let _ = tcp.set_nodelay(true);
-    let h2 = tokio::select! {
-        h2 = http2::starts_with_preface(&tcp) => h2,
-        _ = shutdown.changed() => return,
-    };
     let tcp = Arc::new(tcp);
     // Boxed, so that hyper's connection lives in its own allocation that is freed when a call takes the socket
     // back; inline, it would size this task for as long as the socket is held.
-    let action = if h2 {
-        shared.recorder.connection_is_http2();
-        Box::pin(serve_h2(tcp.clone(), shared, &mut shutdown)).await
-    } else {
-        Box::pin(serve_http(tcp.clone(), shared, &mut shutdown)).await
+    let action = match shared.tls.clone() {
+        // Cleartext: HTTP/2 by its preface (prior knowledge), HTTP/1.1 otherwise.
+        None => {
+            let h2 = tokio::select! {
+                h2 = http2::starts_with_preface(&tcp) => h2,
+                _ = shutdown.changed() => return,
+            };
+            let io = SharedStream(tcp.clone());
+            if h2 {
+                shared.recorder.connection_is_http2();
+                Box::pin(serve_h2(io, shared, &mut shutdown)).await
+            } else {
+                Box::pin(serve_http(io, shared, &mut shutdown)).await
+            }
+        }
+        // TLS: the handshake (with its faults) first, then HTTP/2 or HTTP/1.1 as ALPN chose over the stream it hands
+        // back. The takeovers below still act on the bare socket, under TLS: a reset or a close without
+        // close_notify, garbage that is not even a TLS record; only an abrupt GOAWAY is written inside TLS, where
+        // the caller's HTTP/2 can read it.
+        Some(tls) => {
+            // Boxed like `serve_http`, so the handshake's state does not size this task for as long as a hung
+            // call holds it.
+            let handshake = Box::pin(tls.accept(SharedStream(tcp.clone()), &tcp, &shared));
+            let accepted = tokio::select! {
+                s = handshake => s,
+                _ = shutdown.changed() => None,
+            };
+            match accepted {
+                Some((stream, true)) => {
+                    shared.recorder.connection_is_http2();
+                    let stream = Arc::new(Mutex::new(stream));
+                    let action = Box::pin(serve_h2(
+                        LockedStream(stream.clone()),
+                        shared,
+                        &mut shutdown,
+                    ))
+                    .await;
+                    match (action, Arc::into_inner(stream)) {
+                        (Some(Takeover::GoAway(code)), Some(stream)) => {
+                            if let Ok(mut stream) = stream.into_inner() {
+                                let frame = http2::goaway_frame(code);
+                                let _ = tokio::time::timeout(SHED_WAIT, async {
+                                    stream.write_all(&frame).await?;
+                                    stream.flush().await
+                                })
+                                .await;
+                            }
+                            Some(Takeover::GoAwayWritten)
+                        }
+                        (action, _) => action,
+                    }
+                }
+                Some((stream, false)) => Box::pin(serve_http(stream, shared, &mut shutdown)).await,
+                None => None,
+            }
+        }
     };
     // hyper's connection (and the call's future) are dropped by now, so the socket is ours alone below.
     let socket = socket2::SockRef::from(&*tcp);
@@ -237,8 +288,10 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
             write_raw(&tcp, MALFORMED_BYTES).await;
             let _ = socket.shutdown(std::net::Shutdown::Write);
         }
-        Some(Takeover::GoAway(code)) => {
-            write_raw(&tcp, &http2::goaway_frame(code)).await;
+        Some(takeover @ (Takeover::GoAway(_) | Takeover::GoAwayWritten)) => {
+            if let Takeover::GoAway(code) = takeover {
+                write_raw(&tcp, &http2::goaway_frame(code)).await;
+            }
             let _ = socket.shutdown(std::net::Shutdown::Write);
             // Closing with unread bytes would send an RST that can destroy the GOAWAY before the caller reads it.
             tokio::select! {
@@ -251,7 +304,7 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
 }
 
 /// Writes `bytes` on the bare socket, giving up if it fails.
-async fn write_raw(tcp: &TcpStream, bytes: &[u8]) {
+pub(crate) async fn write_raw(tcp: &TcpStream, bytes: &[u8]) {
     let mut written = 0;
     while written < bytes.len() {
         if tcp.writable().await.is_err() {
@@ -266,17 +319,20 @@ async fn write_raw(tcp: &TcpStream, bytes: &[u8]) {
 }
 
 /// Serves HTTP/1.1 on the connection until it ends, faultd shuts down, or a call asks for the socket back.
-async fn serve_http(
-    tcp: Arc<TcpStream>,
+async fn serve_http<I>(
+    io: I,
     shared: Arc<Shared>,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<Takeover> {
+) -> Option<Takeover>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let takeover = Arc::new(TakeoverRequest::default());
     let service = {
         let takeover = takeover.clone();
         service_fn(move |request| call(shared.clone(), takeover.clone(), None, request))
     };
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(SharedStream(tcp)), service);
+    let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     tokio::select! {
         _ = &mut conn => None,
@@ -288,11 +344,14 @@ async fn serve_http(
 /// Serves HTTP/2 on the connection until it ends, faultd shuts down, or a call asks for the socket back (a
 /// connection-level fault: reset, empty, malformed, abrupt GOAWAY). Each stream is a call of the same handler as
 /// HTTP/1.1's; a call asks for a graceful GOAWAY through the connection's [`Streams`].
-async fn serve_h2(
-    tcp: Arc<TcpStream>,
+async fn serve_h2<I>(
+    io: I,
     shared: Arc<Shared>,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<Takeover> {
+) -> Option<Takeover>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let takeover = Arc::new(TakeoverRequest::default());
     let streams = Arc::new(Streams::default());
     let max_streams = shared
@@ -324,7 +383,7 @@ async fn serve_h2(
     if let Some(max) = max_streams {
         builder.max_concurrent_streams(max);
     }
-    let conn = builder.serve_connection(TokioIo::new(SharedStream(tcp)), service);
+    let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     loop {
         tokio::select! {
@@ -652,6 +711,51 @@ impl Drop for GuardedBody {
         if self.inner.is_end_stream() {
             self.complete();
         }
+    }
+}
+
+/// A stream (TLS's) that hyper's HTTP/2 reads and writes while the connection task keeps a handle to it, so an
+/// abrupt GOAWAY can be written inside TLS once hyper has let go. hyper polls it from its connection's task
+/// alone, so the lock is never contended.
+struct LockedStream<S>(Arc<Mutex<S>>);
+
+impl<S> LockedStream<S> {
+    fn with<T>(&self, f: impl FnOnce(Pin<&mut S>) -> Poll<io::Result<T>>) -> Poll<io::Result<T>>
+    where
+        S: Unpin,
+    {
+        match self.0.lock() {
+            Ok(mut stream) => f(Pin::new(&mut *stream)),
+            Err(_) => Poll::Ready(Err(io::Error::other("the stream's lock is poisoned"))),
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for LockedStream<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_read(cx, buf))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for LockedStream<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.with(|s| s.poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.with(|s| s.poll_shutdown(cx))
     }
 }
 

@@ -109,6 +109,45 @@ async fn slow_body_takes_size_over_rate() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_reaches_an_https_upstream_verified_against_the_given_ca_only() {
+    let ca = std::env::temp_dir().join(format!("faultd-upstream-ca-{}.pem", std::process::id()));
+    let config = Config::from_yaml(
+        "routes:\n  accounts: { path: /accounts/*, response: { status: 202, body_size: 100B } }\ntls: {}\n",
+        "upstream.yaml",
+    )
+    .unwrap();
+    let upstream = faultd::start(
+        config,
+        Options {
+            ca_out: Some(ca.clone()),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    upstream.start_schedule(tokio::time::Instant::now());
+    let url = format!("https://localhost:{}", upstream.data_addr().port());
+    let proxy = start(&format!(
+        "routes:\n  trusted: {{ path: /accounts/*, proxy: {{ url: '{url}', ca: '{}' }} }}\n  \
+         system: {{ path: /system/*, proxy: '{url}' }}\n",
+        ca.display()
+    ))
+    .await;
+    let reply = get(proxy.data_addr(), "/accounts/7?x=1").await;
+    assert_eq!(reply.status(), Some(202));
+    assert_eq!(reply.body().len(), 100);
+    // The system's roots do not hold the upstream's run CA: the handshake fails, answered 502 with the reason.
+    let reply = get(proxy.data_addr(), "/system/7").await;
+    assert_eq!(reply.status(), Some(502));
+    let body = String::from_utf8_lossy(reply.body()).to_string();
+    assert!(body.contains("UnknownIssuer"), "{body}");
+    assert_eq!(upstream.recording().routes["accounts"].totals.arrivals, 1);
+    let _ = std::fs::remove_file(&ca);
+    proxy.shutdown().await;
+    upstream.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_forwards_to_the_upstream_with_faults_in_the_path() {
     let upstream = start(
         "routes:\n  accounts: { path: /accounts/*, response: { status: 202, body_size: 100B } }\n",

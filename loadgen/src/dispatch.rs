@@ -241,7 +241,10 @@ impl<T: Transport> Exchanges<T> {
                 lane.conn = None;
                 Outcome::Timeout
             }
-            Some(Err(())) => Outcome::ConnectError,
+            Some(Err(reason)) => {
+                self.recorder.connect_error(reason);
+                Outcome::ConnectError
+            }
             Some(Ok(answer)) => self.classifier.classify(answer),
         };
         self.recorder.completed(
@@ -282,12 +285,12 @@ async fn attempt<T: Transport>(
     transport: &T,
     conn: &mut Option<T::Conn>,
     request: &Wire,
-) -> Result<crate::send::Answer, ()> {
+) -> Result<crate::send::Answer, String> {
     loop {
         let fresh = conn.is_none();
         let c = match conn {
             Some(c) => c,
-            None => conn.insert(transport.connect().await.map_err(|_| ())?),
+            None => conn.insert(transport.connect().await.map_err(|e| e.0)?),
         };
         match transport.exchange(c, request).await {
             Ok((answer, reusable)) => {
@@ -299,7 +302,7 @@ async fn attempt<T: Transport>(
             Err(e) => {
                 *conn = None;
                 if fresh || !e.is_stale() {
-                    return Err(());
+                    return Err(e.0);
                 }
             }
         }

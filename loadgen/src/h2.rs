@@ -1,7 +1,7 @@
 //! HTTP/2 and gRPC: the same open model over multiplexed streams, with h2's client.
 //!
 //! An arrival takes a free stream on one of `connections` HTTP/2 connections (opened on demand, with prior
-//! knowledge); a connection holds at most `streams_per_connection` streams, or the server's
+//! knowledge in cleartext, or by ALPN `h2` over TLS for an `https://` target); a connection holds at most `streams_per_connection` streams, or the server's
 //! SETTINGS_MAX_CONCURRENT_STREAMS if lower. An arrival that finds every connection at its limit is `dropped` at
 //! its intended time: h2 would otherwise queue the stream inside the client, a wait no one sees. Latency counts
 //! from the intended time as for HTTP/1.1; the actual send is when the stream opens.
@@ -11,7 +11,8 @@
 //! DEADLINE_EXCEEDED is `timeout` (as is the client's own deadline); INVALID_ARGUMENT, NOT_FOUND,
 //! ALREADY_EXISTS, PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION and OUT_OF_RANGE are `client_error`;
 //! every other status is `server_error`. A stream reset or a connection that fails or goes away under a call is
-//! `connect_error`. A plain HTTP/2 answer is classified by its status, as HTTP/1.1's.
+//! `connect_error`; a failed handshake keeps its reason in `connect_errors`, as HTTP/1.1's does. A plain HTTP/2
+//! answer is classified by its status, as HTTP/1.1's.
 //!
 //! Not for HTTP/1.1, whose hot path (`send`, `dispatch`) this leaves untouched.
 
@@ -35,6 +36,7 @@ use crate::recorder::Recorder;
 use crate::send::Answer;
 use crate::spec::RequestTemplate;
 use crate::target::Target;
+use crate::tls::{Stream, TlsClient};
 use crate::LoadError;
 
 /// One template, ready to render: the head without its path, the body, the client deadline.
@@ -295,6 +297,8 @@ pub(crate) struct H2Exchanges {
     slots: Vec<Slot>,
     streams_per_connection: u32,
     next: AtomicUsize,
+    /// The TLS client of an `https://` target (asking for `h2` by ALPN); `None` in cleartext.
+    tls: Option<TlsClient>,
 }
 
 impl H2Exchanges {
@@ -310,6 +314,7 @@ impl H2Exchanges {
         mix: H2Mix,
         connections: u32,
         streams_per_connection: u32,
+        tls: Option<TlsClient>,
     ) -> H2Exchanges {
         H2Exchanges {
             recorder,
@@ -329,6 +334,7 @@ impl H2Exchanges {
                 .collect(),
             streams_per_connection: streams_per_connection.max(1),
             next: AtomicUsize::new(0),
+            tls,
         }
     }
 
@@ -360,7 +366,25 @@ impl H2Exchanges {
             .await
             .map_err(|_| ())?;
         let _ = tcp.set_nodelay(true);
-        let (send, connection) = h2::client::handshake(tcp).await.map_err(|_| ())?;
+        let stream = match &self.tls {
+            None => Stream::Plain(tcp),
+            Some(tls) => {
+                let stream = tls.handshake(tcp).await;
+                match stream {
+                    Ok(stream) if stream.alpn() == Some(b"h2".as_slice()) => stream,
+                    Ok(_) => {
+                        self.recorder
+                            .connect_error("tls: the server did not choose h2 by ALPN".into());
+                        return Err(());
+                    }
+                    Err(reason) => {
+                        self.recorder.connect_error(reason);
+                        return Err(());
+                    }
+                }
+            }
+        };
+        let (send, connection) = h2::client::handshake(stream).await.map_err(|_| ())?;
         let alive = Arc::new(AtomicBool::new(true));
         let flag = alive.clone();
         self.runtime.spawn(async move {

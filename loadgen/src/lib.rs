@@ -42,6 +42,7 @@ mod send;
 pub mod spec;
 pub mod summary;
 mod target;
+mod tls;
 
 pub use outcome::{ClassCounts, Outcome};
 pub use recorder::Progress;
@@ -50,6 +51,7 @@ pub use recording::{
 };
 pub use spec::{Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate};
 pub use target::{is_loopback, split_url};
+pub use tls::{TlsCounts, TlsSpec};
 
 use dispatch::{Exchanges, Lanes, Pacing};
 use outcome::Classifier;
@@ -95,7 +97,8 @@ pub enum LoadError {
 /// How to run a [`LoadSpec`]: where, for how long, and how to cut the recording.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
-    /// `http://127.0.0.1:PORT`: scheme and authority; request paths come from the spec.
+    /// `http://127.0.0.1:PORT` or `https://...`: scheme and authority; request paths come from the spec (and an
+    /// `https://` target's trust from its `tls`).
     pub base_url: String,
     /// How long the schedule runs, from the origin.
     pub duration: Duration,
@@ -218,7 +221,26 @@ impl Drop for LoadRun {
 /// Starts the open-model load of `spec` against `options.base_url`, with intended times measured from `origin`
 /// (the run's shared clock). Returns at once; the load runs on the current tokio runtime.
 pub fn start(spec: LoadSpec, options: RunOptions, origin: Instant) -> Result<LoadRun, LoadError> {
-    launch(spec, options, origin, http_transport, Pacing::Precise, None)
+    let tls = tls_client(&spec, &options)?;
+    launch(
+        spec,
+        options,
+        origin,
+        |t, s| http_transport(t, s, tls),
+        Pacing::Precise,
+        None,
+    )
+}
+
+/// The TLS client of an `https://` target, trusting what `load.tls` says; `None` for `http://`.
+fn tls_client(spec: &LoadSpec, options: &RunOptions) -> Result<Option<tls::TlsClient>, LoadError> {
+    let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
+    if !target.is_tls() {
+        return Ok(None);
+    }
+    let trust = spec.tls.clone().unwrap_or_default();
+    let alpn: &[u8] = if spec.is_http2() { b"h2" } else { b"http/1.1" };
+    tls::TlsClient::new(&trust, target.host(), alpn).map(Some)
 }
 
 /// Starts the closed model for comparison: `users` loops that each wait for their answer before the next
@@ -234,18 +256,23 @@ pub fn start_closed(
             "the closed model needs at least 1 user".into(),
         ));
     }
+    let tls = tls_client(&spec, &options)?;
     launch(
         spec,
         options,
         origin,
-        http_transport,
+        |t, s| http_transport(t, s, tls),
         Pacing::Precise,
         Some(users),
     )
 }
 
-fn http_transport(target: &target::Target, spec: &LoadSpec) -> HttpTransport {
-    HttpTransport::new(target, fallback_header(spec))
+fn http_transport(
+    target: &target::Target,
+    spec: &LoadSpec,
+    tls: Option<tls::TlsClient>,
+) -> HttpTransport {
+    HttpTransport::new(target, fallback_header(spec), tls)
 }
 
 fn fallback_header(spec: &LoadSpec) -> Option<hyper::header::HeaderName> {
@@ -289,9 +316,13 @@ fn launch<T: Transport>(
         fallback_status: spec.fallback_status.clone(),
     };
     let lanes = Arc::new(Lanes::new(spec.connections));
+    let transport = transport(&target, &spec);
+    if let Some(counters) = transport.tls_counters() {
+        let _ = recorder.tls.set(counters);
+    }
     let exchanges = Arc::new(Exchanges {
         recorder: recorder.clone(),
-        transport: transport(&target, &spec),
+        transport,
         lanes: lanes.clone(),
         classifier,
         timeout: spec.timeout.get(),
@@ -346,6 +377,7 @@ fn launch_h2(
     pacing: Pacing,
 ) -> Result<LoadRun, LoadError> {
     let mix = h2::H2Mix::compile(&spec.requests, target)?;
+    let tls = tls_client(&spec, &options)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
     let recorder = Arc::new(Recorder::new(
         &options.phases,
@@ -359,6 +391,9 @@ fn launch_h2(
             fallback_status: spec.fallback_status.clone(),
         },
     };
+    if let Some(tls) = &tls {
+        let _ = recorder.tls.set(tls.counters.clone());
+    }
     let exchanges = Arc::new(h2::H2Exchanges::new(
         recorder.clone(),
         classifier,
@@ -370,6 +405,7 @@ fn launch_h2(
         mix,
         spec.connections,
         spec.streams_per_connection,
+        tls,
     ));
     let (stop, stopped) = watch::channel(false);
     let schedule =

@@ -105,6 +105,13 @@ struct Args {
     /// Time-series bucket width.
     #[arg(long, default_value = "100ms")]
     bucket: Dur,
+    /// For an https:// target: trust the CAs of this PEM file (such as the run's CA faultd writes with
+    /// --ca-out) instead of the system's roots.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    ca: Option<PathBuf>,
+    /// For an https:// target: accept any certificate without verifying it.
+    #[arg(long)]
+    insecure: bool,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -216,6 +223,14 @@ fn build_spec(args: &Args, path: String) -> Result<LoadSpec, Failure> {
     }
     if args.fallback_header.is_some() {
         spec.fallback_header = args.fallback_header.clone();
+    }
+    if args.ca.is_some() || args.insecure {
+        let tls = spec.tls.get_or_insert_with(Default::default);
+        if args.ca.is_some() {
+            tls.ca = args.ca.clone();
+            tls.insecure = false;
+        }
+        tls.insecure |= args.insecure;
     }
     spec.validate().map_err(bad_input)?;
     Ok(spec)

@@ -92,10 +92,14 @@ struct State {
     intended: u64,
     sent: u64,
     in_flight: u64,
+    /// Connect errors by reason.
+    connect_errors: BTreeMap<String, u64>,
 }
 
 /// The shared recorder of one run.
 pub(crate) struct Recorder {
+    /// The TLS transport's handshake counters, for an `https://` target.
+    pub(crate) tls: std::sync::OnceLock<std::sync::Arc<crate::tls::TlsCounters>>,
     state: Mutex<State>,
     /// A lock-free mirror of the in-flight level, for the dispatcher's cap check and the settle wait.
     in_flight: AtomicU64,
@@ -267,8 +271,10 @@ impl Recorder {
                 intended: 0,
                 sent: 0,
                 in_flight: 0,
+                connect_errors: BTreeMap::new(),
             }),
             in_flight: AtomicU64::new(0),
+            tls: std::sync::OnceLock::new(),
         }
     }
 
@@ -319,6 +325,11 @@ impl Recorder {
 
     /// A dispatched request ended with `outcome` at `done`. `actual` is when it got a connection and went out;
     /// `None` if it timed out before that, in which case only the corrected latency exists.
+    /// Counts the reason of one `connect_error` (a refused connect, a failed handshake, a broken exchange).
+    pub(crate) fn connect_error(&self, reason: String) {
+        *self.lock().connect_errors.entry(reason).or_insert(0) += 1;
+    }
+
     pub(crate) fn completed(
         &self,
         outcome: Outcome,
@@ -436,6 +447,8 @@ impl Recorder {
             phases,
             buckets,
             totals: s.totals,
+            connect_errors: s.connect_errors.clone(),
+            tls: self.tls.get().map(|t| t.snapshot()),
             intended: s.intended,
             sent: s.sent,
             still_in_flight: s.in_flight,

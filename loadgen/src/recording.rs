@@ -169,6 +169,13 @@ pub struct Recording {
     pub buckets: Vec<Bucket>,
     /// Requests per class over the whole run.
     pub totals: ClassCounts,
+    /// The `connect_error` class by reason: a refused connect, a failed TLS handshake (`tls: certificate
+    /// expired`, `tls: alert InternalError`, ...), a connection that broke mid-exchange.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub connect_errors: BTreeMap<String, u64>,
+    /// The TLS handshakes of an `https://` run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsCounts>,
     /// Arrivals the schedule issued (sent + dropped).
     pub intended: u64,
     /// Arrivals dispatched to the client (not dropped).

@@ -9,7 +9,8 @@
 //! `dispatch`), the request is bytes rendered once (see `mix`), and the response head is parsed in place with
 //! `httparse` (what hyper itself uses), looking only at what the outcome needs: the status, the fallback
 //! header, and how the body is delimited (content-length, chunked, or until close). Bodies are read and
-//! discarded. No pipelining, no TLS (loadgen only speaks `http://`).
+//! discarded. No pipelining. An `https://` target gets the same client over a TLS stream (see `tls`): the
+//! handshake runs when a lane opens its connection, so a request that waits for one has it in its latency.
 //!
 //! Not for timing, timeouts or outcomes: the dispatcher does those, so that the same logic runs against the mock
 //! transport of the deterministic tests.
@@ -24,10 +25,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::target::Target;
+use crate::tls::{Stream, TlsClient, TlsCounters};
 
 /// A request that could not complete: the connection failed or broke. Timeouts are the dispatcher's.
 #[derive(Debug)]
-pub(crate) struct TransportError(#[allow(dead_code)] pub(crate) String);
+pub(crate) struct TransportError(pub(crate) String);
 
 /// The message of a connection the server closed while it sat idle: nothing of the response arrived, so the
 /// request can go again on a fresh connection (hyper's client does the same).
@@ -72,6 +74,11 @@ pub(crate) trait Transport: Send + Sync + 'static {
     /// Opens a connection to the target.
     fn connect(&self) -> impl Future<Output = Result<Self::Conn, TransportError>> + Send;
 
+    /// The handshake counters of a TLS transport, for the recording.
+    fn tls_counters(&self) -> Option<std::sync::Arc<TlsCounters>> {
+        None
+    }
+
     /// Sends `request` on `conn` and reads the whole response. After an error the connection must be dropped.
     /// `Ok((answer, false))` means the server asked to close: the connection must not be reused either.
     fn exchange<'a>(
@@ -88,11 +95,15 @@ pub(crate) struct HttpTransport {
     authority: String,
     /// The response header that marks a fallback, if any.
     fallback_header: Option<HeaderName>,
+    /// TLS for an `https://` target.
+    tls: Option<TlsClient>,
+    /// The port when the URL has none.
+    default_port: u16,
 }
 
 /// A live keep-alive connection and its read buffer (which survives between exchanges to avoid reallocating).
 pub(crate) struct HttpConn {
-    stream: TcpStream,
+    stream: Stream,
     buffer: BytesMut,
 }
 
@@ -102,10 +113,16 @@ const MAX_HEAD: usize = 64 * 1024;
 const MAX_HEADERS: usize = 96;
 
 impl HttpTransport {
-    pub(crate) fn new(target: &Target, fallback_header: Option<HeaderName>) -> HttpTransport {
+    pub(crate) fn new(
+        target: &Target,
+        fallback_header: Option<HeaderName>,
+        tls: Option<TlsClient>,
+    ) -> HttpTransport {
         HttpTransport {
             authority: target.authority.as_str().to_string(),
             fallback_header,
+            default_port: if target.is_tls() { 443 } else { 80 },
+            tls,
         }
     }
 
@@ -119,7 +136,7 @@ impl HttpTransport {
         }) {
             self.authority.clone()
         } else {
-            format!("{}:80", self.authority)
+            format!("{}:{}", self.authority, self.default_port)
         };
         Ok(tokio::net::lookup_host(with_port).await?.collect())
     }
@@ -134,6 +151,10 @@ impl Transport for HttpTransport {
             match TcpStream::connect(addr).await {
                 Ok(stream) => {
                     stream.set_nodelay(true)?;
+                    let stream = match &self.tls {
+                        None => Stream::Plain(stream),
+                        Some(tls) => tls.handshake(stream).await.map_err(TransportError)?,
+                    };
                     return Ok(HttpConn {
                         stream,
                         buffer: BytesMut::with_capacity(8 * 1024),
@@ -143,6 +164,10 @@ impl Transport for HttpTransport {
             }
         }
         Err(last)
+    }
+
+    fn tls_counters(&self) -> Option<std::sync::Arc<TlsCounters>> {
+        self.tls.as_ref().map(|t| t.counters.clone())
     }
 
     async fn exchange(
@@ -419,7 +444,7 @@ mod tests {
             b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
         ])
         .await;
-        let t = HttpTransport::new(&target, Some(HeaderName::from_static("x-fallback")));
+        let t = HttpTransport::new(&target, Some(HeaderName::from_static("x-fallback")), None);
         let mut conn = t.connect().await.unwrap();
         let mut answers = Vec::new();
         for _ in 0..4 {
@@ -443,7 +468,7 @@ mod tests {
     async fn a_response_cut_short_is_an_error_not_an_answer() {
         let (target, _server) =
             canned(vec![b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort"]).await;
-        let t = HttpTransport::new(&target, None);
+        let t = HttpTransport::new(&target, None, None);
         let mut conn = t.connect().await.unwrap();
         let first = tokio::time::timeout(
             std::time::Duration::from_secs(5),

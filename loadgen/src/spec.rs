@@ -38,6 +38,10 @@ pub struct LoadSpec {
     /// Response statuses that mean the service answered with a fallback (e.g. a 503 with Retry-After).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fallback_status: Vec<u16>,
+    /// How an `https://` target is trusted: `{ ca: FILE }` (such as the run's CA faultd writes), or
+    /// `{ insecure: true }`. The system's roots when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsSpec>,
     /// gRPC statuses that mean the service answered with a fallback (`fallback_header` is looked for in the
     /// metadata, initial and trailing, of gRPC answers too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -279,6 +283,7 @@ impl LoadSpec {
             requests: vec![RequestTemplate::get(path)],
             fallback_header: None,
             fallback_status: Vec::new(),
+            tls: None,
             fallback_grpc_status: Vec::new(),
             streams_per_connection: default_streams_per_connection(),
         }

@@ -104,6 +104,21 @@ pub fn render(recording: &Recording, target: &str) -> String {
         .map(|&o| format!("{} {}", o.name(), t.get(o)))
         .collect();
     let _ = writeln!(out, "  Outcomes: {}", classes.join(", "));
+    if !recording.connect_errors.is_empty() {
+        let reasons: Vec<String> = recording
+            .connect_errors
+            .iter()
+            .map(|(reason, n)| format!("{reason} {n}"))
+            .collect();
+        let _ = writeln!(out, "  Connect errors: {}", reasons.join(", "));
+    }
+    if let Some(tls) = &recording.tls {
+        let _ = writeln!(
+            out,
+            "  TLS handshakes: {} full, {} resumed, {} failed",
+            tls.handshakes, tls.resumed, tls.failed
+        );
+    }
     let seconds = duration.as_secs_f64().max(f64::MIN_POSITIVE);
     let _ = writeln!(
         out,

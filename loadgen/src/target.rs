@@ -10,7 +10,7 @@ use hyper::Uri;
 
 use crate::LoadError;
 
-/// A validated `http://host:port` base (the path of the base URL, if any, is not part of it).
+/// A validated `http://host:port` or `https://host:port` base (the path of the base URL, if any, is not part of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub(crate) scheme: Scheme,
@@ -31,11 +31,8 @@ impl Target {
             .parse()
             .map_err(|_| bad("it is not a URL (write it like http://127.0.0.1:8080)"))?;
         match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(bad("https is not supported; loadgen speaks plain HTTP/1.1"))
-            }
-            Some(_) => return Err(bad("the scheme must be http://")),
+            Some("http") | Some("https") => {}
+            Some(_) => return Err(bad("the scheme must be http:// or https://")),
             None => return Err(bad("it has no scheme; write it like http://127.0.0.1:8080")),
         }
         let authority = uri
@@ -58,9 +55,26 @@ impl Target {
             });
         }
         Ok(Target {
-            scheme: Scheme::HTTP,
+            scheme: if uri.scheme_str() == Some("https") {
+                Scheme::HTTPS
+            } else {
+                Scheme::HTTP
+            },
             authority,
         })
+    }
+
+    /// True for an `https://` target.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.scheme == Scheme::HTTPS
+    }
+
+    /// The host without brackets (`::1`, `127.0.0.1`, `localhost`): the name TLS verifies.
+    pub(crate) fn host(&self) -> &str {
+        self.authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
     }
 }
 
@@ -71,7 +85,7 @@ pub fn split_url(url: &str, allow_hosts: &[String]) -> Result<(String, String), 
     // until rendered; the path itself is checked when the request mix is compiled.
     let Some(scheme_end) = url.find("://") else {
         return Target::parse(url, allow_hosts)
-            .map(|t| (format!("http://{}", t.authority), "/".to_string()));
+            .map(|t| (format!("{}://{}", t.scheme, t.authority), "/".to_string()));
     };
     let after = scheme_end + 3;
     let cut = url[after..]
@@ -83,7 +97,7 @@ pub fn split_url(url: &str, allow_hosts: &[String]) -> Result<(String, String), 
         p if p.starts_with('?') => format!("/{p}"),
         p => p.to_string(),
     };
-    Ok((format!("http://{}", target.authority), path))
+    Ok((format!("{}://{}", target.scheme, target.authority), path))
 }
 
 /// True for 127.0.0.0/8, ::1 and `localhost` (which resolves to loopback by convention and in /etc/hosts).
@@ -134,7 +148,6 @@ mod tests {
         for (bad, why) in [
             ("127.0.0.1:8080", "no scheme"),
             ("http://exa mple", "not a URL"),
-            ("https://127.0.0.1", "https"),
             ("ftp://127.0.0.1", "http://"),
             ("http://", "not a URL"),
             ("http://u:p@127.0.0.1", "credentials"),

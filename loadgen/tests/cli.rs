@@ -86,6 +86,7 @@ fn bad_rates_durations_urls_and_foreign_hosts_exit_2_with_the_reason() {
         ],
         "scheme",
     );
+    // https is spoken now; a CA file it cannot read is bad input, named with its field.
     assert_bad_input(
         &[
             "--url",
@@ -94,8 +95,10 @@ fn bad_rates_durations_urls_and_foreign_hosts_exit_2_with_the_reason() {
             "5/s",
             "--duration",
             "1s",
+            "--ca",
+            "/nonexistent/ca.pem",
         ],
-        "https",
+        "load.tls.ca",
     );
     assert_bad_input(
         &[

@@ -330,6 +330,7 @@ mod tests {
             breakers: BTreeMap::new(),
             disagreements: vec![],
             series: Series::default(),
+            ca: None,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The files a run leaves behind, under `reports/<scenario>/<UTC timestamp>/`: `result.json` (every figure and
 //! verdict, versioned), `summary.txt` (also printed), `junit.xml`, the HdrHistogram files (`.hgrm` per phase,
-//! `sut.hlog`), the self-contained `report.html`, and the raw recordings (`load.json`, `dependency.json`) that
-//! let `faultline report` render everything again. `compare` sets two saved runs side by side.
+//! `sut.hlog`), the self-contained `report.html`, the run's CA (`ca.pem`) when the dependency minted one for TLS, and
+//! the raw recordings (`load.json`, `dependency.json`) that let `faultline report` render everything again. `compare` sets two saved runs side by side.
 //!
 //! Not for judging: verdicts arrive already made. Rendering reads only what was saved, so a report can be rebuilt
 //! from a run directory on another machine.
@@ -57,6 +57,9 @@ pub fn write(
     write_json(&dir.join("result.json"), &result)?;
     write_json(&dir.join("load.json"), &out.load)?;
     write_json(&dir.join("dependency.json"), &out.dependency)?;
+    if let Some(pem) = &out.ca_pem {
+        write_text(&dir.join(result::CA_FILE), pem)?;
+    }
     render(dir, &result, &out.load, &out.dependency)?;
     Ok(result)
 }

@@ -43,7 +43,14 @@ pub struct ResultFile {
     #[serde(default)]
     pub disagreements: Vec<Disagreement>,
     pub series: Series,
+    /// The file in the run's folder holding the CA the dependency's TLS certificates were signed with
+    /// (`ca.pem`), when the embedded faultd minted one for the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca: Option<String>,
 }
+
+/// The name of the run's CA file in the report folder.
+pub const CA_FILE: &str = "ca.pem";
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ScenarioInfo {
@@ -351,6 +358,7 @@ impl ResultFile {
             breakers,
             disagreements: out.disagreements.clone(),
             series: series(rec),
+            ca: out.ca_pem.as_ref().map(|_| CA_FILE.to_string()),
         }
     }
 }

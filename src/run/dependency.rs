@@ -6,17 +6,54 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::{loopback, RunError};
-use crate::scenario::{ExternalFaultd, Scenario};
+use crate::scenario::{ExternalFaultd, Placeholders, Scenario};
 
 /// The dependency of a run.
 pub enum Dependency {
-    Embedded(faultd::Faultd),
+    /// faultd in this process, with the run's CA file when it terminates TLS.
+    Embedded(faultd::Faultd, Option<RunCa>),
     External(ExternalFaultd),
+}
+
+/// The run's CA certificate as a file a command SUT can be pointed at (`{faultd.ca}`), in a folder of its own
+/// under the system's temporary directory, removed with it. It is never added to any trust store: a SUT trusts it
+/// only where it is told to.
+pub struct RunCa {
+    dir: PathBuf,
+}
+
+impl RunCa {
+    fn new() -> Result<RunCa, RunError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!("faultline-ca-{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| {
+            RunError::Faultd(format!(
+                "cannot create {} for the run's CA: {e}",
+                dir.display()
+            ))
+        })?;
+        Ok(RunCa { dir })
+    }
+
+    /// The CA file (PEM).
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("ca.pem")
+    }
+}
+
+impl Drop for RunCa {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 impl Dependency {
@@ -30,17 +67,24 @@ impl Dependency {
         config.seed = Some(config.seed.unwrap_or(seed));
         config.bucket = Some(faultline_units::Dur(bucket));
         match &scenario.faultd {
-            None => faultd::start(
-                config,
-                faultd::Options {
-                    listen: loopback(0),
-                    control: Some(loopback(0)),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map(Dependency::Embedded)
-            .map_err(|e| RunError::Faultd(e.to_string())),
+            None => {
+                let ca = match &config.tls {
+                    Some(tls) if tls.mints_ca() => Some(RunCa::new()?),
+                    _ => None,
+                };
+                let f = faultd::start(
+                    config,
+                    faultd::Options {
+                        listen: loopback(0),
+                        control: Some(loopback(0)),
+                        ca_out: ca.as_ref().map(RunCa::path),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .map_err(|e| RunError::Faultd(e.to_string()))?;
+                Ok(Dependency::Embedded(f, ca))
+            }
             Some(ext) => {
                 let body = serde_json::to_value(&config).map_err(|e| RunError::ExternalFaultd {
                     url: ext.control.clone(),
@@ -52,19 +96,29 @@ impl Dependency {
         }
     }
 
-    /// The base URL the SUT calls.
+    /// The base URL the SUT calls: `https://` when the embedded faultd terminates TLS.
     pub fn url(&self) -> String {
         match self {
-            Dependency::Embedded(f) => format!("http://{}", f.data_addr()),
+            Dependency::Embedded(f, _) if f.config().tls.is_some() => {
+                format!("https://{}", f.data_addr())
+            }
+            Dependency::Embedded(f, _) => format!("http://{}", f.data_addr()),
             Dependency::External(ext) => ext.url.trim_end_matches('/').to_string(),
         }
     }
 
     /// The placeholders a command SUT may use to reach the dependency: `faultd.url`, and for an embedded faultd
-    /// `faultd.host`, `faultd.port`, `faultd.control`, and per TCP route `faultd.routes.NAME.host`, `.port`, `.addr`.
+    /// `faultd.host`, `faultd.port`, `faultd.control`, `faultd.ca` under TLS, and per TCP route
+    /// `faultd.routes.NAME.host`, `.port`, `.addr`.
     pub fn placeholders(&self) -> BTreeMap<String, String> {
         let mut values = BTreeMap::from([("faultd.url".to_string(), self.url())]);
-        if let Dependency::Embedded(f) = self {
+        if let Dependency::Embedded(f, ca) = self {
+            if let Some(ca) = ca {
+                values.insert(
+                    Placeholders::CA.into(),
+                    ca.path().to_string_lossy().into_owned(),
+                );
+            }
             let a: SocketAddr = f.data_addr();
             values.insert("faultd.host".into(), a.ip().to_string());
             values.insert("faultd.port".into(), a.port().to_string());
@@ -83,10 +137,18 @@ impl Dependency {
         values
     }
 
+    /// The run's CA certificate (PEM), when the embedded faultd terminates TLS with certificates it minted.
+    pub fn ca_pem(&self) -> Option<String> {
+        match self {
+            Dependency::Embedded(f, Some(_)) => f.ca_pem(),
+            _ => None,
+        }
+    }
+
     /// Starts the schedule with t = 0 at `origin`.
     pub async fn start_schedule(&self, origin: Instant) -> Result<(), RunError> {
         match self {
-            Dependency::Embedded(f) => {
+            Dependency::Embedded(f, _) => {
                 f.start_schedule(origin);
                 Ok(())
             }
@@ -98,14 +160,14 @@ impl Dependency {
     /// Calls in flight now, where it can be read without a round trip.
     pub fn in_flight(&self) -> Option<u64> {
         match self {
-            Dependency::Embedded(f) => Some(f.in_flight()),
+            Dependency::Embedded(f, _) => Some(f.in_flight()),
             Dependency::External(_) => None,
         }
     }
 
     /// Returns every route to healthy at once (a run that stops early must not leave the dependency failing).
     pub fn reset_to_healthy(&self) {
-        if let Dependency::Embedded(f) = self {
+        if let Dependency::Embedded(f, _) = self {
             f.reset_to_healthy();
         }
     }
@@ -113,7 +175,7 @@ impl Dependency {
     /// The recording so far.
     pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
         match self {
-            Dependency::Embedded(f) => {
+            Dependency::Embedded(f, _) => {
                 let mut recording = f.recording();
                 // Connections are a TCP route's calls: attempts arrive, open connections are in flight, so the
                 // dependency expectations and the result's summary read TCP routes as they read HTTP ones.
@@ -145,7 +207,7 @@ impl Dependency {
     /// Stops the schedule and returns to healthy; an embedded faultd is shut down.
     pub async fn stop(self) {
         match self {
-            Dependency::Embedded(f) => {
+            Dependency::Embedded(f, _) => {
                 f.stop_schedule();
                 f.reset_to_healthy();
                 f.shutdown().await;

@@ -77,6 +77,8 @@ pub struct RunOutput {
     pub verdicts: Vec<Verdict>,
     /// The run's own checks that failed (e.g. request conservation), as sentences.
     pub run_errors: Vec<String>,
+    /// The run's CA certificate (PEM) when the embedded faultd minted one for TLS: the report keeps it as ca.pem.
+    pub ca_pem: Option<String>,
 }
 
 /// Why a run could not start or broke before recording anything: exit code 3.
@@ -261,6 +263,7 @@ pub async fn run_with(
         breakers.push_line(line);
     }
     let dependency_recording = dependency.recording().await;
+    let ca_pem = dependency.ca_pem();
     dependency.stop().await;
     sut.stop().await;
     drop(webhook);
@@ -320,6 +323,7 @@ pub async fn run_with(
         disagreements,
         verdicts,
         run_errors,
+        ca_pem,
     })
 }
 

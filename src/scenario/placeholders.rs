@@ -13,6 +13,10 @@ pub struct Placeholders {
 }
 
 impl Placeholders {
+    /// The path of the run's CA file (PEM), known when the embedded faultd has a `tls:` section: a command SUT
+    /// trusts it as it would a real CA (`SSL_CERT_FILE={faultd.ca}`, `--cacert {faultd.ca}`).
+    pub const CA: &'static str = "faultd.ca";
+
     /// The names known before a run starts; the scaled durations (`{ms:..}`, `{secs:..}`, `{dur:..}`) come on top.
     pub fn names() -> Vec<String> {
         [

@@ -69,6 +69,10 @@ impl Scenario {
         for (name, _) in self.dependency.tcp_routes() {
             known.extend(Placeholders::tcp_route_names(name));
         }
+        // The run's CA exists only when the embedded faultd terminates TLS with certificates it mints.
+        if self.faultd.is_none() && self.dependency.tls.as_ref().is_some_and(|t| t.mints_ca()) {
+            known.push(Placeholders::CA.to_string());
+        }
         for (field, value) in sut
             .command
             .iter()
