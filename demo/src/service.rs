@@ -132,8 +132,12 @@ impl App {
                         Client::new(redis)
                     } else {
                         match &channel {
-                            Some(channel) => Client::new(GrpcClient::new(channel.clone(), op, timeout)),
-                            None => Client::new(DependencyClient::new(client.clone(), dependency_url)),
+                            Some(channel) => {
+                                Client::new(GrpcClient::new(channel.clone(), op, timeout))
+                            }
+                            None => {
+                                Client::new(DependencyClient::new(client.clone(), dependency_url))
+                            }
                         }
                     };
                     stacks[op.index()] = Some(stack(
