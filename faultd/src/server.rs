@@ -204,6 +204,48 @@ impl TakeoverRequest {
     }
 }
 
+/// TLS: the handshake (with its faults) first, then HTTP/2 or HTTP/1.1 as ALPN chose over the stream it hands
+/// back. The takeovers the caller acts on still act on the bare socket, under TLS: a reset or a close without
+/// close_notify, garbage that is not even a TLS record; only an abrupt GOAWAY is written here, inside TLS, where
+/// the caller's HTTP/2 can read it.
+async fn serve_tls(
+    tls: Arc<crate::tls::Terminator>,
+    tcp: Arc<TcpStream>,
+    shared: Arc<Shared>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<Takeover> {
+    // Boxed like `serve_http`, so the handshake's state does not size this future for as long as a hung call
+    // holds it.
+    let handshake = Box::pin(tls.accept(SharedStream(tcp.clone()), &tcp, &shared));
+    let accepted = tokio::select! {
+        s = handshake => s,
+        _ = shutdown.changed() => None,
+    };
+    match accepted {
+        Some((stream, true)) => {
+            shared.recorder.connection_is_http2();
+            let stream = Arc::new(Mutex::new(stream));
+            let action = Box::pin(serve_h2(LockedStream(stream.clone()), shared, shutdown)).await;
+            match (action, Arc::into_inner(stream)) {
+                (Some(Takeover::GoAway(code)), Some(stream)) => {
+                    if let Ok(mut stream) = stream.into_inner() {
+                        let frame = http2::goaway_frame(code);
+                        let _ = tokio::time::timeout(SHED_WAIT, async {
+                            stream.write_all(&frame).await?;
+                            stream.flush().await
+                        })
+                        .await;
+                    }
+                    Some(Takeover::GoAwayWritten)
+                }
+                (action, _) => action,
+            }
+        }
+        Some((stream, false)) => Box::pin(serve_http(stream, shared, shutdown)).await,
+        None => None,
+    }
+}
+
 async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
     let _open = shared.recorder.connection_opened();
     let _ = tcp.set_nodelay(true);
@@ -225,47 +267,9 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
                 Box::pin(serve_http(io, shared, &mut shutdown)).await
             }
         }
-        // TLS: the handshake (with its faults) first, then HTTP/2 or HTTP/1.1 as ALPN chose over the stream it hands
-        // back. The takeovers below still act on the bare socket, under TLS: a reset or a close without
-        // close_notify, garbage that is not even a TLS record; only an abrupt GOAWAY is written inside TLS, where
-        // the caller's HTTP/2 can read it.
-        Some(tls) => {
-            // Boxed like `serve_http`, so the handshake's state does not size this task for as long as a hung
-            // call holds it.
-            let handshake = Box::pin(tls.accept(SharedStream(tcp.clone()), &tcp, &shared));
-            let accepted = tokio::select! {
-                s = handshake => s,
-                _ = shutdown.changed() => None,
-            };
-            match accepted {
-                Some((stream, true)) => {
-                    shared.recorder.connection_is_http2();
-                    let stream = Arc::new(Mutex::new(stream));
-                    let action = Box::pin(serve_h2(
-                        LockedStream(stream.clone()),
-                        shared,
-                        &mut shutdown,
-                    ))
-                    .await;
-                    match (action, Arc::into_inner(stream)) {
-                        (Some(Takeover::GoAway(code)), Some(stream)) => {
-                            if let Ok(mut stream) = stream.into_inner() {
-                                let frame = http2::goaway_frame(code);
-                                let _ = tokio::time::timeout(SHED_WAIT, async {
-                                    stream.write_all(&frame).await?;
-                                    stream.flush().await
-                                })
-                                .await;
-                            }
-                            Some(Takeover::GoAwayWritten)
-                        }
-                        (action, _) => action,
-                    }
-                }
-                Some((stream, false)) => Box::pin(serve_http(stream, shared, &mut shutdown)).await,
-                None => None,
-            }
-        }
+        // TLS: its own boxed future, so that the TLS stream and the handshake do not size the task of every
+        // connection, cleartext ones included, for as long as a hung call holds it.
+        Some(tls) => Box::pin(serve_tls(tls, tcp.clone(), shared, &mut shutdown)).await,
     };
     // hyper's connection (and the call's future) are dropped by now, so the socket is ours alone below.
     let socket = socket2::SockRef::from(&*tcp);
