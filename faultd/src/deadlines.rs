@@ -58,6 +58,12 @@ impl Ord for Wake {
     }
 }
 
+impl std::fmt::Debug for Deadlines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Deadlines")
+    }
+}
+
 impl Deadlines {
     /// Starts the waker task on the current runtime. `None` where there is no timerfd; delays then use tokio's
     /// timer alone.

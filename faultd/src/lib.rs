@@ -133,11 +133,16 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
     config.validate()?;
     let recorder = Arc::new(recorder::Recorder::new(config.bucket()));
     let seed = config.seed.unwrap_or_else(fresh_seed);
+    let deadlines = options
+        .precise_delays
+        .then(deadlines::Deadlines::start)
+        .flatten();
     let tcp = Arc::new(tcp::TcpRoutes::new(tcp::TcpSettings {
         seed,
         allow_hosts: options.allow_hosts.clone(),
         backlog: options.backlog,
         bucket: config.bucket(),
+        deadlines: deadlines.clone(),
     }));
     let tls = match &config.tls {
         Some(tls) => Some(Arc::new(
@@ -172,10 +177,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
         recorder,
         proxy: behaviours::proxy::proxy_client(),
-        deadlines: options
-            .precise_delays
-            .then(deadlines::Deadlines::start)
-            .flatten(),
+        deadlines,
         tls,
     });
     let data =

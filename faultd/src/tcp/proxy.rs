@@ -56,6 +56,8 @@ pub struct RouteShared {
     pub recorder: Arc<TcpRecorder>,
     /// Connections accepted so far: the next connection's number in the draws.
     pub accepted: AtomicU64,
+    /// Ends latency toxics' delays at their instant (tokio's 1 ms timer rounds each up by about a millisecond).
+    pub deadlines: Option<crate::deadlines::Deadlines>,
 }
 
 /// A bound listener and its accept loop; dropping it does not stop it, [`Listening::stop`] does.
@@ -457,7 +459,10 @@ async fn deliver(
     dst: &mut OwnedWriteHalf,
 ) -> bool {
     if !plan.delay.is_zero() {
-        sleep_until(arrived + plan.delay).await;
+        match &ctx.shared.deadlines {
+            Some(deadlines) => deadlines.wait_until(arrived + plan.delay).await,
+            None => sleep_until(arrived + plan.delay).await,
+        }
     }
     let mut limit_hit = false;
     if let Some(limit) = plan.limit {

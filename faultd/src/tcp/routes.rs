@@ -34,6 +34,8 @@ pub struct TcpSettings {
     pub backlog: u32,
     /// The recorder's bucket.
     pub bucket: Duration,
+    /// Where latency toxics end their delays precisely (a timerfd); tokio's 1 ms timer when `None`.
+    pub deadlines: Option<crate::deadlines::Deadlines>,
 }
 
 impl Default for TcpSettings {
@@ -43,6 +45,7 @@ impl Default for TcpSettings {
             allow_hosts: Vec::new(),
             backlog: 8192,
             bucket: crate::config::DEFAULT_BUCKET,
+            deadlines: None,
         }
     }
 }
@@ -161,6 +164,7 @@ impl TcpRoutes {
             kill: watch::channel(0).0,
             recorder: Arc::new(TcpRecorder::new(self.settings.bucket, origin)),
             accepted: AtomicU64::new(0),
+            deadlines: self.settings.deadlines.clone(),
         });
         // Bind even a disabled route once, so its port is known and kept, as Toxiproxy reports it.
         let listening = bind(addr, self.settings.backlog, shared.clone())?;
