@@ -307,7 +307,7 @@ async fn connect(shared: &RouteShared) -> io::Result<TcpStream> {
 async fn pump(
     ctx: Arc<ConnCtx>,
     stream: Stream,
-    mut src: OwnedReadHalf,
+    src: OwnedReadHalf,
     mut dst: OwnedWriteHalf,
 ) -> (OwnedReadHalf, OwnedWriteHalf) {
     let (tx, mut rx) = mpsc::channel::<(Instant, Bytes)>(QUEUE);
@@ -316,15 +316,22 @@ async fn pump(
         let mut end_rx = ctx.end.subscribe();
         let mut buf = BytesMut::new();
         loop {
-            buf.reserve(READ_SIZE);
-            let read = tokio::select! {
-                r = src.read_buf(&mut buf) => r,
+            // The buffer is taken only once there is something to read, and handed on whole with the chunk: an
+            // idle connection holds no read buffer in either direction.
+            let ready = tokio::select! {
+                r = src.readable() => r,
                 _ = ended(&mut end_rx) => return,
             };
+            buf.reserve(READ_SIZE);
+            let read = ready.and_then(|()| src.try_read_buf(&mut buf));
             match read {
                 Ok(0) => return,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    buf = BytesMut::new();
+                    continue;
+                }
                 Ok(_) => {
-                    let chunk = buf.split().freeze();
+                    let chunk = std::mem::take(&mut buf).freeze();
                     let sent = tokio::select! {
                         r = tx.send((Instant::now(), chunk)) => r.is_ok(),
                         _ = ended(&mut end_rx) => false,
