@@ -153,16 +153,8 @@ async fn shed(tcp: TcpStream, mut shutdown: watch::Receiver<bool>) {
             }
         })
         .await;
-        let mut written = 0;
-        while written < SHED_RESPONSE.len() {
-            if tcp.writable().await.is_err() {
-                return;
-            }
-            match tcp.try_write(&SHED_RESPONSE[written..]) {
-                Ok(n) => written += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(_) => return,
-            }
+        if !write_raw(&tcp, SHED_RESPONSE).await {
+            return;
         }
         let _ = socket2::SockRef::from(&tcp).shutdown(std::net::Shutdown::Write);
         let _ = tokio::time::timeout(SHED_WAIT, until_caller_closes(&tcp)).await;
@@ -307,19 +299,20 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
     }
 }
 
-/// Writes `bytes` on the bare socket, giving up if it fails.
-pub(crate) async fn write_raw(tcp: &TcpStream, bytes: &[u8]) {
+/// Writes `bytes` on the bare socket; false if it failed (and gave up).
+pub(crate) async fn write_raw(tcp: &TcpStream, bytes: &[u8]) -> bool {
     let mut written = 0;
     while written < bytes.len() {
         if tcp.writable().await.is_err() {
-            return;
+            return false;
         }
         match tcp.try_write(&bytes[written..]) {
             Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(_) => return,
+            Err(_) => return false,
         }
     }
+    true
 }
 
 /// Serves HTTP/1.1 on the connection until it ends, faultd shuts down, or a call asks for the socket back.

@@ -129,9 +129,8 @@ impl H2Mix {
                             "give message (hex) or message_file, not both".into(),
                         ))
                     }
-                    (Some(hex), None) => {
-                        decode_hex(hex).map_err(|why| bad(format!("{field}.message"), why))?
-                    }
+                    (Some(hex), None) => faultline_units::decode_hex(hex)
+                        .map_err(|why| bad(format!("{field}.message"), why))?,
                     (None, Some(file)) => std::fs::read(file).map_err(|e| {
                         bad(
                             format!("{field}.message_file"),
@@ -231,22 +230,6 @@ fn frame(message: &[u8]) -> Bytes {
     out.put_u32(message.len() as u32);
     out.put_slice(message);
     out.freeze()
-}
-
-fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
-    let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if !digits.len().is_multiple_of(2) {
-        return Err(format!("{hex:?} has an odd number of hex digits"));
-    }
-    digits
-        .chunks(2)
-        .map(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
-                .ok_or_else(|| format!("{hex:?} is not hex (write bytes like 0a05)"))
-        })
-        .collect()
 }
 
 /// How gRPC answers map to outcome classes.

@@ -188,6 +188,23 @@ impl schemars::JsonSchema for GrpcCode {
     }
 }
 
+/// Bytes written as hex digits (`0a05`, whitespace allowed between them), as scenarios give a gRPC message inline.
+pub fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err(format!("{hex:?} has an odd number of hex digits"));
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|p| u8::from_str_radix(p, 16).ok())
+                .ok_or_else(|| format!("{hex:?} is not hex (write bytes like 0a05)"))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

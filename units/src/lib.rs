@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 mod grpc;
-pub use grpc::{GrpcCode, GrpcCodeError};
+pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Serialize, Serializer};

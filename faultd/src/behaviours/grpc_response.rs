@@ -50,7 +50,7 @@ impl TryFrom<GrpcResponseSpec> for GrpcResponse {
     fn try_from(spec: GrpcResponseSpec) -> Result<GrpcResponse, String> {
         let message = match (&spec.message, &spec.message_file, spec.echo) {
             (None, None, _) => Bytes::new(),
-            (Some(hex), None, false) => Bytes::from(decode_hex(hex)?),
+            (Some(hex), None, false) => Bytes::from(faultline_units::decode_hex(hex).map_err(|why| format!("message {why}"))?),
             (None, Some(path), false) => Bytes::from(
                 std::fs::read(path).map_err(|e| format!("message_file {path:?}: {e}"))?,
             ),
@@ -113,22 +113,6 @@ impl GrpcResponse {
     pub fn trailers(&self) -> HeaderMap {
         header_map(&self.spec.trailers).unwrap_or_default()
     }
-}
-
-fn decode_hex(hex: &str) -> Result<Vec<u8>, String> {
-    let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if !digits.len().is_multiple_of(2) {
-        return Err(format!("message {hex:?} has an odd number of hex digits"));
-    }
-    digits
-        .chunks(2)
-        .map(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|p| u8::from_str_radix(p, 16).ok())
-                .ok_or_else(|| format!("message {hex:?} is not hex (write bytes like 0a05)"))
-        })
-        .collect()
 }
 
 #[cfg(test)]
