@@ -73,19 +73,92 @@ pub fn frame(message: &[u8]) -> Bytes {
     out.freeze()
 }
 
-/// The first message of a request body, without its prefix (empty if the body holds none). Reads at most
-/// [`MAX_MESSAGE`] bytes.
-pub async fn first_message(body: hyper::body::Incoming) -> Bytes {
-    let limited = http_body_util::Limited::new(body, MAX_MESSAGE + 5);
-    let Ok(collected) = limited.collect().await else {
-        return Bytes::new();
-    };
-    let bytes = collected.to_bytes();
-    if bytes.len() < 5 {
-        return Bytes::new();
+/// Why a request's message could not be read, as the status a gRPC server answers it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadMessage {
+    pub code: GrpcCode,
+    pub message: String,
+}
+
+impl BadMessage {
+    fn new(code: GrpcCode, message: impl Into<String>) -> BadMessage {
+        BadMessage {
+            code,
+            message: message.into(),
+        }
     }
-    let length = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
-    bytes.slice(5..(5 + length).min(bytes.len()))
+}
+
+/// The first message of a request body, without its prefix (empty if the body holds none), read as a gRPC
+/// server reads it: a body that is not length-prefixed, or ends inside its message, is INTERNAL; a compressed
+/// message is UNIMPLEMENTED (faultd reads no compression); a message declared longer than [`MAX_MESSAGE`] is
+/// RESOURCE_EXHAUSTED before its bytes are read; a body the caller abandons is CANCELLED.
+pub async fn first_message<B>(mut body: B) -> Result<Bytes, BadMessage>
+where
+    B: Body<Data = Bytes> + Unpin,
+{
+    let mut read = BytesMut::new();
+    let mut declared: Option<usize> = None;
+    loop {
+        if declared.is_none() && read.len() >= 5 {
+            if read[0] > 1 {
+                return Err(BadMessage::new(
+                    GrpcCode::INTERNAL,
+                    format!(
+                        "the body is not length-prefixed: the first byte is {:#04x}, not a compression flag",
+                        read[0]
+                    ),
+                ));
+            }
+            if read[0] == 1 {
+                return Err(BadMessage::new(
+                    GrpcCode::UNIMPLEMENTED,
+                    "a compressed message: faultd reads no grpc-encoding",
+                ));
+            }
+            let length = u32::from_be_bytes([read[1], read[2], read[3], read[4]]) as usize;
+            if length > MAX_MESSAGE {
+                return Err(BadMessage::new(
+                    GrpcCode::RESOURCE_EXHAUSTED,
+                    format!("received message larger than max ({length} vs. {MAX_MESSAGE})"),
+                ));
+            }
+            declared = Some(length);
+        }
+        if let Some(length) = declared {
+            if read.len() >= 5 + length {
+                return Ok(read.freeze().slice(5..5 + length));
+            }
+        }
+        match body.frame().await {
+            None => break,
+            Some(Err(_)) => {
+                return Err(BadMessage::new(
+                    GrpcCode::CANCELLED,
+                    "the caller abandoned its message",
+                ))
+            }
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    read.extend_from_slice(&data);
+                }
+            }
+        }
+    }
+    match (read.len(), declared) {
+        (0, _) => Ok(Bytes::new()),
+        (n, None) => Err(BadMessage::new(
+            GrpcCode::INTERNAL,
+            format!("the body is not length-prefixed: it ended after {n} of the prefix's 5 bytes"),
+        )),
+        (n, Some(length)) => Err(BadMessage::new(
+            GrpcCode::INTERNAL,
+            format!(
+                "the message was cut short: {} of the {length} bytes its prefix declares",
+                n - 5
+            ),
+        )),
+    }
 }
 
 /// `grpc-message` is percent-encoded: every byte outside printable ASCII, and `%` itself.
@@ -205,6 +278,51 @@ mod tests {
         assert_eq!(parse_timeout(b"123456789m"), None);
         assert_eq!(parse_timeout(b"5x"), None);
         assert_eq!(parse_timeout(b"m"), None);
+    }
+
+    /// A request body arriving in the given chunks.
+    fn chunked(
+        chunks: &[&[u8]],
+    ) -> impl Body<Data = Bytes, Error = std::convert::Infallible> + Unpin {
+        let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = chunks
+            .iter()
+            .map(|c| Ok(Frame::data(Bytes::copy_from_slice(c))))
+            .collect();
+        http_body_util::StreamBody::new(futures_util::stream::iter(frames))
+    }
+
+    fn read(chunks: &[&[u8]]) -> Result<Bytes, BadMessage> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(first_message(chunked(chunks)))
+    }
+
+    #[test]
+    fn the_first_message_is_read_across_chunks_and_the_rest_is_left() {
+        assert_eq!(read(&[b"\0\0\0", b"\0\x03a", b"bcEXTRA"]).unwrap(), "abc");
+        assert_eq!(read(&[b"\0\0\0\0\0"]).unwrap(), "");
+        assert_eq!(read(&[]).unwrap(), "");
+    }
+
+    #[test]
+    fn a_body_a_grpc_server_cannot_read_gets_that_servers_status() {
+        let code = |chunks: &[&[u8]]| read(chunks).unwrap_err().code;
+        assert_eq!(code(&[b"hello world"]), GrpcCode::INTERNAL);
+        assert_eq!(code(&[b"\0\0"]), GrpcCode::INTERNAL);
+        assert_eq!(code(&[b"\0\0\0\0\x09abc"]), GrpcCode::INTERNAL);
+        assert_eq!(code(&[b"\x01\0\0\0\x01a"]), GrpcCode::UNIMPLEMENTED);
+        let huge = read(&[b"\0\x00\x50\x00\x00"]).unwrap_err();
+        assert_eq!(huge.code, GrpcCode::RESOURCE_EXHAUSTED);
+        assert_eq!(
+            huge.message,
+            "received message larger than max (5242880 vs. 4194304)"
+        );
+        let short = read(&[b"\0\0\0\0\x09abc"]).unwrap_err();
+        assert_eq!(
+            short.message,
+            "the message was cut short: 3 of the 9 bytes its prefix declares"
+        );
     }
 
     #[test]

@@ -510,6 +510,17 @@ async fn call(
             None
         }
     };
+    // A message a gRPC server could not read is refused at once, with the status such a server gives it.
+    let echoed = match echoed {
+        Some(Err(bad)) => {
+            guard.set_grpc_status(bad.code);
+            let trailers = grpc::trailers(bad.code, Some(&bad.message), &Default::default());
+            let response = grpc::answer(&Default::default(), None, trailers);
+            return Ok(guarded(response.map(BodyExt::boxed_unsync), guard));
+        }
+        Some(Ok(message)) => Some(message),
+        None => None,
+    };
     let mut deadline = guard.arrival() + decision.delay;
     // A gRPC caller's deadline ends the call as a gRPC server would: DEADLINE_EXCEEDED when it passes.
     let grpc_deadline = grpc

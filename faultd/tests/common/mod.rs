@@ -2,6 +2,8 @@
 //! malformed bytes are seen exactly as a client sees them, without a client library's interpretation.
 #![allow(dead_code)]
 
+pub mod http2;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
