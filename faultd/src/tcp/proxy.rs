@@ -11,6 +11,7 @@
 //! read while an earlier one waits is not delayed twice. Toxics added or removed while a connection is open
 //! apply to it at once, as in Toxiproxy: pooled connections are the ones a real incident hits.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
@@ -18,8 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -303,38 +304,49 @@ async fn connect(shared: &RouteShared) -> io::Result<TcpStream> {
 }
 
 /// Forwards one direction until its sender finishes or the connection ends; gives the halves back so the
-/// connection can be closed the way it ended.
+/// connection can be closed the way it ended. While no toxic acts on the direction its bytes go straight from the
+/// read to the write; from the first toxic that does, through the queue that toxics shape.
 async fn pump(
     ctx: Arc<ConnCtx>,
     stream: Stream,
     src: OwnedReadHalf,
     mut dst: OwnedWriteHalf,
 ) -> (OwnedReadHalf, OwnedWriteHalf) {
+    let mut sent: u64 = 0;
+    if !direct(&ctx, stream, &src, &mut dst, &mut sent).await {
+        return (src, dst);
+    }
     let (tx, mut rx) = mpsc::channel::<(Instant, Bytes)>(QUEUE);
     let reader = async {
         let tx = tx;
         let mut end_rx = ctx.end.subscribe();
-        let mut buf = BytesMut::new();
+        // Pinned once, so waiting on the end costs one registration per connection, not one per chunk.
+        let end = ended(&mut end_rx);
+        tokio::pin!(end);
         loop {
-            // The buffer is taken only once there is something to read, and handed on whole with the chunk: an
-            // idle connection holds no read buffer in either direction.
+            // Waits for data holding no buffer: an idle connection holds none in either direction.
             let ready = tokio::select! {
+                biased;
+                _ = &mut end => return,
                 r = src.readable() => r,
-                _ = ended(&mut end_rx) => return,
             };
-            buf.reserve(READ_SIZE);
-            let read = ready.and_then(|()| src.try_read_buf(&mut buf));
+            let read = ready.and_then(|()| {
+                with_scratch(|scratch| {
+                    Ok(match read_into(src.as_ref(), scratch)? {
+                        Read::Bytes(n) => Some(Bytes::copy_from_slice(&scratch[..n])),
+                        Read::Eof => None,
+                        Read::Nothing => Some(Bytes::new()),
+                    })
+                })
+            });
             match read {
-                Ok(0) => return,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    buf = BytesMut::new();
-                    continue;
-                }
-                Ok(_) => {
-                    let chunk = std::mem::take(&mut buf).freeze();
+                Ok(Some(chunk)) if chunk.is_empty() => continue,
+                Ok(None) => return,
+                Ok(Some(chunk)) => {
                     let sent = tokio::select! {
+                        biased;
+                        _ = &mut end => false,
                         r = tx.send((Instant::now(), chunk)) => r.is_ok(),
-                        _ = ended(&mut end_rx) => false,
                     };
                     if !sent {
                         return;
@@ -347,9 +359,142 @@ async fn pump(
             }
         }
     };
-    let writer = write_loop(&ctx, stream, &mut rx, &mut dst);
+    let writer = write_loop(&ctx, stream, &mut rx, &mut dst, sent);
     tokio::join!(reader, writer);
     (src, dst)
+}
+
+/// Whether any toxic in `set` acts on the bytes of `stream` on this connection.
+fn acting(ctx: &ConnCtx, stream: Stream, set: &[Toxic]) -> bool {
+    set.iter()
+        .any(|t| t.stream == stream && t.effect.before_connect() == Connect::Now && ctx.takes(t))
+}
+
+/// Moves this direction's bytes from the read straight to the write while no toxic acts on it: a chunk costs
+/// one read and one write (the write tried at once, from the read's own buffer, so nothing is allocated unless the
+/// receiver is slow). True when a toxic starts to act (the queued path takes over from there), false when the
+/// direction is done.
+async fn direct(
+    ctx: &ConnCtx,
+    stream: Stream,
+    src: &OwnedReadHalf,
+    dst: &mut OwnedWriteHalf,
+    sent: &mut u64,
+) -> bool {
+    let mut toxics_rx = ctx.shared.toxics.subscribe();
+    let mut end_rx = ctx.end.subscribe();
+    loop {
+        if acting(ctx, stream, &toxics_rx.borrow_and_update()) {
+            return true;
+        }
+        let end = ended(&mut end_rx);
+        tokio::pin!(end);
+        let changed = toxics_rx.changed();
+        tokio::pin!(changed);
+        loop {
+            let ready = tokio::select! {
+                biased;
+                _ = &mut end => return false,
+                c = &mut changed => {
+                    if c.is_err() {
+                        return false;
+                    }
+                    break;
+                }
+                r = src.readable() => r,
+            };
+            let moved = ready.and_then(|()| {
+                with_scratch(|scratch| {
+                    let n = match read_into(src.as_ref(), scratch)? {
+                        Read::Bytes(n) => n,
+                        Read::Eof => return Ok(None),
+                        Read::Nothing => return Ok(Some((0, Bytes::new()))),
+                    };
+                    let mut written = 0;
+                    while written < n {
+                        match dst.try_write(&scratch[written..n]) {
+                            Ok(w) => written += w,
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    Ok(Some((
+                        written,
+                        Bytes::copy_from_slice(&scratch[written..n]),
+                    )))
+                })
+            });
+            let (written, rest) = match moved {
+                Ok(Some(m)) => m,
+                Ok(None) => {
+                    let _ = dst.shutdown().await;
+                    return false;
+                }
+                Err(_) => {
+                    ctx.finish(Ending::Close);
+                    return false;
+                }
+            };
+            if written > 0 {
+                *sent += written as u64;
+                ctx.shared.recorder.bytes(stream, written);
+            }
+            if !rest.is_empty() {
+                let done = tokio::select! {
+                    biased;
+                    _ = &mut end => return false,
+                    r = dst.write_all(&rest) => r.is_ok(),
+                };
+                if !done {
+                    ctx.finish(Ending::Close);
+                    return false;
+                }
+                *sent += rest.len() as u64;
+                ctx.shared.recorder.bytes(stream, rest.len());
+            }
+        }
+    }
+}
+
+/// What one read from a socket gave.
+enum Read {
+    /// This many bytes, at the start of the buffer.
+    Bytes(usize),
+    /// The peer finished sending.
+    Eof,
+    /// The readiness was stale: nothing to read after all.
+    Nothing,
+}
+
+/// Runs `f` with the worker thread's read buffer: bytes are read into it and leave it copied to their own size or
+/// written out, so no connection holds a read buffer between reads.
+fn with_scratch<T>(f: impl FnOnce(&mut [u8]) -> T) -> T {
+    thread_local! {
+        static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_SIZE].into_boxed_slice());
+    }
+    SCRATCH.with_borrow_mut(|scratch| f(scratch))
+}
+
+/// Reads what `src` holds now into `buf`. A read shorter than the buffer emptied the socket: its readiness is
+/// cleared there and then, so the next wait goes to epoll instead of first trying a read that fails with EAGAIN
+/// (one system call less per chunk).
+fn read_into(src: &TcpStream, buf: &mut [u8]) -> io::Result<Read> {
+    let mut drained = None;
+    let read = src.try_io(Interest::READABLE, || {
+        let n = src.try_read(buf)?;
+        if n > 0 && n < buf.len() {
+            drained = Some(n);
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(n)
+    });
+    match (read, drained) {
+        (_, Some(n)) => Ok(Read::Bytes(n)),
+        (Ok(0), None) => Ok(Read::Eof),
+        (Ok(n), None) => Ok(Read::Bytes(n)),
+        (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
+        (Err(e), None) => Err(e),
+    }
 }
 
 async fn write_loop(
@@ -357,6 +502,7 @@ async fn write_loop(
     stream: Stream,
     rx: &mut mpsc::Receiver<(Instant, Bytes)>,
     dst: &mut OwnedWriteHalf,
+    mut sent: u64,
 ) {
     let mut toxics_rx = ctx.shared.toxics.subscribe();
     let mut end_rx = ctx.end.subscribe();
@@ -371,7 +517,6 @@ async fn write_loop(
     );
     let mut rng = ChunkRng::new((draws.latency * (1u64 << 53) as f64) as u64);
     let mut first_seen: HashMap<u64, Instant> = HashMap::new();
-    let mut sent: u64 = 0;
     loop {
         let set = toxics_rx.borrow_and_update().clone();
         let active: Vec<&Toxic> = set
