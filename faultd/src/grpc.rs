@@ -6,6 +6,7 @@
 //! its message and trailing metadata. Not for: deciding which answer a call gets (`behaviours`), nor protobuf:
 //! messages are opaque bytes.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -221,8 +222,26 @@ pub fn answer(
     message: Option<Bytes>,
     trailers: HeaderMap,
 ) -> Response<GrpcBody> {
+    match message {
+        Some(m) => answer_stream(initial_metadata, m, 1, Duration::ZERO, trailers),
+        None => answer_stream(initial_metadata, Bytes::new(), 0, Duration::ZERO, trailers),
+    }
+}
+
+/// A streaming gRPC answer: the headers at once, then `message` (framed) `count` times with `interval` between
+/// two of them (a server-streaming method's replies), then the trailers.
+pub fn answer_stream(
+    initial_metadata: &HeaderMap,
+    message: Bytes,
+    count: u32,
+    interval: Duration,
+    trailers: HeaderMap,
+) -> Response<GrpcBody> {
     let mut response = Response::new(GrpcBody {
         message,
+        left: count,
+        interval,
+        pause: None,
         trailers: Some(trailers),
     });
     let headers = response.headers_mut();
@@ -236,9 +255,15 @@ pub fn answer(
     response
 }
 
-/// The body of a gRPC answer: one framed message (if any), then the trailers.
+/// The body of a gRPC answer: its messages (each framed, a pause between two of them), then the trailers.
 pub struct GrpcBody {
-    message: Option<Bytes>,
+    /// One message, framed.
+    message: Bytes,
+    /// Messages still to send.
+    left: u32,
+    interval: Duration,
+    /// The pause before the next message, once one has been sent.
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
     trailers: Option<HeaderMap>,
 }
 
@@ -248,20 +273,30 @@ impl Body for GrpcBody {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        if let Some(message) = self.message.take() {
-            return Poll::Ready(Some(Ok(Frame::data(message))));
+        if self.left > 0 {
+            if let Some(pause) = self.pause.as_mut() {
+                if pause.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.pause = None;
+            }
+            self.left -= 1;
+            if self.left > 0 && !self.interval.is_zero() {
+                self.pause = Some(Box::pin(tokio::time::sleep(self.interval)));
+            }
+            return Poll::Ready(Some(Ok(Frame::data(self.message.clone()))));
         }
         Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.message.is_none() && self.trailers.is_none()
+        self.left == 0 && self.trailers.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.message.as_ref().map_or(0, |m| m.len() as u64))
+        SizeHint::with_exact(self.message.len() as u64 * u64::from(self.left))
     }
 }
 

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::http::{Request, Response, StatusCode};
+use axum::http::{HeaderMap, Request, Response, StatusCode};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -574,7 +574,18 @@ async fn call(
                 Some(_) => {
                     guard.set_grpc_status(e.code);
                     let trailers = grpc::trailers(e.code, e.message.as_deref(), &metadata);
-                    let response = grpc::answer(&Default::default(), None, trailers);
+                    // A stream that breaks partway: the healthy answer's first messages, then the status.
+                    let (initial, message, interval) = match grpc_response {
+                        Some(r) => (r.metadata(), r.message(), r.stream().1),
+                        None => (HeaderMap::new(), Bytes::new(), Duration::ZERO),
+                    };
+                    let response = grpc::answer_stream(
+                        &initial,
+                        grpc::frame(&message),
+                        e.after_messages,
+                        interval,
+                        trailers,
+                    );
                     guarded(response.map(BodyExt::boxed_unsync), guard)
                 }
                 None => {
@@ -617,7 +628,9 @@ async fn call(
                 .map(|r| (r.metadata(), r.trailers()))
                 .unwrap_or_default();
             let trailers = grpc::trailers(GrpcCode::OK, None, &trailing);
-            let response = grpc::answer(&metadata, Some(grpc::frame(&message)), trailers);
+            let (count, interval) = grpc_response.map_or((1, Duration::ZERO), |r| r.stream());
+            let response =
+                grpc::answer_stream(&metadata, grpc::frame(&message), count, interval, trailers);
             guarded(response.map(BodyExt::boxed_unsync), guard)
         }
         _ => match (&behaviour.behaviour.proxy, request) {

@@ -27,7 +27,9 @@ fn config() -> String {
          \x20 rst_refused: { path: /test.Rst/Refused, rst_stream: { share: 100%, code: REFUSED_STREAM } }\n\
          \x20 graceful: { path: /test.GoAway/Graceful, goaway: { after: 3 } }\n\
          \x20 abrupt: { path: /test.GoAway/Abrupt, goaway: { after: 2, mode: abrupt } }\n\
-         \x20 limited: { path: /test.Limited/Get, latency: { fixed: 200ms } }\n",
+         \x20 limited: { path: /test.Limited/Get, latency: { fixed: 200ms } }\n\
+         \x20 watch: { path: /test.Prices/Watch, grpc_response: { message: '0801', stream: { messages: 5, interval: 20ms } } }\n\
+         \x20 broken: { path: /test.Prices/Broken, grpc_response: { message: '0802', stream: { messages: 5, interval: 20ms } }, grpc_errors: [ { share: 100%, code: UNAVAILABLE, message: stream lost, after_messages: 2 } ] }\n",
     );
     for code in GrpcCode::all().filter(|c| *c != GrpcCode::OK) {
         let (name, n) = (code.name(), code.number());
@@ -100,6 +102,8 @@ async fn grpcio_sees_every_status_deadline_reset_and_goaway_as_configured() {
     }
     assert_eq!(r.routes["catalog"].totals.grpc_status["OK"], 2);
     assert_eq!(r.routes["graceful"].totals.grpc_status["OK"], 7);
+    assert_eq!(r.routes["watch"].totals.grpc_status["OK"], 1);
+    assert_eq!(r.routes["broken"].totals.grpc_status["UNAVAILABLE"], 1);
     // The stream limit held: never more than 2 of the 6 concurrent calls at faultd.
     assert_eq!(r.routes["limited"].max_in_flight, 2);
     let http2: u64 = r.connections.iter().map(|c| c.http2_opened).sum();

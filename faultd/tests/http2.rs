@@ -68,6 +68,48 @@ async fn grpc_calls_get_the_configured_message_or_their_own_with_status_ok() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_method_gets_its_messages_at_the_interval_and_a_broken_stream_its_status_after_n(
+) {
+    let f = start(
+        "routes:\n  watch: { path: /shop.Prices/Watch, grpc_response: { message: 0801, stream: { messages: 5, interval: 40ms } } }\n  broken: { path: /shop.Prices/Broken, grpc_response: { message: 0802, stream: { messages: 5, interval: 40ms } }, grpc_errors: [ { share: 100%, code: UNAVAILABLE, message: 'stream lost', after_messages: 2 } ] }\n",
+    )
+    .await;
+    let addr = f.data_addr();
+    let client = connect(addr).await;
+    let started = Instant::now();
+    let a = exchange(
+        &client,
+        grpc(addr, "/shop.Prices/Watch", None),
+        &framed(b""),
+    )
+    .await
+    .unwrap();
+    let took = started.elapsed();
+    assert_eq!(a.body, framed(b"\x08\x01").repeat(5));
+    assert_eq!(a.grpc_status(), Some("0"));
+    // Four pauses of 40 ms between five messages; a loaded machine only adds.
+    assert!(
+        took >= Duration::from_millis(160),
+        "five messages in {took:?}"
+    );
+
+    let a = exchange(
+        &client,
+        grpc(addr, "/shop.Prices/Broken", None),
+        &framed(b""),
+    )
+    .await
+    .unwrap();
+    assert_eq!(a.body, framed(b"\x08\x02").repeat(2));
+    assert_eq!(a.grpc_status(), Some("14"));
+    assert_eq!(a.trailer("grpc-message"), Some("stream lost"));
+    let r = f.recording();
+    assert_eq!(r.routes["watch"].totals.grpc_status["OK"], 1);
+    assert_eq!(r.routes["broken"].totals.grpc_status["UNAVAILABLE"], 1);
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn grpc_errors_carry_their_status_message_and_metadata_and_are_counted_by_status() {
     let f = start(
         "routes:\n  product: { path: /shop.Catalog/*, grpc_errors: [ { share: 100%, code: RESOURCE_EXHAUSTED, message: 'quota: 100% used', metadata: { grpc-retry-pushback-ms: '500' } } ] }\n",

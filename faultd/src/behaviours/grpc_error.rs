@@ -14,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use super::{check_headers, CallAction, Fault, Invalid};
 
 /// Answers `share` of the calls with gRPC status `code`, e.g.
-/// `{share: 30%, code: UNAVAILABLE, message: overloaded, metadata: {grpc-retry-pushback-ms: "500"}}`.
+/// `{share: 30%, code: UNAVAILABLE, message: overloaded, metadata: {grpc-retry-pushback-ms: "500"}}`, or a stream
+/// that breaks after 3 messages: `{share: 10%, code: UNAVAILABLE, after_messages: 3}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GrpcError {
@@ -29,6 +30,14 @@ pub struct GrpcError {
     /// Trailing metadata sent with the status, e.g. `{grpc-retry-pushback-ms: "500"}`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
+    /// For a streaming method: the status comes after this many of the healthy answer's messages (sent at its
+    /// `stream.interval`), as a stream that breaks partway; 0 (the default) answers with the status alone.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub after_messages: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Fault for GrpcError {

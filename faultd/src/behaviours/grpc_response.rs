@@ -1,5 +1,6 @@
 //! The healthy gRPC answer: a configured response message (protobuf bytes, as hex or from a file) or the
-//! request's own message echoed, with `grpc-status: 0` and optional metadata.
+//! request's own message echoed, with `grpc-status: 0` and optional metadata; for a server-streaming method, the
+//! message a number of times at an interval (`stream`).
 //!
 //! For: gRPC calls (content type `application/grpc`) that no fault takes; faultd needs no `.proto`, the bytes are
 //! sent as they are. Not for: plain HTTP calls, which get `response`, nor failures (`grpc_errors`).
@@ -11,10 +12,12 @@ use bytes::Bytes;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use faultline_units::Dur;
+
 use super::{check_headers, header_map, Fault, Invalid};
 
 /// The healthy gRPC answer, written `grpc_response: {message: 0a05...}`, `{message_file: product.bin}` or
-/// `{echo: true}`; an empty message (every field at its default) when none is given. The message is read (and a
+/// `{echo: true}`, with `stream: {messages: 10, interval: 100ms}` for a server-streaming method; an empty message (every field at its default) when none is given. The message is read (and a
 /// file loaded) when the configuration is, once.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "GrpcResponseSpec", into = "GrpcResponseSpec")]
@@ -42,6 +45,24 @@ pub struct GrpcResponseSpec {
     /// Trailing metadata sent beside `grpc-status: 0`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub trailers: BTreeMap<String, String>,
+    /// A server-streaming answer: the message sent this many times, at this interval, before the status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<GrpcStream>,
+}
+
+/// The replies of a server-streaming method, e.g. `{messages: 10, interval: 100ms}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GrpcStream {
+    /// How many messages the answer carries (at least 1).
+    pub messages: u32,
+    /// The pause between two messages; none by default.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub interval: Dur,
+}
+
+fn is_zero(d: &Dur) -> bool {
+    d.get().is_zero()
 }
 
 impl TryFrom<GrpcResponseSpec> for GrpcResponse {
@@ -86,10 +107,23 @@ impl JsonSchema for GrpcResponse {
 }
 
 impl Fault for GrpcResponse {
-    /// Checks the metadata names and values.
+    /// Checks the metadata names and values, and that a stream carries a message.
     fn validate(&self) -> Result<(), Invalid> {
         check_headers(&self.spec.metadata).map_err(|e| e.at("metadata"))?;
-        check_headers(&self.spec.trailers).map_err(|e| e.at("trailers"))
+        check_headers(&self.spec.trailers).map_err(|e| e.at("trailers"))?;
+        if self.spec.stream.is_some_and(|s| s.messages == 0) {
+            return Err(Invalid::new(
+                "stream.messages",
+                "a stream carries at least 1 message (a status-only answer is `grpc_errors`)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn scale_time(&mut self, factor: f64) {
+        if let Some(stream) = &mut self.spec.stream {
+            stream.interval = stream.interval.scaled(factor);
+        }
     }
 }
 
@@ -112,6 +146,13 @@ impl GrpcResponse {
     /// The trailing metadata.
     pub fn trailers(&self) -> HeaderMap {
         header_map(&self.spec.trailers).unwrap_or_default()
+    }
+
+    /// How many messages an answer carries (1 for a unary method) and the pause between two of them.
+    pub fn stream(&self) -> (u32, std::time::Duration) {
+        self.spec
+            .stream
+            .map_or((1, std::time::Duration::ZERO), |s| (s.messages, s.interval.get()))
     }
 }
 
@@ -140,5 +181,21 @@ mod tests {
         // Written back as configured.
         let r: GrpcResponse = serde_json::from_str(r#"{"echo": true}"#).unwrap();
         assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"echo":true}"#);
+    }
+
+    #[test]
+    fn a_stream_sends_its_messages_at_an_interval_that_the_time_scale_shortens() {
+        let mut r: GrpcResponse =
+            serde_json::from_str(r#"{"message": "08", "stream": {"messages": 4, "interval": "200ms"}}"#)
+                .unwrap();
+        assert_eq!(r.stream(), (4, std::time::Duration::from_millis(200)));
+        Fault::scale_time(&mut r, 0.5);
+        assert_eq!(r.stream(), (4, std::time::Duration::from_millis(100)));
+        let unary: GrpcResponse = serde_json::from_str(r#"{"message": "08"}"#).unwrap();
+        assert_eq!(unary.stream(), (1, std::time::Duration::ZERO));
+        let none: GrpcResponse =
+            serde_json::from_str(r#"{"stream": {"messages": 0}}"#).unwrap();
+        let e = Fault::validate(&none).unwrap_err();
+        assert!(format!("{e:?}").contains("stream.messages"), "{e:?}");
     }
 }

@@ -115,6 +115,24 @@ def main():
         check("calls over the stream limit wait for a stream and succeed", len(done) == 6)
         check(f"...in waves of 2 ({took * 1000:.0f} ms for 6 calls of 200 ms)", took >= 0.55, f"{took}")
 
+    # A server-streaming method: five replies, then OK; a broken stream: two replies, then UNAVAILABLE.
+    with channel() as ch:
+        watch = ch.unary_stream("/test.Prices/Watch", request_serializer=None, response_deserializer=None)
+        replies = list(watch(b"", timeout=5.0))
+        check("a streaming method gets every reply", replies == [b"\x08\x01"] * 5, repr(replies))
+        broken = ch.unary_stream("/test.Prices/Broken", request_serializer=None, response_deserializer=None)
+        got = []
+        try:
+            for reply in broken(b"", timeout=5.0):
+                got.append(reply)
+            raise AssertionError("the broken stream ended with OK")
+        except grpc.RpcError as e:
+            check(
+                "a broken stream delivers its first replies, then its status",
+                got == [b"\x08\x02"] * 2 and e.code() == grpc.StatusCode.UNAVAILABLE and e.details() == "stream lost",
+                f"{got!r} {e.code()} {e.details()!r}",
+            )
+
     print("ok: all checks passed", flush=True)
 
 
