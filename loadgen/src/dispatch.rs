@@ -402,6 +402,11 @@ pub(crate) fn run_open<I: Issue>(
     }
 }
 
+/// The random source of closed-model user `user`: its own stream of the run's seed.
+pub(crate) fn user_rng(seed: u64, user: u32) -> StdRng {
+    StdRng::seed_from_u64(seed ^ MIX_SEED_SALT ^ u64::from(user).rotate_left(32))
+}
+
 /// The closed model: `users` loops that each send, wait for the answer, and send again, each on its own
 /// connection. Intended time is the actual send, so this model cannot see queueing: it exists to show that,
 /// side by side with the open model.
@@ -418,8 +423,7 @@ pub(crate) async fn run_closed<T: Transport>(
         let exchanges = exchanges.clone();
         let stop = stop.clone();
         loops.spawn(async move {
-            let mut rng =
-                StdRng::seed_from_u64(seed ^ MIX_SEED_SALT ^ u64::from(user).rotate_left(32));
+            let mut rng = user_rng(seed, user);
             let mut lane = Lane::<T>::new(exchanges.timeout);
             let mut index = u64::from(user);
             loop {

@@ -486,34 +486,83 @@ impl Issue for H2Exchanges {
         let now = Instant::now();
         self.recorder
             .sent(intended, now.saturating_duration_since(self.origin));
+        let this = self.clone();
+        self.runtime
+            .spawn(async move { this.call(slot, request, intended, now).await });
+    }
+}
+
+impl H2Exchanges {
+    /// Sends `request` on a stream of slot `slot` (claimed by the caller, released here) and records its outcome;
+    /// the client's timeout counts from the later of the intended time and `now`, when it was handed over.
+    async fn call(&self, slot: usize, request: H2Request, intended: Duration, now: Instant) {
         let timeout = request
             .deadline
             .map_or(self.timeout, |d| d.min(self.timeout));
         let deadline = now.max(self.origin + intended) + timeout;
-        let this = self.clone();
-        self.runtime.spawn(async move {
-            let from_origin = |t: Instant| t.saturating_duration_since(this.origin);
-            let mut actual = None;
-            let result = tokio::select! {
-                biased;
-                (r, opened) = this.exchange(slot, &request) => { actual = opened; Some(r) }
-                _ = tokio::time::sleep_until(deadline) => None,
-            };
-            let outcome = match result {
-                // Dropping the stream's future sends RST_STREAM(CANCEL), as a gRPC client does at its deadline.
-                None => Outcome::Timeout,
-                Some(Err(())) => Outcome::ConnectError,
-                Some(Ok(o)) => o,
-            };
-            this.slots[slot].active.fetch_sub(1, Ordering::AcqRel);
-            let done = Instant::now();
-            this.recorder.completed(
-                outcome,
-                intended,
-                Some(from_origin(actual.unwrap_or(now))),
-                from_origin(done),
-            );
-        });
+        let from_origin = |t: Instant| t.saturating_duration_since(self.origin);
+        let mut actual = None;
+        let result = tokio::select! {
+            biased;
+            (r, opened) = self.exchange(slot, &request) => { actual = opened; Some(r) }
+            _ = tokio::time::sleep_until(deadline) => None,
+        };
+        let outcome = match result {
+            // Dropping the stream's future sends RST_STREAM(CANCEL), as a gRPC client does at its deadline.
+            None => Outcome::Timeout,
+            Some(Err(())) => Outcome::ConnectError,
+            Some(Ok(o)) => o,
+        };
+        self.slots[slot].active.fetch_sub(1, Ordering::AcqRel);
+        let done = Instant::now();
+        self.recorder.completed(
+            outcome,
+            intended,
+            Some(from_origin(actual.unwrap_or(now))),
+            from_origin(done),
+        );
+    }
+
+    /// The closed model over HTTP/2: `users` loops that each send on a stream, wait for its answer and send
+    /// again, the streams spread over the connections as the open model spreads them. As over HTTP/1.1, the
+    /// intended time is the actual send, so this model cannot see queueing: it measures saturation, side by side
+    /// with closed-model peers (h2load).
+    pub(crate) async fn run_closed(
+        self: Arc<Self>,
+        users: u32,
+        duration: Duration,
+        seed: u64,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> bool {
+        let end = self.origin + duration;
+        let mut loops = tokio::task::JoinSet::new();
+        for user in 0..users {
+            let this = self.clone();
+            let stop = stop.clone();
+            loops.spawn(async move {
+                let mut rng = crate::dispatch::user_rng(seed, user);
+                let mut index = u64::from(user);
+                loop {
+                    let now = Instant::now();
+                    if now >= end || *stop.borrow() {
+                        break;
+                    }
+                    let Some(slot) = this.claim() else {
+                        // More users than streams: this one waits for a stream as h2load's clients do.
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                        continue;
+                    };
+                    let intended = now.saturating_duration_since(this.origin);
+                    let request = this.mix.render(index, &mut rng);
+                    this.recorder.sent(intended, intended);
+                    this.call(slot, request, intended, now).await;
+                    index += u64::from(users);
+                }
+            });
+        }
+        while loops.join_next().await.is_some() {}
+        let stopped = *stop.borrow();
+        stopped
     }
 }
 

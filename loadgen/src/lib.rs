@@ -295,13 +295,7 @@ fn launch<T: Transport>(
     }
     let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
     if spec.is_http2() {
-        if closed_users.is_some() {
-            return Err(LoadError::InvalidOptions(
-                "the closed model speaks HTTP/1.1 only; HTTP/2 and gRPC loads are open-model"
-                    .into(),
-            ));
-        }
-        return launch_h2(spec, options, origin, &target, pacing);
+        return launch_h2(spec, options, origin, &target, pacing, closed_users);
     }
     let mix = mix::Mix::compile(&spec.requests, &target)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
@@ -375,6 +369,7 @@ fn launch_h2(
     origin: Instant,
     target: &target::Target,
     pacing: Pacing,
+    closed_users: Option<u32>,
 ) -> Result<LoadRun, LoadError> {
     let mix = h2::H2Mix::compile(&spec.requests, target)?;
     let tls = tls_client(&spec, &options)?;
@@ -408,17 +403,26 @@ fn launch_h2(
         tls,
     ));
     let (stop, stopped) = watch::channel(false);
-    let schedule =
-        schedule::Schedule::new(&spec.rate, spec.arrivals, options.seed, options.duration);
-    let dispatcher = dispatch::run_open(
-        exchanges,
-        schedule,
-        spec.max_in_flight,
-        options.duration,
-        options.seed,
-        pacing,
-        stopped,
-    );
+    let (dispatcher, model) = match closed_users {
+        None => {
+            let schedule =
+                schedule::Schedule::new(&spec.rate, spec.arrivals, options.seed, options.duration);
+            let task = dispatch::run_open(
+                exchanges,
+                schedule,
+                spec.max_in_flight,
+                options.duration,
+                options.seed,
+                pacing,
+                stopped,
+            );
+            (task, Model::Open)
+        }
+        Some(users) => {
+            let task = exchanges.run_closed(users, options.duration, options.seed, stopped);
+            (tokio::spawn(task), Model::Closed { users })
+        }
+    };
     Ok(LoadRun {
         watch: LoadWatch {
             recorder,
@@ -429,6 +433,6 @@ fn launch_h2(
         // No lanes: each arrival is a stream of its own.
         lanes: Arc::new(Lanes::new(1)),
         timeout: spec.timeout.get(),
-        model: Model::Open,
+        model,
     })
 }

@@ -151,3 +151,25 @@ async fn arrivals_over_the_stream_limit_are_dropped_not_queued() {
     );
     f.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_closed_model_over_http2_keeps_one_stream_per_user_and_waits_for_each_answer() {
+    let f = faultd("routes:\n  product: { path: /shop.Catalog/*, latency: { fixed: 20ms }, grpc_response: { echo: true } }\n").await;
+    let mut spec = grpc_spec("1/s", "/shop.Catalog/GetProduct");
+    spec.streams_per_connection = 8;
+    let options = RunOptions::new(format!("http://{}", f.data_addr()), Duration::from_secs(1));
+    let r = loadgen::start_closed(spec, options, 6, Instant::now())
+        .unwrap()
+        .finish()
+        .await;
+    assert_conserved(&r);
+    let route = &f.recording().routes["product"];
+    // Six users, each with one call outstanding at a time: faultd never holds more than six.
+    assert_eq!(route.max_in_flight, 6);
+    // Each call takes at least its 20 ms, so a user makes at most 50 in the second, and the rate ignored.
+    assert!(r.totals.ok <= 6 * 50 + 6, "{:?}", r.totals);
+    assert!(r.totals.ok >= 100, "{:?}", r.totals);
+    assert_eq!(r.totals.ok, route.totals.grpc_status["OK"]);
+    assert_eq!(r.totals.dropped + r.totals.connect_error, 0);
+    f.shutdown().await;
+}
