@@ -327,7 +327,15 @@ where
     let takeover = Arc::new(TakeoverRequest::default());
     let service = {
         let takeover = takeover.clone();
-        service_fn(move |request| call(shared.clone(), takeover.clone(), None, request))
+        service_fn(move |request| {
+            let call = call(shared.clone(), takeover.clone(), None, request);
+            async move {
+                match call.await {
+                    Ok(response) => Ok::<_, Infallible>(response),
+                    Err(Held(guard)) => hold(guard).await,
+                }
+            }
+        })
     };
     let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
@@ -360,14 +368,19 @@ where
     let service = {
         let (takeover, streams) = (takeover.clone(), streams.clone());
         service_fn(move |request| {
-            let call = call(
+            // Boxed, so a stream's task keeps only this wrapper once the call has decided: a held (hung) stream
+            // costs its guard, not the call's largest state.
+            let call = Box::pin(call(
                 shared.clone(),
                 takeover.clone(),
                 Some(streams.clone()),
                 request,
-            );
+            ));
             async move {
-                let Ok(response) = call.await;
+                let response = match call.await {
+                    Ok(response) => response,
+                    Err(Held(guard)) => hold(guard).await,
+                };
                 // hyper resets the stream with the h2 reason its service fails with.
                 match response.extensions().get::<ResetStream>() {
                     Some(ResetStream(code)) => Err(h2::Error::from(code.reason())),
@@ -419,12 +432,21 @@ async fn until_caller_closes(tcp: &TcpStream) {
 }
 
 /// Handles one call: an HTTP/1.1 request, or an HTTP/2 stream (`h2` holds its connection's stream counts).
+/// A call that is never answered: its guard, held by the stream's future until the caller gives up.
+struct Held(CallGuard);
+
+/// Holds `guard` until the future is dropped (the caller resets the stream or closes the connection).
+async fn hold<T>(guard: CallGuard) -> T {
+    let _held = guard;
+    std::future::pending().await
+}
+
 async fn call(
     shared: Arc<Shared>,
     takeover: Arc<TakeoverRequest>,
     h2: Option<Arc<Streams>>,
     request: Request<Incoming>,
-) -> Result<Response<DataBody>, Infallible> {
+) -> Result<Response<DataBody>, Held> {
     let now = Instant::now();
     let stream_number = h2.as_ref().map(|s| s.opened());
     let (plan, route, resolved) = {
@@ -490,10 +512,9 @@ async fn call(
     if decision.action == CallAction::Hang {
         guard.set_outcome(Outcome::Hang);
         if h2.is_some() {
-            // Never answer, holding only this stream: the connection carries other calls. hyper drops this future
-            // (and the guard, recording the hang) when the caller resets the stream or closes the connection.
-            let _held = guard;
-            return std::future::pending().await;
+            // Never answer, holding only this stream: the connection carries other calls. hyper drops the stream's
+            // future (and the guard, recording the hang) when the caller resets the stream or closes the connection.
+            return Err(Held(guard));
         }
         // Never answer. The guard moves to the connection, which drops hyper (and this future) and holds the bare
         // socket until the caller closes it; the guard is dropped then, recording the hang.
