@@ -14,6 +14,10 @@ use tokio::time::Instant;
 #[cfg(target_os = "linux")]
 pub struct Alarm {
     fd: tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    /// Where `due` counts from.
+    base: Instant,
+    /// The instant armed, in nanoseconds after `base`: an expiry is told from a stale readiness by the clock.
+    due: std::sync::atomic::AtomicU64,
 }
 
 #[cfg(target_os = "linux")]
@@ -38,7 +42,11 @@ impl Alarm {
             tokio::io::unix::AsyncFd::register_with_interest(fd, tokio::io::Interest::READABLE)
         }
         .map_err(io::Error::from)?;
-        Ok(Alarm { fd })
+        Ok(Alarm {
+            fd,
+            base: Instant::now(),
+            due: std::sync::atomic::AtomicU64::new(u64::MAX),
+        })
     }
 
     /// Arms the alarm for `due`, replacing any earlier arming (and forgetting an expiry not yet waited for).
@@ -47,9 +55,15 @@ impl Alarm {
     pub fn arm(&self, due: Instant) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         // A zero value would disarm the timer: an instant already past is armed 1 ns ahead instead.
+        let now = Instant::now();
         let left = due
-            .saturating_duration_since(Instant::now())
+            .saturating_duration_since(now)
             .max(std::time::Duration::from_nanos(1));
+        let at = (now + left).saturating_duration_since(self.base).as_nanos();
+        self.due.store(
+            u64::try_from(at).unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let spec = libc::itimerspec {
             it_interval: libc::timespec {
                 tv_sec: 0,
@@ -69,30 +83,24 @@ impl Alarm {
     }
 
     /// Waits for the armed instant. Cancel-safe: dropped before the expiry, it leaves the alarm armed.
+    ///
+    /// The expiry is never read from the timerfd: arming resets its count, and the runtime's epoll is
+    /// edge-triggered, so each expiry is one readiness event. A readiness is the expiry when the clock has
+    /// reached the armed instant (the kernel's timer cannot end earlier: it starts after `arm` read the clock);
+    /// before it, it is left over from an expiry that a re-arming cancelled. That saves a `read` per wake-up.
     pub async fn expired(&self) -> io::Result<()> {
-        use std::os::fd::AsRawFd;
         loop {
             let mut ready = self.fd.readable().await?;
-            let read = ready.try_io(|fd| {
-                let mut expirations = [0u8; 8];
-                // SAFETY: reads at most 8 bytes into an 8-byte buffer from our timerfd.
-                let n = unsafe { libc::read(fd.as_raw_fd(), expirations.as_mut_ptr().cast(), 8) };
-                if n < 0 {
-                    Err(io::Error::last_os_error())
-                } else {
-                    Ok(())
-                }
-            });
-            match read {
-                Ok(result) => {
-                    // The expiry is read and the timer is one-shot: nothing more is readable until it is armed
-                    // and expires again. Forgetting the readiness now saves the next wait a read that could only
-                    // fail (one syscall per wait; tokio keeps a readiness that arrives after this one).
-                    ready.clear_ready();
-                    return result;
-                }
-                // Readiness left over from an expiry that a re-arming cancelled: wait for the next one.
-                Err(_would_block) => continue,
+            // tokio keeps a readiness that arrives after this one, so clearing it loses no expiry.
+            ready.clear_ready();
+            let due = self.due.load(std::sync::atomic::Ordering::Relaxed);
+            if due != u64::MAX
+                && Instant::now()
+                    .saturating_duration_since(self.base)
+                    .as_nanos()
+                    >= u128::from(due)
+            {
+                return Ok(());
             }
         }
     }
@@ -169,6 +177,20 @@ mod tests {
             start.elapsed() < Duration::from_secs(30),
             "the 60 s arming was replaced"
         );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_expiry_cancelled_by_a_re_arming_does_not_end_the_next_wait_early() {
+        let alarm = Alarm::new().unwrap();
+        // The first instant expires unwaited, leaving a readiness behind; the second must not end on it.
+        alarm
+            .arm(Instant::now() + Duration::from_millis(1))
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        let due = Instant::now() + Duration::from_millis(20);
+        alarm.arm(due).unwrap();
+        alarm.expired().await.unwrap();
+        assert!(Instant::now() >= due, "woke on the cancelled expiry");
     }
 
     #[tokio::test(flavor = "current_thread")]
