@@ -7,6 +7,7 @@
 pub mod breaker;
 pub mod commands;
 pub mod expect;
+pub mod http;
 pub mod import;
 pub mod observe;
 pub mod record;

@@ -9,19 +9,28 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::record::{ByClass, DependencyBucket, OutcomeClass, PhaseSpan, RunRecord, SutBucket};
+use crate::record::{
+    ByClass, DependencyBucket, HandshakeBucket, LoadHandshakes, OutcomeClass, PhaseSpan, RunRecord,
+    SutBucket,
+};
 
-/// Builds the record of a run of `duration` (the time actually run) from loadgen's time series and faultd's
-/// recording.
+/// Builds the record of a run of `duration` (the time actually run) from loadgen's recording (its time series,
+/// its TLS handshakes and the reasons of its connect errors) and faultd's recording.
 pub fn record(
     bucket: Duration,
     duration: Duration,
     phases: &[(String, Duration)],
-    load: &[loadgen::Bucket],
+    load: &loadgen::Recording,
     dependency: &faultd::Recording,
 ) -> RunRecord {
     let mut record = RunRecord::empty(bucket);
-    append_sut(&mut record, load);
+    append_sut(&mut record, &load.buckets);
+    record.load_tls = load.tls.map(|t| LoadHandshakes {
+        full: t.handshakes,
+        resumed: t.resumed,
+        failed: t.failed,
+    });
+    record.connect_errors = load.connect_errors.clone();
     advance(&mut record, duration, phases, dependency);
     record
 }
@@ -91,6 +100,19 @@ pub fn advance(
         routes.insert(name.clone(), series);
     }
     record.dependency = routes;
+    record.handshakes = dependency.tls.as_ref().map(|tls| {
+        (0..n)
+            .map(|i| {
+                tls.buckets
+                    .get(i)
+                    .map(|b| HandshakeBucket {
+                        outcomes: b.handshakes.clone(),
+                        delayed: b.delayed,
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
+    });
 }
 
 /// Phase spans from their start times, each ending where the next begins; phases that never began are left out.
@@ -147,5 +169,47 @@ mod tests {
         let aborted = spans(&phases, s(30.0));
         assert_eq!(aborted.len(), 2);
         assert_eq!(aborted[1].end, s(30.0));
+    }
+
+    fn dependency(tls: Option<faultd::tls::TlsRecording>) -> faultd::Recording {
+        faultd::Recording {
+            bucket: faultline_units::Dur(Duration::from_millis(100)),
+            schedule_started_unix_ms: None,
+            phases_entered: Vec::new(),
+            routes: BTreeMap::new(),
+            connections: Vec::new(),
+            unmatched: 0,
+            tls,
+        }
+    }
+
+    #[test]
+    fn the_dependencys_handshakes_are_read_per_bucket_and_padded_to_the_record() {
+        let bucket = |outcome: &str, n: u64, delayed: u64| faultd::tls::TlsBucket {
+            handshakes: BTreeMap::from([(outcome.to_string(), n)]),
+            delayed,
+        };
+        let tls = faultd::tls::TlsRecording {
+            buckets: vec![bucket("resumed", 1, 0), bucket("expired", 3, 1)],
+            ..Default::default()
+        };
+        let mut r = RunRecord::empty(Duration::from_millis(100));
+        advance(
+            &mut r,
+            s(0.4),
+            &[("healthy".to_string(), s(0.0))],
+            &dependency(Some(tls)),
+        );
+        let h = r.handshakes.clone().unwrap();
+        assert_eq!(h.len(), 4, "one bucket per 100 ms of the run");
+        assert_eq!(h[1].outcomes["expired"], 3);
+        assert_eq!(h[1].delayed, 1);
+        assert_eq!(h[3], HandshakeBucket::default());
+        assert_eq!(r.handshakes_in(0..4), 4);
+
+        let mut cleartext = RunRecord::empty(Duration::from_millis(100));
+        advance(&mut cleartext, s(0.4), &[], &dependency(None));
+        assert_eq!(cleartext.handshakes, None);
+        assert_eq!(cleartext.handshakes_in(0..4), 0);
     }
 }

@@ -79,6 +79,35 @@ pub struct DependencyBucket {
     pub grpc_status: BTreeMap<String, u64>,
 }
 
+/// One bucket of the TLS handshakes at the dependency's data listener, as faultd saw them: every connection that
+/// sent a hello counts once, when its handshake ended, whatever the outcome. A failed handshake never becomes a call
+/// at a route, so this is where a client that reconnects after every failure shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandshakeBucket {
+    /// Handshakes that ended in the bucket, by faultd's outcome name (`ok`, `resumed`, `expired`, `alert`, ...).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Handshakes the `delay` fault held.
+    pub delayed: u64,
+}
+
+impl HandshakeBucket {
+    /// Every handshake attempt of the bucket, completed or not.
+    pub fn attempts(&self) -> u64 {
+        self.outcomes.values().sum()
+    }
+}
+
+/// The TLS handshakes of the SUT's load, as loadgen's client counted them over the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoadHandshakes {
+    /// Handshakes completed in full.
+    pub full: u64,
+    /// Handshakes that resumed an earlier session.
+    pub resumed: u64,
+    /// Handshakes that failed (each a `connect_error`).
+    pub failed: u64,
+}
+
 /// Everything an expectation may look at.
 #[derive(Debug, Clone)]
 pub struct RunRecord {
@@ -97,6 +126,12 @@ pub struct RunRecord {
     /// Per breaker, every timeline there is: each of its sources and the one inferred from traffic. Verdicts that
     /// count (transitions, probes) weigh them all; reports list where they disagree.
     pub evidence: BTreeMap<String, Vec<BreakerTimeline>>,
+    /// The dependency's TLS handshakes per bucket; `None` when its data plane does not speak TLS.
+    pub handshakes: Option<Vec<HandshakeBucket>>,
+    /// The handshakes of loadgen's client; `None` when the SUT was reached over cleartext.
+    pub load_tls: Option<LoadHandshakes>,
+    /// The SUT's `connect_error` class by reason (a refused connect, `tls: certificate expired`, ...), over the run.
+    pub connect_errors: BTreeMap<String, u64>,
 }
 
 impl RunRecord {
@@ -111,7 +146,34 @@ impl RunRecord {
             dependency: BTreeMap::new(),
             breakers: BTreeMap::new(),
             evidence: BTreeMap::new(),
+            handshakes: None,
+            load_tls: None,
+            connect_errors: BTreeMap::new(),
         }
+    }
+
+    /// TLS handshake attempts at the dependency over the given buckets (0 without TLS).
+    pub fn handshakes_in(&self, buckets: Range<usize>) -> u64 {
+        self.handshakes
+            .as_deref()
+            .map(|series| {
+                buckets
+                    .filter_map(|i| series.get(i))
+                    .map(HandshakeBucket::attempts)
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
+    /// Requests sent to the SUT (offered and not dropped) over the given buckets, by intended send time.
+    pub fn sent_in(&self, buckets: Range<usize>) -> u64 {
+        buckets
+            .filter_map(|i| self.sut.get(i))
+            .map(|b| {
+                b.offered
+                    .saturating_sub(b.completed.get(OutcomeClass::Dropped))
+            })
+            .sum()
     }
 
     /// The span of a phase. A phase followed by sub-phases named `name.1`, `name.2`, ... (a replayed trace) spans

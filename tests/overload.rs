@@ -73,7 +73,7 @@ async fn wait_for(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 
 fn client() -> reqwest::Client {
     // A fresh connection per request: a shed connection is closed by faultd, and a pooled one would hide that.
-    reqwest::Client::builder()
+    faultline::http::client_builder()
         .pool_max_idle_per_host(0)
         .timeout(Duration::from_secs(5))
         .build()

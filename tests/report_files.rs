@@ -250,7 +250,48 @@ fn fixture(buckets: usize) -> Fixture {
         routes,
         connections: Vec::new(),
         unmatched: 0,
+        tls: None,
     };
+    let mut tls_record = faultline::record::RunRecord::empty(bucket);
+    tls_record.duration = duration;
+    tls_record.phases = spans
+        .iter()
+        .map(|(name, a, b)| faultline::record::PhaseSpan {
+            name: name.clone(),
+            start: Duration::from_secs_f64(*a),
+            end: Duration::from_secs_f64(*b),
+        })
+        .collect();
+    tls_record.handshakes = Some(
+        (0..buckets)
+            .map(|i| faultline::record::HandshakeBucket {
+                outcomes: BTreeMap::from([(
+                    if phase_of(i) == 1 {
+                        "expired"
+                    } else {
+                        "resumed"
+                    }
+                    .to_string(),
+                    2,
+                )]),
+                delayed: u64::from(i == 0),
+            })
+            .collect(),
+    );
+    tls_record.load_tls = Some(faultline::record::LoadHandshakes {
+        full: 3,
+        resumed: 40,
+        failed: 7,
+    });
+    let tls = faultline::report::result::tls_summary(&tls_record);
+    for outcome in ["expired", "resumed"] {
+        series.handshakes.insert(
+            outcome.into(),
+            (0..buckets)
+                .map(|i| u64::from((phase_of(i) == 1) == (outcome == "expired")) * 2)
+                .collect(),
+        );
+    }
     let phases = spans
         .iter()
         .zip(&phase_hist)
@@ -353,6 +394,10 @@ fn fixture(buckets: usize) -> Fixture {
             outcomes: [("ok".to_string(), total)].into_iter().collect(),
             still_in_flight: 0,
             conserved: true,
+            connect_errors: BTreeMap::from([(
+                "tls: invalid peer certificate: Expired".to_string(),
+                7,
+            )]),
         },
         dependency: [(
             "pricing".to_string(),
@@ -389,6 +434,7 @@ fn fixture(buckets: usize) -> Fixture {
         }],
         series,
         ca: None,
+        tls,
     };
     Fixture {
         result,
@@ -865,6 +911,86 @@ fn report_html_is_self_contained_and_carries_every_chart() {
         );
         assert_eq!(xs[0], 1.0, "the first row is percentile 0");
     }
+}
+
+#[test]
+fn handshakes_of_both_sides_reach_result_summary_and_html_per_phase() {
+    let f = fixture(300);
+    let tls = f.result.tls.as_ref().unwrap();
+    let load = tls.load.as_ref().unwrap();
+    assert_eq!((load.full, load.resumed, load.failed), (3, 40, 7));
+    let d = tls.dependency.as_ref().unwrap();
+    assert_eq!(d.listener, "data");
+    // 300 buckets of 2 handshakes; the brownout's 90 buckets (12-21 s) served expired certificates.
+    assert_eq!(d.attempts, 600);
+    assert_eq!(d.outcomes["expired"], 180);
+    assert_eq!(d.outcomes["resumed"], 420);
+    assert_eq!(d.delayed, 1);
+    let per_phase: Vec<(&str, u64)> = d
+        .phases
+        .iter()
+        .map(|p| (p.name.as_str(), p.attempts))
+        .collect();
+    assert_eq!(
+        per_phase,
+        vec![("healthy", 240), ("brownout", 180), ("recovered", 180)]
+    );
+    assert_eq!(
+        d.phases[1].outcomes,
+        BTreeMap::from([("expired".to_string(), 180)])
+    );
+
+    let dir = rendered("tls", &f);
+    let summary = read(&dir.0, "summary.txt");
+    assert!(
+        summary.contains("\nTLS handshakes\n  loadgen to the SUT: 3 full, 40 resumed, 7 failed\n"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("  dependency, data listener (measured by faultd): 600 attempts: expired 180, resumed 420; 1 delayed\n"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("    brownout            180 attempts (expired 180)\n"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("  connect_error by reason: tls: invalid peer certificate: Expired 7\n"),
+        "{summary}"
+    );
+    let page = read(&dir.0, "report.html");
+    assert!(page.contains("<h2>TLS handshakes</h2>"));
+    assert!(page.contains("id=\"chart-handshakes\""));
+    assert!(page.contains("<tr><td>brownout</td><td class=\"num\">180</td><td class=\"num\">180</td><td class=\"num\">0</td></tr>"), "the brownout row: attempts, expired, resumed");
+    assert!(page.contains("tls: invalid peer certificate: Expired 7"));
+    let blob = blob(&page);
+    assert_eq!(blob["handshakes"]["expired"].as_array().unwrap().len(), 300);
+    let saved = serde_json::to_value(&f.result).unwrap();
+    assert_eq!(
+        saved["tls"]["dependency"]["phases"][1]["outcomes"]["expired"],
+        180
+    );
+    assert_eq!(
+        saved["totals"]["connect_errors"]["tls: invalid peer certificate: Expired"],
+        7
+    );
+}
+
+#[test]
+fn a_cleartext_run_has_no_tls_section() {
+    let mut f = fixture(50);
+    f.result.tls = None;
+    f.result.series.handshakes.clear();
+    f.result.totals.connect_errors.clear();
+    let dir = rendered("cleartext", &f);
+    assert!(!read(&dir.0, "summary.txt").contains("TLS handshakes"));
+    let page = read(&dir.0, "report.html");
+    assert!(!page.contains("<h2>TLS handshakes</h2>"));
+    assert!(!page.contains("id=\"chart-handshakes\""));
+    let saved = serde_json::to_value(&f.result).unwrap();
+    assert!(saved.get("tls").is_none());
+    assert!(saved["totals"].get("connect_errors").is_none());
+    assert!(saved["series"].get("handshakes").is_none());
 }
 
 #[test]

@@ -113,6 +113,12 @@ const LIBRARY: &[Entry] = &[
         only_these: true,
     },
     Entry {
+        file: "certificate-expiry.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["reconnects"],
+        only_these: true,
+    },
+    Entry {
         file: "grpc-unavailable.yaml",
         scale: "0.5",
         fails_with_mistake: &["stays-closed"],
@@ -312,6 +318,11 @@ fn per_operation_breakers_keep_reads_available_and_a_shared_breaker_blocks_them(
 #[test]
 fn replayed_hotel_reviews_trace_opens_in_time_and_the_original_config_never_opens() {
     prove("hotel-reviews-replay.yaml");
+}
+
+#[test]
+fn certificate_expiry_opens_on_failed_handshakes_and_instant_reconnects_multiply_them() {
+    prove("certificate-expiry.yaml");
 }
 
 #[test]

@@ -37,14 +37,8 @@ routes:
   held:  { path: /held/*, latency: { fixed: 10m } }
 YAML
 
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 
-wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; return 1; }
 # "221.95us" / "2.41ms" / "1.20s" -> milliseconds
 to_ms() { awk '{v=$1; if (v ~ /us$/) {sub(/us$/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms$/,"",v)} else if (v ~ /ns$/) {sub(/ns$/,"",v); v/=1e6} else if (v ~ /s$/) {sub(/s$/,"",v); v*=1000}; printf "%.3f\n", v}'; }
 # The uncorrected (actual send) latency at percentile $1 ("50.000%") from loadgen's table, in ms.
@@ -58,8 +52,6 @@ TOKIO_WORKER_THREADS=1 taskset -c 0 "$FAULTD" --config "$WORK/faultd.yaml" --lis
 FAULTD_PID=$!; PIDS+=($FAULTD_PID)
 wait_port "$NGINX_PORT"; wait_port "$FAULTD_PORT"
 NGINX_WORKER=$(cat /proc/"$(cat "$WORK/nginx.pid")"/task/*/children | awk '{print $1}')
-# CPU seconds (user + system) a process has used so far.
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f\n", ($14 + $15) / hz}' "/proc/$1/stat"; }
 NGINX="http://127.0.0.1:$NGINX_PORT"; FD="http://127.0.0.1:$FAULTD_PORT"
 [ "$(curl -s "$NGINX/ok")" = "$(curl -s "$FD/ok")" ] || { echo "faultd and nginx answer different bodies" >&2; exit 3; }
 echo "nginx (1 worker) and faultd (1 tokio worker) on CPU 0; clients on CPU 1; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -44,19 +44,10 @@ WORK=$(mktemp -d /tmp/tcp-bench.XXXXXX)
 source bench/lib.sh
 ulimit -n "$(ulimit -Hn)"
 
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; local p keep=(); for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
 
-wait_port() { for _ in $(seq 200); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "nothing listens on $1" >&2; return 1; }
-# CPU seconds (user + system) a process has used so far.
-cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f\n", ($14 + $15) / hz}' "/proc/$1/stat"; }
 now_s() { date +%s.%N; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }
 minus() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a - b}'; }
 # Field $1 of the client's one-line answer ("sent N answered A p50_us X ...").
 field() { awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i + 1)}'; }

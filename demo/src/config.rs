@@ -315,11 +315,15 @@ pub enum Mistake {
     UnbudgetedRetries,
     /// Seed 004's half-open gotcha: the first successful probe closes the breaker.
     CloseOnFirstSuccess,
+    /// Seed 000's retry storm on the TLS handshake: a failed handshake is retried at once, up to
+    /// [`crate::layers::retry::INSTANT_RECONNECTS`] times per attempt, with no backoff and no budget, so an expired
+    /// certificate is met with a handful of new handshakes for every call.
+    InstantReconnect,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 9] = [
+    pub const ALL: [Mistake; 10] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -329,6 +333,7 @@ impl Mistake {
         Mistake::SharedBreaker,
         Mistake::UnbudgetedRetries,
         Mistake::CloseOnFirstSuccess,
+        Mistake::InstantReconnect,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -343,6 +348,7 @@ impl Mistake {
             Mistake::SharedBreaker => "shared_breaker",
             Mistake::UnbudgetedRetries => "unbudgeted_retries",
             Mistake::CloseOnFirstSuccess => "close_on_first_success",
+            Mistake::InstantReconnect => "instant_reconnect",
         }
     }
 }

@@ -61,7 +61,7 @@ pub enum DemoError {
         /// What is wrong with it.
         message: String,
     },
-    /// The dependency or webhook URL is not an http:// URL.
+    /// The dependency or webhook URL is not usable (not http:// or https://, no host).
     #[error("{what} {url:?} is not usable: {message}")]
     Url {
         /// Which URL (dependency or webhook).
@@ -99,8 +99,12 @@ impl DemoError {
 pub struct Options {
     /// The address to serve on; port 0 picks a free one (read it back with [`Demo::addr`]).
     pub listen: SocketAddr,
-    /// The dependency's base URL, e.g. `http://127.0.0.1:9000` (faultd's data port).
+    /// The dependency's base URL, e.g. `http://127.0.0.1:9000` (faultd's data port), or `https://` for a
+    /// dependency that speaks TLS.
     pub dependency_url: String,
+    /// The CA certificates (PEM) an `https://` dependency is trusted through, such as the run's CA that faultd
+    /// minted; the system's roots when `None`. Only these are trusted: the machine's trust store is never touched.
+    pub dependency_ca: Option<String>,
     /// If set, each breaker transition is POSTed there as JSON.
     pub webhook: Option<String>,
 }
@@ -111,6 +115,7 @@ impl Default for Options {
         Options {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             dependency_url: "http://127.0.0.1:9000".into(),
+            dependency_ca: None,
             webhook: None,
         }
     }
@@ -143,8 +148,8 @@ fn check_url(what: &'static str, url: &str) -> Result<(), DemoError> {
     };
     match reqwest::Url::parse(url) {
         Err(e) => bad(&e.to_string()),
-        Ok(u) if u.scheme() != "http" => {
-            bad("only http:// is supported (the demo is built without TLS)")
+        Ok(u) if u.scheme() != "http" && u.scheme() != "https" => {
+            bad("only http:// and https:// are supported")
         }
         Ok(u) if u.host().is_none() => bad("it has no host"),
         Ok(_) => Ok(()),
@@ -167,10 +172,17 @@ fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, DemoError> {
 pub async fn start(config: DemoConfig, options: Options) -> Result<Demo, DemoError> {
     config.validate()?;
     check_url("dependency URL", &options.dependency_url)?;
+    if config.protocol == Protocol::Grpc && options.dependency_url.starts_with("https://") {
+        return Err(DemoError::Url {
+            what: "dependency URL",
+            url: options.dependency_url.clone(),
+            message: "the demo's gRPC calls speak HTTP/2 in cleartext only; use http://".into(),
+        });
+    }
     if let Some(url) = &options.webhook {
         check_url("webhook URL", url)?;
     }
-    let client = layers::client::http_client()?;
+    let client = layers::client::http_client(options.dependency_ca.as_deref())?;
     let metrics = Arc::new(observe::Metrics::new());
     let (webhook_tx, webhook) = match &options.webhook {
         Some(url) => {

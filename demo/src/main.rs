@@ -21,6 +21,9 @@ Examples:
   demo --dependency http://127.0.0.1:9000 --instances 60
   demo --dependency http://127.0.0.1:9000 --instances 60 --shared-counters
 
+  # A dependency over TLS, trusted through the CA faultd wrote (faultd --tls --ca-out ca.pem) and nothing else
+  demo --dependency https://127.0.0.1:9000 --dependency-ca ca.pem
+
   # From a file, posting every breaker transition to a webhook
   demo --config demo.yaml --webhook http://127.0.0.1:7000/events
 
@@ -41,7 +44,7 @@ A configuration file (every field optional; omitted operations are not called on
 
 Endpoints: GET /product/{id}, POST /checkout, GET /admin/report, GET|POST /account/{id}, GET /health, GET /metrics.
 Mistakes: no_timeout, count_4xx, bare_count, no_min_calls, unlimited_half_open, slowness_ignored, shared_breaker,
-unbudgeted_retries, close_on_first_success (see docs/demo.md).";
+unbudgeted_retries, close_on_first_success, instant_reconnect (see docs/demo.md).";
 
 /// A reference service under test: timeout, bulkhead, circuit breaker, retry budget and fallback per dependency
 /// call, with the classic breaker mistakes as switches.
@@ -51,9 +54,13 @@ struct Cli {
     /// Address to serve on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// Base URL of the dependency (faultd's data port).
+    /// Base URL of the dependency (faultd's data port): http:// or https://.
     #[arg(long, default_value = "http://127.0.0.1:9000")]
     dependency: String,
+    /// Trust an https:// dependency through the CA certificates of this PEM file only (such as the run's CA that
+    /// faultd writes with --ca-out); without it, the system's roots.
+    #[arg(long, value_name = "FILE")]
+    dependency_ca: Option<PathBuf>,
     /// YAML configuration file (the scenario's `sut: { demo: ... }` section).
     #[arg(long)]
     config: Option<PathBuf>,
@@ -141,10 +148,21 @@ fn main() -> ExitCode {
             return ExitCode::from(3);
         }
     };
+    let dependency_ca = match &cli.dependency_ca {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(pem) => Some(pem),
+            Err(e) => {
+                eprintln!("demo: --dependency-ca {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     runtime.block_on(async {
         let options = Options {
             listen: cli.listen,
             dependency_url: cli.dependency.clone(),
+            dependency_ca,
             webhook: cli.webhook.clone(),
         };
         let demo = match demo::start(config, options).await {

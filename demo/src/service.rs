@@ -117,7 +117,8 @@ impl App {
                         first_attempts,
                         retry_attempts,
                         retries_denied,
-                    );
+                    )
+                    .reconnecting_at_once(config.has(Mistake::InstantReconnect));
                     // Each Redis operation of each instance has its own connection pool, as each has its own
                     // bulkhead; HTTP operations share the client's unbounded pool, gRPC ones the process's channel.
                     let dependency: Client = if op.is_redis() {

@@ -76,6 +76,7 @@ async fn breaker_opens_on_a_two_second_brownout_serves_stale_prices_limits_probe
     .unwrap();
     let client = reqwest::Client::builder()
         .no_proxy()
+        .tls_backend_preconfigured(demo::layers::client::tls_config(None).unwrap())
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap();

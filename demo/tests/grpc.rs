@@ -24,7 +24,11 @@ async fn start_demo(yaml: &str, faultd: &faultd::Faultd) -> demo::Demo {
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    reqwest::Client::builder()
+        .no_proxy()
+        .tls_backend_preconfigured(demo::layers::client::tls_config(None).unwrap())
+        .build()
+        .unwrap()
 }
 
 /// GETs `path` on the demo `n` times; returns each status and `X-Fallback`.

@@ -19,7 +19,11 @@ async fn start_demo(yaml: &str, dep: std::net::SocketAddr, webhook: Option<Strin
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder().no_proxy().build().unwrap()
+    reqwest::Client::builder()
+        .no_proxy()
+        .tls_backend_preconfigured(demo::layers::client::tls_config(None).unwrap())
+        .build()
+        .unwrap()
 }
 
 fn header(r: &reqwest::Response, name: &str) -> Option<String> {

@@ -56,11 +56,13 @@ pub fn start_schedule(shared: &Shared, origin: Instant) {
     live.start(origin);
 }
 
-/// A snapshot of the recorder with the schedule's phases entered.
+/// A snapshot of the recorder with the schedule's phases entered and, under TLS, the handshakes.
 pub fn recording(shared: &Shared) -> Recording {
     let entered = shared.live().phases_entered(Instant::now());
     shared.recorder.set_phases_entered(entered);
-    shared.recorder.snapshot()
+    let mut recording = shared.recorder.snapshot();
+    recording.tls = shared.tls.as_ref().map(|t| t.recorder().snapshot());
+    recording
 }
 
 /// Replaces the configuration, keeping the clock and the seed unless the new configuration sets one.
@@ -263,13 +265,6 @@ async fn get_recording(
         map.insert(
             "tcp_routes".into(),
             serde_json::to_value(tcp_routes).unwrap_or_default(),
-        );
-    }
-    // Likewise the TLS handshakes, only when the data plane speaks TLS.
-    if let (Some(tls), Some(map)) = (&shared.tls, json.as_object_mut()) {
-        map.insert(
-            "tls".into(),
-            serde_json::to_value(tls.recorder().snapshot()).unwrap_or_default(),
         );
     }
     Json(json).into_response()

@@ -386,6 +386,7 @@ impl Recorder {
             routes,
             connections,
             unmatched: self.unmatched_count(),
+            tls: None,
         }
     }
 }
@@ -609,6 +610,10 @@ pub struct Recording {
     pub connections: Vec<ConnectionBucket>,
     /// Calls no route matched (answered 404).
     pub unmatched: u64,
+    /// The data plane's TLS handshakes by outcome, when it speaks TLS (the TLS listener records them, not this
+    /// recorder: see `tls::record`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsRecording>,
 }
 
 /// What one route recorded.

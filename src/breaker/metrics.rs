@@ -26,7 +26,7 @@ pub async fn scrape_loop(
     origin: Instant,
     out: Scraped,
 ) {
-    let Ok(client) = reqwest::Client::builder()
+    let Ok(client) = crate::http::client_builder()
         .timeout(interval.max(Duration::from_millis(50)))
         .build()
     else {

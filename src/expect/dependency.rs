@@ -7,13 +7,14 @@
 
 use std::time::Duration;
 
-use faultline_units::{GrpcCode, Rate};
+use faultline_units::{Dur, GrpcCode, Rate};
 use serde::{Deserialize, Serialize};
 
+use super::sut::{window_words, windows};
 use super::words::{during_words, secs, trim, trim2};
 use super::{ended, phase_words, span, timeline, Verdict};
 use crate::breaker::BreakerState;
-use crate::record::{OutcomeClass, RunRecord};
+use crate::record::{PhaseSpan, RunRecord};
 
 /// A check on one dependency route.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -37,6 +38,15 @@ pub enum DependencyCheck {
         route: String,
         at_most: f64,
         during: Option<String>,
+    },
+    /// TLS handshake attempts at the dependency's listener (the one `route` is served on) per SUT request, over the
+    /// span or over every window of `over` inside it.
+    HandshakeAmplification {
+        route: String,
+        at_most: f64,
+        during: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        over: Option<Dur>,
     },
     /// gRPC calls at the route that ended with `code`: at least or at most `bound`.
     GrpcStatus {
@@ -102,6 +112,17 @@ impl DependencyCheck {
                 "calls at {route} per SUT request stay at or under {at_most}{}",
                 during_words(during)
             ),
+            DependencyCheck::HandshakeAmplification {
+                route,
+                at_most,
+                during,
+                over,
+            } => format!(
+                "TLS handshakes at {route}'s listener per SUT request stay at or under {at_most}{}{}",
+                over.map(|w| format!(" over every {w} window"))
+                    .unwrap_or_default(),
+                during_words(during)
+            ),
             DependencyCheck::GrpcStatus {
                 route,
                 code,
@@ -122,6 +143,9 @@ impl DependencyCheck {
             DependencyCheck::MaxInFlight { .. } => true,
             DependencyCheck::RateWhileOpen { .. } => false,
             DependencyCheck::Amplification { during, .. } => during.is_some(),
+            DependencyCheck::HandshakeAmplification { during, over, .. } => {
+                during.is_some() || over.is_some()
+            }
             DependencyCheck::GrpcStatus { .. } => true,
         }
     }
@@ -133,6 +157,10 @@ impl DependencyCheck {
             DependencyCheck::MaxInFlight { during, .. } => !v.passed || ended(record, during),
             DependencyCheck::RateWhileOpen { .. } => false,
             DependencyCheck::Amplification { during, .. } => ended(record, during),
+            // A window over the bound stays over it; otherwise the span must be over.
+            DependencyCheck::HandshakeAmplification { during, over, .. } => {
+                (over.is_some() && !v.passed && v.measured.is_some()) || ended(record, during)
+            }
             // A count only grows: once over an upper bound, or at a lower one, no later call changes it.
             DependencyCheck::GrpcStatus {
                 at_least, during, ..
@@ -240,24 +268,67 @@ impl DependencyCheck {
                     .filter_map(|i| series.get(i))
                     .map(|b| b.arrivals)
                     .sum();
-                let sent: u64 = range
-                    .filter_map(|i| record.sut.get(i))
-                    .map(|b| {
-                        b.offered
-                            .saturating_sub(b.completed.get(OutcomeClass::Dropped))
-                    })
-                    .sum();
-                if sent == 0 {
+                let sent = record.sent_in(range);
+                let what = format!("{route} received {calls} calls for {sent} SUT requests");
+                per_request(name, &s, calls, sent, *at_most, what)
+            }
+            DependencyCheck::HandshakeAmplification {
+                route,
+                at_most,
+                during,
+                over,
+            } => {
+                let s = span(record, during);
+                if record.handshakes.is_none() {
                     return Verdict::new(
                         name,
                         false,
-                        format!("no requests were sent to the SUT {}", phase_words(&s)),
+                        format!("no TLS handshakes were recorded at {route}'s listener: the dependency does not speak TLS; expected at most {at_most} per SUT request"),
                         None,
                         Some(*at_most),
                     );
                 }
-                let ratio = calls as f64 / sent as f64;
-                Verdict::new(name, ratio <= *at_most, format!("{route} received {calls} calls for {sent} SUT requests {} ({} per request); expected at most {at_most}", phase_words(&s), trim2(ratio)), Some(ratio), Some(*at_most))
+                let ratio_words = |attempts: u64, sent: u64| {
+                    format!(
+                        "{route}'s TLS listener took {attempts} handshake attempts for {sent} SUT requests"
+                    )
+                };
+                let Some(w) = over else {
+                    let range = record.buckets_in(s.start, s.end);
+                    let attempts = record.handshakes_in(range.clone());
+                    let sent = record.sent_in(range);
+                    return per_request(
+                        name,
+                        &s,
+                        attempts,
+                        sent,
+                        *at_most,
+                        ratio_words(attempts, sent),
+                    );
+                };
+                // The worst window decides; a window in which the SUT was sent nothing has no ratio.
+                let (ranges, _) = windows(record, &s, w.get());
+                let worst = ranges
+                    .into_iter()
+                    .filter_map(|r| {
+                        let sent = record.sent_in(r.clone());
+                        (sent > 0).then(|| (record.handshakes_in(r.clone()), sent, r))
+                    })
+                    .max_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)));
+                let Some((attempts, sent, r)) = worst else {
+                    return Verdict::new(
+                        name,
+                        false,
+                        format!(
+                            "no {w} window {} had a request sent to the SUT",
+                            phase_words(&s)
+                        ),
+                        None,
+                        Some(*at_most),
+                    );
+                };
+                let ratio = attempts as f64 / sent as f64;
+                Verdict::new(name, ratio <= *at_most, format!("{} in the worst {w} window {}, {} ({} per request); expected at most {at_most} in every {w} window", ratio_words(attempts, sent), phase_words(&s), window_words(record, &r), trim2(ratio)), Some(ratio), Some(*at_most))
             }
             DependencyCheck::GrpcStatus {
                 route,
@@ -295,4 +366,37 @@ impl DependencyCheck {
             }
         }
     }
+}
+
+/// A count at the dependency (`what` says of what, with the figures) per SUT request sent over the span, against
+/// `at_most`; a span in which the SUT was sent nothing has no ratio and fails.
+fn per_request(
+    name: String,
+    s: &PhaseSpan,
+    counted: u64,
+    sent: u64,
+    at_most: f64,
+    what: String,
+) -> Verdict {
+    if sent == 0 {
+        return Verdict::new(
+            name,
+            false,
+            format!("no requests were sent to the SUT {}", phase_words(s)),
+            None,
+            Some(at_most),
+        );
+    }
+    let ratio = counted as f64 / sent as f64;
+    Verdict::new(
+        name,
+        ratio <= at_most,
+        format!(
+            "{what} {} ({} per request); expected at most {at_most}",
+            phase_words(s),
+            trim2(ratio)
+        ),
+        Some(ratio),
+        Some(at_most),
+    )
 }

@@ -6,8 +6,8 @@
 //! Evaluation never reaches back into running components; it only reads the record.
 //!
 //! One file per family: `breaker` (when it opens and closes, how it flaps, how many probes it lets through),
-//! `dependency` (calls in flight, the call rate while open, retry amplification) and `sut` (latency percentiles and
-//! outcome shares, whole or over sliding windows). `spec` is the format as written and its resolution. An
+//! `dependency` (calls in flight, the call rate while open, retry amplification, TLS handshakes per request) and
+//! `sut` (latency percentiles and outcome shares, whole or over sliding windows). `spec` is the format as written and its resolution. An
 //! [`Expectation`] carries its id, its abort flag and its check, and judges itself: [`Expectation::evaluate`] on a
 //! finished run, [`Expectation::decide`] while the run goes on.
 

@@ -90,6 +90,10 @@ pub struct ExpectationSpec {
     /// Calls at the dependency per request sent to the SUT stay at or under this (retry amplification).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amplification_at_most: Option<f64>,
+    /// TLS handshake attempts at the dependency's listener per request sent to the SUT stay at or under this (a
+    /// client reconnecting after every failed handshake); the dependency must speak TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshakes_per_request_at_most: Option<f64>,
 
     /// Upper bound for `sut_latency` (a duration) or `sut_share` (a share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,7 +101,7 @@ pub struct ExpectationSpec {
     /// Lower bound for `sut_share` (a share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub above: Option<String>,
-    /// For `sut_latency` and `sut_share`: the bound must hold over every sliding window of this length inside the
+    /// For `sut_latency`, `sut_share` and `handshakes_per_request_at_most`: the bound must hold over every sliding window of this length inside the
     /// phase (or the run), not only over the whole of it, so that one bad stretch inside a good hour fails.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over: Option<Dur>,
@@ -131,6 +135,8 @@ pub struct Names<'a> {
     pub routes: &'a [String],
     /// The dependency route each breaker guards, where known.
     pub breaker_routes: &'a dyn Fn(&str) -> Option<String>,
+    /// Whether the dependency's data plane speaks TLS (so its handshakes are recorded).
+    pub tls: bool,
 }
 
 impl ExpectationSpec {
@@ -222,9 +228,13 @@ impl ExpectationSpec {
         if subjects.iter().filter(|s| **s).count() != 1 {
             return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `sut_latency` or `sut_share`".into());
         }
-        if self.over.is_some() && self.sut_latency.is_none() && self.sut_share.is_none() {
+        if self.over.is_some()
+            && self.sut_latency.is_none()
+            && self.sut_share.is_none()
+            && self.handshakes_per_request_at_most.is_none()
+        {
             return Err(
-                "`over` (a sliding window) applies to `sut_latency` and `sut_share` only".into(),
+                "`over` (a sliding window) applies to `sut_latency`, `sut_share` and `handshakes_per_request_at_most` only".into(),
             );
         }
         let over = match self.over {
@@ -344,7 +354,23 @@ impl ExpectationSpec {
                     during,
                 }));
             }
-            return Err("a `dependency` expectation needs one of `max_in_flight_below`, `max_in_flight_at_most`, `max_connections_below`, `max_connections_at_most`, `max_streams_in_flight_below`, `max_streams_in_flight_at_most`, `grpc_status`, `rate_while_open_below`, `amplification_at_most`".into());
+            if let Some(at_most) = self.handshakes_per_request_at_most {
+                if !(at_most.is_finite() && at_most >= 0.0) {
+                    return Err(
+                        "`handshakes_per_request_at_most` must be a non-negative number".into(),
+                    );
+                }
+                if !names.tls {
+                    return Err("`handshakes_per_request_at_most` counts the TLS handshakes of the dependency, which does not speak TLS: add `tls: {}` under `dependency`".into());
+                }
+                return Ok(Check::Dependency(DependencyCheck::HandshakeAmplification {
+                    route,
+                    at_most,
+                    during,
+                    over,
+                }));
+            }
+            return Err("a `dependency` expectation needs one of `max_in_flight_below`, `max_in_flight_at_most`, `max_connections_below`, `max_connections_at_most`, `max_streams_in_flight_below`, `max_streams_in_flight_at_most`, `grpc_status`, `rate_while_open_below`, `amplification_at_most`, `handshakes_per_request_at_most`".into());
         }
         let b = breaker(self.breaker.as_deref().unwrap_or_default())?;
         let after = || -> Result<String, String> {

@@ -282,7 +282,11 @@ fn classes_in(record: &RunRecord, buckets: Range<usize>) -> ByClass {
 /// The sliding windows of `window` inside a span: ranges of whole buckets, one starting at every bucket, each
 /// `window` long (the whole span when it is shorter than one window). Buckets the record does not have yet are
 /// left out, so on a run still going on only the windows already complete are judged.
-fn windows(record: &RunRecord, s: &PhaseSpan, window: Duration) -> (Vec<Range<usize>>, usize) {
+pub(crate) fn windows(
+    record: &RunRecord,
+    s: &PhaseSpan,
+    window: Duration,
+) -> (Vec<Range<usize>>, usize) {
     let span = record.buckets_in(s.start, s.end);
     let have = span.start..span.end.min(record.sut.len());
     let width = ((window.as_nanos() + record.bucket.as_nanos() / 2)
@@ -305,7 +309,7 @@ fn windows(record: &RunRecord, s: &PhaseSpan, window: Duration) -> (Vec<Range<us
     (ranges, width)
 }
 
-fn window_words(record: &RunRecord, r: &Range<usize>) -> String {
+pub(crate) fn window_words(record: &RunRecord, r: &Range<usize>) -> String {
     format!(
         "{:.1}-{:.1} s",
         record.bucket_start(r.start).as_secs_f64(),

@@ -94,6 +94,9 @@ fn record_with(
         dependency: BTreeMap::from([("pricing".to_string(), dependency)]),
         breakers: BTreeMap::from([("pricing".to_string(), timeline)]),
         evidence: BTreeMap::new(),
+        handshakes: None,
+        load_tls: None,
+        connect_errors: BTreeMap::new(),
     }
 }
 
@@ -118,6 +121,7 @@ fn resolve(spec: &str) -> Result<Expectation, String> {
         breakers: &breakers,
         routes: &routes,
         breaker_routes: &routes_of,
+        tls: true,
     })
 }
 
@@ -425,6 +429,98 @@ fn amplification_is_dependency_calls_per_sut_request() {
         &r,
     );
     assert!(v.passed, "{}", v.sentence);
+}
+
+/// The healthy record over TLS: one resumed handshake per SUT request (a dependency that closes every connection),
+/// and in the brownout `per_request` expired handshakes per request from 10 s to 11 s, none after (the breaker
+/// open).
+fn tls_record(per_request: u64) -> RunRecord {
+    let mut r = healthy_record(&[]);
+    let series = (0..BUCKETS)
+        .map(|i| {
+            let outcomes = if i < 100 {
+                BTreeMap::from([("resumed".to_string(), 50)])
+            } else if i < 110 {
+                BTreeMap::from([("expired".to_string(), 50 * per_request)])
+            } else {
+                BTreeMap::new()
+            };
+            crate::record::HandshakeBucket {
+                outcomes,
+                delayed: 0,
+            }
+        })
+        .collect();
+    r.handshakes = Some(series);
+    r
+}
+
+#[test]
+fn handshakes_per_request_count_every_attempt_at_the_listener_against_requests_sent() {
+    let v = verdict(
+        "{ dependency: pricing, handshakes_per_request_at_most: 1.2, during: healthy }",
+        &tls_record(1),
+    );
+    assert!(v.passed, "{}", v.sentence);
+    assert_eq!(
+        v.sentence,
+        "pricing's TLS listener took 5000 handshake attempts for 5000 SUT requests during healthy (1 per request); \
+         expected at most 1.2: PASS"
+    );
+    // Over the whole brownout, six attempts per request for one second are 0.6 per request: a phase-long ratio
+    // hides the storm that the breaker cut short.
+    let v = verdict(
+        "{ dependency: pricing, handshakes_per_request_at_most: 1.2, during: brownout }",
+        &tls_record(6),
+    );
+    assert!(v.passed, "{}", v.sentence);
+    assert_eq!(v.measured, Some(0.6));
+}
+
+#[test]
+fn handshakes_per_request_over_windows_fail_on_the_worst_second_and_name_it() {
+    let spec =
+        "{ dependency: pricing, handshakes_per_request_at_most: 1.2, during: brownout, over: 1s }";
+    let v = verdict(spec, &tls_record(6));
+    assert!(!v.passed, "{}", v.sentence);
+    assert_eq!(v.measured, Some(6.0));
+    assert!(
+        v.sentence.contains("took 3000 handshake attempts for 500 SUT requests in the worst 1s window during brownout, 10.0-11.0 s (6 per request); expected at most 1.2 in every 1s window"),
+        "{}",
+        v.sentence
+    );
+    let v = verdict(spec, &tls_record(1));
+    assert!(v.passed, "{}", v.sentence);
+}
+
+#[test]
+fn handshakes_per_request_fail_when_the_dependency_recorded_no_tls() {
+    let v = verdict(
+        "{ dependency: pricing, handshakes_per_request_at_most: 1.2 }",
+        &healthy_record(&[]),
+    );
+    assert!(!v.passed);
+    assert!(v.sentence.contains("does not speak TLS"), "{}", v.sentence);
+    assert_eq!(v.measured, None);
+}
+
+#[test]
+fn handshakes_per_request_are_refused_for_a_dependency_without_tls() {
+    let spec: ExpectationSpec =
+        serde_saphyr::from_str("{ dependency: pricing, handshakes_per_request_at_most: 1.2 }")
+            .unwrap();
+    let (phases, breakers, routes) = names();
+    let routes_of = |_: &str| None;
+    let err = spec
+        .resolve(&Names {
+            phases: &phases,
+            breakers: &breakers,
+            routes: &routes,
+            breaker_routes: &routes_of,
+            tls: false,
+        })
+        .unwrap_err();
+    assert!(err.contains("add `tls: {}` under `dependency`"), "{err}");
 }
 
 #[test]

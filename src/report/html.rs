@@ -209,6 +209,7 @@ pub fn data(
             "dropped": class("dropped"),
         },
         "dependency_calls": s.dependency_arrivals,
+        "handshakes": s.handshakes,
         "in_flight": s.dependency_in_flight,
         "sut_in_flight": s.sut_in_flight,
         "limits": limits,
@@ -391,6 +392,9 @@ pub fn page(
     }
     h.push_str("</tbody></table></section>\n");
 
+    if let Some(tls) = &r.tls {
+        tls_section(&mut h, tls, &r.totals.connect_errors);
+    }
     h.push_str(
         "<section><h2>Over time</h2>\
          <h3>SUT latency from the intended send time, ms (log scale)</h3><div class=\"chart\" id=\"chart-latency\"></div>\
@@ -400,6 +404,9 @@ pub fn page(
          <p class=\"legend\"><span class=\"sw closed\"></span>closed <span class=\"sw half\"></span>half-open <span class=\"sw open\"></span>open \
          <span class=\"sw gap\"></span>not observed</p>",
     );
+    if !r.series.handshakes.is_empty() {
+        h.push_str("<h3>TLS handshakes per second at the dependency (measured by faultd), by outcome</h3><div class=\"chart\" id=\"chart-handshakes\"></div>");
+    }
     if !r.disagreements.is_empty() {
         let _ = write!(
             h,
@@ -430,6 +437,66 @@ pub fn page(
         "<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body></html>\n"
     );
     h
+}
+
+/// The handshakes table: loadgen's to the SUT in a line, the dependency's listener per phase with a column per
+/// outcome seen.
+fn tls_section(
+    h: &mut String,
+    tls: &super::result::TlsSummary,
+    connect_errors: &BTreeMap<String, u64>,
+) {
+    h.push_str("<section><h2>TLS handshakes</h2>");
+    if let Some(l) = &tls.load {
+        let _ = write!(
+            h,
+            "<p>loadgen to the SUT: {} full, {} resumed, {} failed.</p>",
+            l.full, l.resumed, l.failed
+        );
+    }
+    if !connect_errors.is_empty() {
+        let reasons: Vec<String> = connect_errors
+            .iter()
+            .map(|(reason, n)| format!("{} {n}", escape(reason)))
+            .collect();
+        let _ = write!(
+            h,
+            "<p>SUT requests that ended <code>connect_error</code>, by reason: {}.</p>",
+            reasons.join(", ")
+        );
+    }
+    if let Some(d) = &tls.dependency {
+        let outcomes: Vec<&String> = d.outcomes.keys().collect();
+        let _ = write!(
+            h,
+            "<p>The dependency's <code>{}</code> listener, measured by faultd: {} attempts, {} delayed.</p><table class=\"handshakes\"><thead><tr><th>phase</th><th>attempts</th>",
+            escape(&d.listener),
+            d.attempts,
+            d.delayed
+        );
+        for o in &outcomes {
+            let _ = write!(h, "<th>{}</th>", escape(o));
+        }
+        h.push_str("</tr></thead><tbody>");
+        for p in &d.phases {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td class=\"num\">{}</td>",
+                escape(&p.name),
+                p.attempts
+            );
+            for o in &outcomes {
+                let _ = write!(
+                    h,
+                    "<td class=\"num\">{}</td>",
+                    p.outcomes.get(*o).copied().unwrap_or(0)
+                );
+            }
+            h.push_str("</tr>");
+        }
+        h.push_str("</tbody></table>");
+    }
+    h.push_str("</section>\n");
 }
 
 const PAGE_CSS: &str = "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1d2330;margin:0 auto;padding:16px 24px;max-width:1360px;background:#fff}\

@@ -325,12 +325,14 @@ mod tests {
                 outcomes: BTreeMap::new(),
                 still_in_flight: 0,
                 conserved: true,
+                connect_errors: BTreeMap::new(),
             },
             dependency: BTreeMap::new(),
             breakers: BTreeMap::new(),
             disagreements: vec![],
             series: Series::default(),
             ca: None,
+            tls: None,
         }
     }
 

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::breaker::crosscheck::Disagreement;
 use crate::breaker::BreakerTimeline;
 use crate::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
-use crate::record::{OutcomeClass, RunRecord};
+use crate::record::{HandshakeBucket, LoadHandshakes, OutcomeClass, RunRecord};
 use crate::run::{Ending, RunOutput};
 use crate::scenario::Validated;
 
@@ -47,7 +47,49 @@ pub struct ResultFile {
     /// (`ca.pem`), when the embedded faultd minted one for the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca: Option<String>,
+    /// How many TLS handshakes happened: loadgen's to the SUT and the dependency's, when either spoke TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsSummary>,
 }
+
+/// The run's TLS handshakes on both sides of the SUT.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct TlsSummary {
+    /// loadgen's handshakes with the SUT, when the SUT was reached over `https://`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadHandshakes>,
+    /// The handshakes the dependency's TLS listener took, when it spoke TLS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency: Option<ListenerHandshakes>,
+}
+
+/// What one TLS listener of the dependency recorded, over the run and per phase.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ListenerHandshakes {
+    /// The listener: `data`, faultd's data plane, which every HTTP route shares.
+    pub listener: String,
+    /// Every handshake attempt (every connection that sent a hello), whatever its outcome.
+    pub attempts: u64,
+    /// Attempts by outcome (`ok`, `resumed`, `expired`, `alert`, `wrong_name`, `untrusted`, `truncated`, ...).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Attempts the `delay` fault held.
+    pub delayed: u64,
+    /// The same per phase, by the time each handshake ended.
+    pub phases: Vec<PhaseHandshakes>,
+}
+
+/// One phase's handshakes at a listener.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct PhaseHandshakes {
+    pub name: String,
+    pub attempts: u64,
+    pub outcomes: BTreeMap<String, u64>,
+    pub delayed: u64,
+}
+
+/// The name of faultd's data listener in the report: TLS wraps the data plane as a whole, so its handshakes are
+/// counted per listener, not per route.
+pub const DATA_LISTENER: &str = "data";
 
 /// The name of the run's CA file in the report folder.
 pub const CA_FILE: &str = "ca.pem";
@@ -119,6 +161,10 @@ pub struct Totals {
     pub outcomes: BTreeMap<String, u64>,
     pub still_in_flight: u64,
     pub conserved: bool,
+    /// The `connect_error` class by reason (a refused connect, a failed TLS handshake such as `tls: certificate
+    /// expired`, a broken exchange), when there were any.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub connect_errors: BTreeMap<String, u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -204,6 +250,10 @@ pub struct Series {
     pub max_ms: Vec<Option<f64>>,
     pub dependency_arrivals: BTreeMap<String, Vec<u64>>,
     pub dependency_in_flight: BTreeMap<String, Vec<u64>>,
+    /// TLS handshakes that ended at the dependency's listener per bucket, by outcome (outcomes never seen are left
+    /// out); empty without TLS.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub handshakes: BTreeMap<String, Vec<u64>>,
 }
 
 impl ResultFile {
@@ -286,6 +336,7 @@ impl ResultFile {
             outcomes: class_map(|c| load.totals.get(c)),
             still_in_flight: load.still_in_flight,
             conserved: load.conservation.holds,
+            connect_errors: rec.connect_errors.clone(),
         };
         let limits = pool_limits(&v.expectations);
         let dependency = rec
@@ -359,8 +410,46 @@ impl ResultFile {
             disagreements: out.disagreements.clone(),
             series: series(rec),
             ca: out.ca_pem.as_ref().map(|_| CA_FILE.to_string()),
+            tls: tls_summary(rec),
         }
     }
+}
+
+/// The handshakes of both sides, when either spoke TLS.
+pub fn tls_summary(rec: &RunRecord) -> Option<TlsSummary> {
+    let dependency = rec.handshakes.as_ref().map(|series| {
+        let whole = handshakes_over(series.iter());
+        let phases = rec
+            .phases
+            .iter()
+            .map(|p| PhaseHandshakes {
+                name: p.name.clone(),
+                ..handshakes_over(rec.buckets_in(p.start, p.end).filter_map(|i| series.get(i)))
+            })
+            .collect();
+        ListenerHandshakes {
+            listener: DATA_LISTENER.to_string(),
+            attempts: whole.attempts,
+            outcomes: whole.outcomes,
+            delayed: whole.delayed,
+            phases,
+        }
+    });
+    let load = rec.load_tls.clone();
+    (load.is_some() || dependency.is_some()).then_some(TlsSummary { load, dependency })
+}
+
+/// The sums of some buckets of handshakes (the name left empty).
+fn handshakes_over<'a>(buckets: impl Iterator<Item = &'a HandshakeBucket>) -> PhaseHandshakes {
+    let mut total = PhaseHandshakes::default();
+    for b in buckets {
+        for (outcome, n) in &b.outcomes {
+            *total.outcomes.entry(outcome.clone()).or_default() += n;
+            total.attempts += n;
+        }
+        total.delayed += b.delayed;
+    }
+    total
 }
 
 fn series(rec: &RunRecord) -> Series {
@@ -392,7 +481,25 @@ fn series(rec: &RunRecord) -> Series {
             .iter()
             .map(|(r, s)| (r.clone(), s.iter().map(|b| b.in_flight_max).collect()))
             .collect(),
+        handshakes: handshake_series(rec),
     }
+}
+
+fn handshake_series(rec: &RunRecord) -> BTreeMap<String, Vec<u64>> {
+    let Some(series) = &rec.handshakes else {
+        return BTreeMap::new();
+    };
+    let mut by_outcome: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for outcome in series.iter().flat_map(|b| b.outcomes.keys()) {
+        if !by_outcome.contains_key(outcome) {
+            let counts = series
+                .iter()
+                .map(|b| b.outcomes.get(outcome).copied().unwrap_or(0))
+                .collect();
+            by_outcome.insert(outcome.clone(), counts);
+        }
+    }
+    by_outcome
 }
 
 fn class_map(count: impl Fn(OutcomeClass) -> u64) -> BTreeMap<String, u64> {

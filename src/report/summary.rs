@@ -108,6 +108,13 @@ pub fn text(r: &ResultFile) -> String {
             "BROKEN"
         }
     );
+    if !r.totals.connect_errors.is_empty() {
+        let _ = writeln!(
+            o,
+            "  connect_error by reason: {}",
+            counts(&r.totals.connect_errors)
+        );
+    }
 
     if !r.dependency.is_empty() {
         let _ = writeln!(o, "\nDependency (measured by faultd)");
@@ -130,6 +137,48 @@ pub fn text(r: &ResultFile) -> String {
                 d.max_in_flight,
                 per_phase.join(", ")
             );
+        }
+    }
+
+    if let Some(tls) = &r.tls {
+        let _ = writeln!(o, "\nTLS handshakes");
+        if let Some(l) = &tls.load {
+            let _ = writeln!(
+                o,
+                "  loadgen to the SUT: {} full, {} resumed, {} failed",
+                l.full, l.resumed, l.failed
+            );
+        }
+        if let Some(d) = &tls.dependency {
+            let _ = writeln!(
+                o,
+                "  dependency, {} listener (measured by faultd): {} attempts{}{}",
+                d.listener,
+                d.attempts,
+                if d.outcomes.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", counts(&d.outcomes))
+                },
+                if d.delayed > 0 {
+                    format!("; {} delayed", d.delayed)
+                } else {
+                    String::new()
+                }
+            );
+            for p in &d.phases {
+                let _ = writeln!(
+                    o,
+                    "    {:<14} {:>8} attempts{}",
+                    p.name,
+                    p.attempts,
+                    if p.outcomes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", counts(&p.outcomes))
+                    }
+                );
+            }
         }
     }
 
@@ -228,6 +277,14 @@ pub fn text(r: &ResultFile) -> String {
         }
     }
     o
+}
+
+/// "ok 12, expired 3": counts by name, in the map's order.
+fn counts(by: &std::collections::BTreeMap<String, u64>) -> String {
+    by.iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn num(v: f64) -> String {

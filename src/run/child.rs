@@ -118,7 +118,7 @@ impl ChildSut {
     /// Polls `url` until it answers 2xx, the process exits, or `timeout` passes.
     pub async fn wait_ready(&mut self, url: &str, timeout: Duration) -> Result<(), SutError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let client = reqwest::Client::builder()
+        let client = crate::http::client_builder()
             .timeout(Duration::from_secs(1))
             .build()
             .ok();

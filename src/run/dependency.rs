@@ -185,15 +185,18 @@ impl Dependency {
                 Ok(recording)
             }
             Dependency::External(ext) => {
-                let mut req = reqwest::Client::new()
-                    .get(format!("{}/recording", ext.control.trim_end_matches('/')));
-                if let Some(t) = &ext.token {
-                    req = req.bearer_auth(t);
-                }
                 let failed = |message: String| RunError::ExternalFaultd {
                     url: ext.control.clone(),
                     message: format!("cannot read its recording: {message}"),
                 };
+                let client = crate::http::client_builder()
+                    .build()
+                    .map_err(|e| failed(e.to_string()))?;
+                let mut req =
+                    client.get(format!("{}/recording", ext.control.trim_end_matches('/')));
+                if let Some(t) = &ext.token {
+                    req = req.bearer_auth(t);
+                }
                 req.send()
                     .await
                     .map_err(|e| failed(e.to_string()))?
@@ -225,7 +228,12 @@ async fn control_call(
     body: Option<serde_json::Value>,
 ) -> Result<(), RunError> {
     let url = format!("{}{path}", ext.control.trim_end_matches('/'));
-    let client = reqwest::Client::new();
+    let client = crate::http::client_builder()
+        .build()
+        .map_err(|e| RunError::ExternalFaultd {
+            url: url.clone(),
+            message: e.to_string(),
+        })?;
     let mut req = match body {
         Some(b) => client.put(&url).json(&b),
         None => client.post(&url),

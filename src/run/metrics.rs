@@ -367,7 +367,7 @@ impl Metrics {
             scenario
         );
         let body = classic(&self.encode());
-        let client = reqwest::Client::builder()
+        let client = crate::http::client_builder()
             .timeout(PUSH_TIMEOUT)
             .connect_timeout(PUSH_TIMEOUT)
             .build()

@@ -285,7 +285,7 @@ pub async fn run_with(
         bucket,
         run_length,
         &phases,
-        &load_recording.buckets,
+        &load_recording,
         &dependency_recording,
     );
     let timelines = breakers.timelines(&record);

@@ -59,6 +59,8 @@ impl Sut {
                 demo::Options {
                     listen: loopback(0),
                     dependency_url: dependency.url(),
+                    // An embedded faultd's minted CA: the demo trusts it and nothing else.
+                    dependency_ca: dependency.ca_pem(),
                     webhook: Some(webhook_url.to_string()),
                 },
             )

@@ -148,6 +148,7 @@ impl Scenario {
             breakers: &breaker_names,
             routes: &routes,
             breaker_routes: &breaker_routes,
+            tls: self.dependency.tls.is_some(),
         };
         let mut expectations = Vec::new();
         for (i, spec) in self.expect.iter().enumerate() {

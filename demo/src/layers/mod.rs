@@ -62,6 +62,10 @@ pub enum CallError {
     /// The connection failed (refused, reset, closed without a response, malformed answer).
     #[error("transport error: {0}")]
     Transport(String),
+    /// The TLS handshake of a new connection failed (an expired or untrusted certificate, a fatal alert): no
+    /// request was sent.
+    #[error("TLS handshake failed: {0}")]
+    Handshake(String),
     /// The dependency answered 5xx.
     #[error("dependency answered {0}")]
     Status(StatusCode),
@@ -77,13 +81,14 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// Whether another attempt may help: timeouts, transport errors, 5xx and failing gRPC statuses. Not a full
-    /// bulkhead (more calls would only add to the load) and not a breaker refusal.
+    /// Whether another attempt may help: timeouts, transport errors (a failed handshake among them), 5xx and
+    /// failing gRPC statuses. Not a full bulkhead (more calls would only add to the load) and not a breaker refusal.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
             CallError::Timeout(_)
                 | CallError::Transport(_)
+                | CallError::Handshake(_)
                 | CallError::Status(_)
                 | CallError::Grpc(_)
         )
@@ -94,6 +99,7 @@ impl CallError {
         match self {
             CallError::Timeout(_) => "timeout",
             CallError::Transport(_) => "transport_error",
+            CallError::Handshake(_) => "handshake_failed",
             CallError::Status(_) => "server_error",
             CallError::Grpc(code) if *code == faultline_units::GrpcCode::DEADLINE_EXCEEDED => {
                 "timeout"

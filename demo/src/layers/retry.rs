@@ -3,7 +3,9 @@
 //!
 //! Not for 4xx (the request is wrong, repeating it will not help), a full bulkhead or a breaker refusal, and not
 //! for deduplication: a retried write carries the same `Idempotency-Key`, and the dependency must honour it.
-//! The `unbudgeted_retries` mistake retries every retryable failure up to `max`, whatever the budget says.
+//! The `unbudgeted_retries` mistake retries every retryable failure up to `max`, whatever the budget says. The
+//! `instant_reconnect` mistake retries a failed TLS handshake at once, [`INSTANT_RECONNECTS`] times, before the
+//! policy is even asked: no backoff, no budget, whatever `max` says.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -55,6 +57,10 @@ impl RetryBudget {
     }
 }
 
+/// How many times the `instant_reconnect` mistake tries a failed handshake again within one attempt: a client
+/// that reconnects "until it works", bounded only so that a test run stays a test run.
+pub const INSTANT_RECONNECTS: u32 = 5;
+
 /// The delay before retry number `retry` (1-based): `base` doubled each retry, scaled by `jitter` in [0.5, 1.0]
 /// so that callers who failed together do not retry together.
 pub fn backoff(base: Duration, retry: u32, jitter: f64) -> Duration {
@@ -69,6 +75,7 @@ pub struct RetryPolicy {
     base: Duration,
     budget: Mutex<RetryBudget>,
     unbudgeted: bool,
+    instant_reconnect: bool,
     first: Counter,
     retried: Counter,
     denied: Counter,
@@ -89,10 +96,17 @@ impl RetryPolicy {
             base: config.backoff.get(),
             budget: Mutex::new(RetryBudget::new(config.budget.fraction())),
             unbudgeted,
+            instant_reconnect: false,
             first,
             retried,
             denied,
         }
+    }
+
+    /// With the `instant_reconnect` mistake: every failed handshake is tried again at once.
+    pub fn reconnecting_at_once(mut self, on: bool) -> Self {
+        self.instant_reconnect = on;
+        self
     }
 
     fn deposit(&self) {
@@ -168,7 +182,7 @@ where
         Box::pin(async move {
             policy.deposit();
             policy.first.inc();
-            let mut result = inner.clone().oneshot(req.clone()).await;
+            let mut result = attempt(inner.clone(), &req, &policy).await;
             for retry in 1..=policy.max {
                 match &result {
                     Err(e) if e.is_retryable() => {}
@@ -180,11 +194,30 @@ where
                 let jitter = rand::rng().random_range(0.5..=1.0);
                 tokio::time::sleep(backoff(policy.base, retry, jitter)).await;
                 policy.retried.inc();
-                result = inner.clone().oneshot(req.clone()).await;
+                result = attempt(inner.clone(), &req, &policy).await;
             }
             result
         })
     }
+}
+
+/// One attempt; with the `instant_reconnect` mistake, a failed handshake is followed at once by another, up to
+/// [`INSTANT_RECONNECTS`] more, each counted as a retry.
+async fn attempt<S>(inner: S, req: &DepRequest, policy: &RetryPolicy) -> Result<Reply, CallError>
+where
+    S: Service<DepRequest, Response = Reply, Error = CallError> + Clone,
+{
+    let mut result = inner.clone().oneshot(req.clone()).await;
+    if policy.instant_reconnect {
+        for _ in 0..INSTANT_RECONNECTS {
+            if !matches!(result, Err(CallError::Handshake(_))) {
+                break;
+            }
+            policy.retried.inc();
+            result = inner.clone().oneshot(req.clone()).await;
+        }
+    }
+    result
 }
 
 #[cfg(test)]
@@ -333,5 +366,86 @@ mod tests {
             ))
         );
         assert_eq!(dep.calls(), 1);
+    }
+    /// No retries, no budget, and the `instant_reconnect` mistake.
+    fn reconnecting() -> RetryLayer {
+        RetryLayer::new(
+            RetryPolicy::new(
+                &config(0, 0.0),
+                false,
+                Counter::default(),
+                Counter::default(),
+                Counter::default(),
+            )
+            .reconnecting_at_once(true),
+        )
+    }
+
+    fn handshake_failed() -> Result<Reply, CallError> {
+        Err(CallError::Handshake(
+            "invalid peer certificate: Expired".into(),
+        ))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn instant_reconnect_retries_a_failed_handshake_at_once_whatever_the_budget_and_max() {
+        let dep = Dependency::new(|_| (Duration::from_millis(1), handshake_failed()));
+        let (first, retried) = (Counter::default(), Counter::default());
+        let policy = RetryPolicy::new(
+            &config(0, 0.0),
+            false,
+            first.clone(),
+            retried.clone(),
+            Counter::default(),
+        )
+        .reconnecting_at_once(true);
+        let svc = RetryLayer::new(policy).layer(dep.clone());
+        let start = tokio::time::Instant::now();
+        let result = svc.oneshot(req()).await;
+        assert!(matches!(result, Err(CallError::Handshake(_))), "{result:?}");
+        assert_eq!(dep.calls(), 1 + INSTANT_RECONNECTS as usize);
+        assert_eq!(
+            (first.get(), retried.get()),
+            (1, u64::from(INSTANT_RECONNECTS))
+        );
+        // No backoff: only the calls' own millisecond each.
+        assert_eq!(
+            start.elapsed(),
+            Duration::from_millis(1 + u64::from(INSTANT_RECONNECTS))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn instant_reconnect_stops_at_the_first_handshake_that_works_and_leaves_other_failures_alone(
+    ) {
+        let dep = Dependency::new(|n| {
+            (
+                Duration::ZERO,
+                if n < 2 {
+                    handshake_failed()
+                } else {
+                    ok("price")
+                },
+            )
+        });
+        let reply = reconnecting()
+            .layer(dep.clone())
+            .oneshot(req())
+            .await
+            .unwrap();
+        assert_eq!(reply.body, Bytes::from_static(b"price"));
+        assert_eq!(dep.calls(), 3);
+        let dep = Dependency::new(|_| (Duration::ZERO, status(503)));
+        let _ = reconnecting().layer(dep.clone()).oneshot(req()).await;
+        assert_eq!(dep.calls(), 1, "a 503 is not a handshake");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_the_mistake_a_failed_handshake_is_retried_like_any_transport_error() {
+        let dep = Dependency::new(|_| (Duration::ZERO, handshake_failed()));
+        let (layer, _, retried) = layer(2, 1.0, false);
+        let _ = layer.layer(dep.clone()).oneshot(req()).await;
+        assert_eq!(dep.calls(), 3);
+        assert_eq!(retried.get(), 2);
     }
 }

@@ -90,6 +90,13 @@ pub struct TlsBucket {
     pub delayed: u64,
 }
 
+impl TlsBucket {
+    /// The handshakes that ended with `outcome`.
+    pub fn count(&self, outcome: HandshakeOutcome) -> u64 {
+        self.handshakes.get(outcome.name()).copied().unwrap_or(0)
+    }
+}
+
 fn is_zero(n: &u64) -> bool {
     *n == 0
 }

@@ -140,6 +140,18 @@
   });
   timeChart("chart-rates", 220, rateSeries, rateData, { range: function (u, min, max) { return [0, Math.max(1, max) * 1.05]; } }, { label: "per second" });
 
+  // 2b. TLS handshakes at the dependency per second, one line per outcome (only when it spoke TLS).
+  var H = D.handshakes || {};
+  var outcomes = Object.keys(H);
+  if (outcomes.length > 0 && document.getElementById("chart-handshakes")) {
+    var HANDSHAKE_STROKE = { ok: "#2e9e5b", resumed: "#3b7dd8" };
+    var handshakeSeries = outcomes.map(function (o) {
+      return { label: o + "/s", stroke: HANDSHAKE_STROKE[o] || "#c5221f", width: 1.2, value: fmt(0) };
+    });
+    var handshakeData = outcomes.map(function (o) { return perSecond(H[o]); });
+    timeChart("chart-handshakes", 180, handshakeSeries, handshakeData, { range: function (u, min, max) { return [0, Math.max(1, max) * 1.05]; } }, { label: "per second" });
+  }
+
   // 3. Calls in flight at the dependency, with the pool limit drawn.
   var limits = D.limits;
   var routes = Object.keys(D.in_flight);
