@@ -34,16 +34,10 @@ fi
 WORK=$(mktemp -d /tmp/h2-bench.XXXXXX)
 source bench/lib.sh
 ulimit -n "$(ulimit -Hn)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$WORK"
-}
 trap cleanup EXIT
 
-wait_port() { for _ in $(seq 100); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "port $1 never opened" >&2; exit 3; }
+# CPU seconds (user + sys) recorded by /usr/bin/time -f '%U %S' into $1.
 cpu_of() { awk '{s=$1+$2} END {print s}' "$1"; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
 # Requests nginx has served so far (its stub_status), this status request included: between two readings nginx
 # served (after - before - 1) others.
 nginx_requests() { curl -s --http2-prior-knowledge "http://127.0.0.1:$NGINX_PORT/nginx_status" | awk 'NR==3 {print $3}'; }
