@@ -526,3 +526,93 @@ fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals
     }
     assert_eq!(offered.iter().sum::<f64>(), (SECONDS * PER_SECOND) as f64);
 }
+
+#[test]
+fn replay_load_writes_every_request_beside_the_scenario_in_arrival_order() {
+    let dir = tmp("timetable");
+    let log = dir.join("access.log");
+    std::fs::write(&log, brownout_log()).unwrap();
+    let out = dir.join("brownout.yaml");
+    let format = format!("--log-format={LOG_FORMAT}");
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            log.to_str().unwrap(),
+            "--format",
+            "nginx",
+            &format,
+            "--replay-load",
+            "--speed",
+            "2",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("3000 requests"), "{stderr}");
+    let v = Scenario::load(&out, &Overrides::default()).unwrap();
+    let replay = v.scenario.load.replay.as_ref().unwrap();
+    assert_eq!(replay.from, Some(T0));
+    assert_eq!(replay.speed, 2.0);
+    assert!(v.scenario.load.rate.is_none() && v.scenario.load.requests.is_empty());
+    let text = std::fs::read_to_string(dir.join("brownout.timetable")).unwrap();
+    let lines: Vec<(f64, &str)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (t, rest) = l.split_once(' ').unwrap();
+            (t.parse().unwrap(), rest)
+        })
+        .collect();
+    assert_eq!(lines.len(), SECONDS * PER_SECOND);
+    assert!(
+        lines.windows(2).all(|w| w[0].0 <= w[1].0),
+        "in arrival order"
+    );
+    // The log is written by end time; the timetable has each request at its arrival: second s, request i.
+    for (k, (t, rest)) in lines.iter().enumerate() {
+        let want =
+            T0 + (k / PER_SECOND) as f64 + (k % PER_SECOND) as f64 / PER_SECOND as f64 + 0.005;
+        assert!((t - want).abs() < 1.5e-3, "line {k}: {t} vs {want}");
+        assert_eq!(*rest, format!("GET /product/{}", k % 1000 + 1));
+    }
+
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            log.to_str().unwrap(),
+            "--format",
+            "nginx",
+            "--replay-load",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("give -o FILE"), "{stderr}");
+}
+
+#[test]
+fn a_record_whose_clock_jumps_by_hours_exits_2_naming_the_jump() {
+    let dir = tmp("jump");
+    let format = format!("regex:{CUSTOM}");
+    let before = custom_lines(100);
+    let after: String = custom_lines(100)
+        .lines()
+        .map(|l| {
+            let (ts, rest) = l.trim_start_matches("ts=").split_once(' ').unwrap();
+            format!("ts={:.3} {rest}\n", ts.parse::<f64>().unwrap() + 7200.0)
+        })
+        .collect();
+    let log = dir.join("jump.log");
+    std::fs::write(&log, before + &after).unwrap();
+    let (code, _, stderr) = faultline(
+        &["import", log.to_str().unwrap(), "--format", &format],
+        &dir,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("jump from") && stderr.contains("clock jump"),
+        "{stderr}"
+    );
+}
