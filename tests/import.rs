@@ -616,3 +616,40 @@ fn a_record_whose_clock_jumps_by_hours_exits_2_naming_the_jump() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_real_records_of_the_library_import_into_their_brownout() {
+    // scenarios/traces/brownout.*: nginx's access log, an OTLP/JSON export of the opentelemetry-sdk and a HAR of
+    // one 12 s run through a brownout from 4 s to 8 s (tests/import_records.rs made them). The record starts up
+    // to a second before the run, so the brownout falls in bucket 4 and its last calls in bucket 8.
+    let traces = format!("{}/scenarios/traces", env!("CARGO_MANIFEST_DIR"));
+    let nginx_format = format!("--log-format={LOG_FORMAT}");
+    for args in [
+        vec!["brownout.nginx.log", "--format", "nginx", &nginx_format],
+        vec!["brownout.otlp.jsonl", "--format", "otlp-json"],
+        vec!["brownout.har", "--format", "har"],
+    ] {
+        let dir = tmp(args[0]);
+        let record = format!("{traces}/{}", args[0]);
+        let mut all = vec![record.as_str()];
+        all.extend_from_slice(&args[1..]);
+        all.push("--replay-load");
+        let (v, _) = import_fixture(&dir, &all);
+        assert_eq!(phase_starts(&v), brownout_phases("4s", "9s"), "{}", args[0]);
+        let route = v.scenario.dependency.routes.keys().next().unwrap();
+        let p50 = behaviour(&v, 6, route)
+            .latency
+            .as_ref()
+            .unwrap()
+            .model()
+            .unwrap()
+            .quantile(0.5)
+            .as_secs_f64();
+        assert!((0.150..0.175).contains(&p50), "{}: {p50}", args[0]);
+        let timetable = std::fs::read_to_string(dir.join("out.timetable")).unwrap();
+        assert_eq!(
+            timetable.lines().filter(|l| !l.starts_with('#')).count(),
+            600
+        );
+    }
+}
