@@ -7,7 +7,8 @@
 //! - arrivals: the requests the replay offered in each second are the record's, within 1% (or one request, for
 //!   one that falls on a bucket's edge);
 //! - the dependency: faultd's served p50 and p99 over each detected phase (its buckets' histograms added up)
-//!   within 5% or 2 ms of the record's over the phase, widened by the sampling of a draw: faultd draws each call's
+//!   within 5% or 2 ms (p99: 5 ms, for the overshoot of a sleep on a loaded machine) of the record's over the
+//!   phase, widened by the sampling of a draw: faultd draws each call's
 //!   latency from its bucket's recorded histogram, so its p99 over n calls lies between the record's values of
 //!   ranks 0.99 n -+ 3 sqrt(0.0099 n) (see `sampling_band`). The brownout's latencies are uniform over
 //!   150-170 ms, so that band is narrow where it matters;
@@ -268,10 +269,12 @@ fn replay_and_check(
                     .unwrap();
             }
         }
-        for q in [0.5, 0.99] {
+        // 5% or 2 ms; for p99 5% or 5 ms, since a sleep on a loaded 2-core machine overshoots by a few ms now
+        // and then, and p99 is where one overshoot shows (as in tests/import.rs's round trip).
+        for (q, floor) in [(0.5, 2.0), (0.99, 5.0)] {
             let got = served.value_at_quantile(q) as f64 / 1e6;
             let (lo, hi) = sampling_band(&logged, q);
-            let slack = |x: f64| (x * 0.05).max(2.0);
+            let slack = |x: f64| (x * 0.05).max(floor);
             assert!(
                 (lo - slack(lo)..=hi + slack(hi)).contains(&got),
                 "{name} p{}: faultd served {got:.2} ms over {} calls, the record's {} calls give {:.2} ms \
