@@ -171,7 +171,18 @@ pub fn write(
     let at = |k: usize| dur(bucket_ns * k as u64);
     let n = t.buckets();
     let deps = t.dependencies();
-    let routes: Vec<(String, String)> = deps.iter().map(|d| (d.clone(), route_name(d))).collect();
+    // Route names keep only letters and digits, so two peers can come to one name: the later ones get `-2`, ...
+    let mut routes: Vec<(String, String)> = Vec::new();
+    for d in &deps {
+        let base = route_name(d);
+        let mut name = base.clone();
+        let mut k = 1;
+        while routes.iter().any(|(_, r)| *r == name) {
+            k += 1;
+            name = format!("{base}-{k}");
+        }
+        routes.push((d.clone(), name));
+    }
 
     let _ = writeln!(
         y,
@@ -228,9 +239,11 @@ pub fn write(
             format!("/{route}/**")
         };
         let base = over(t, dep, first_healthy.0, first_healthy.1);
+        // The peer as the record wrote it, escaped: a comment cannot hold control characters.
         let _ = writeln!(
             y,
-            "    # {dep}: its base is the first phase's whole distribution."
+            "    # {}: its base is the first phase's whole distribution.",
+            dep.escape_debug()
         );
         let b = behaviour(&base, speed);
         let _ = writeln!(y, "    {route}: {{ path: {path}, {} }}", &b[2..b.len() - 2]);
@@ -370,7 +383,7 @@ fn load_rate(y: &mut String, t: &Timeline, o: &ImportOptions, timeout: &str) {
     if left > 0 {
         let _ = writeln!(
             y,
-            "  # {left} requests of rarer shapes (or methods loadgen does not send) are left out of the mix."
+            "  # {left} requests of rarer shapes (or methods loadgen does not send, or targets that are not URL paths) are left out of the mix."
         );
     }
     let _ = writeln!(y, "  requests:");
