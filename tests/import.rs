@@ -653,3 +653,25 @@ fn the_real_records_of_the_library_import_into_their_brownout() {
         );
     }
 }
+
+#[test]
+fn a_record_too_long_for_its_bucket_exits_2_asking_for_a_larger_bucket() {
+    // 30 s in 1 ms buckets: 30,000 phases, more nodes than a scenario file may hold.
+    let dir = tmp("large");
+    let log = dir.join("long.log");
+    std::fs::write(&log, custom_lines(3000)).unwrap();
+    let format = format!("regex:{CUSTOM}");
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            log.to_str().unwrap(),
+            "--format",
+            &format,
+            "--bucket",
+            "1ms",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("larger --bucket"), "{stderr}");
+}

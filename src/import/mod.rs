@@ -200,6 +200,8 @@ pub enum ImportError {
     },
     #[error("the times of {files} jump from {from:.3} to {to:.3} (Unix seconds) with no request between: a clock jump, or records of different times; import them apart")]
     ClockJump { files: String, from: f64, to: f64 },
+    #[error("the record spans {buckets} buckets of {bucket} s, a scenario larger than a scenario file may be; import it with a larger --bucket, or in parts")]
+    TooLarge { buckets: usize, bucket: f64 },
     #[error("bad option: {0}")]
     Option(String),
 }
@@ -526,6 +528,16 @@ fn pipeline(
         bad,
         replay.as_ref(),
     );
+    // The scenario loader parses YAML within a budget of nodes (what keeps a hostile file from exhausting
+    // memory); a long record in fine buckets with wide histograms can write more than that.
+    if let Err(e) = serde_saphyr::from_str::<serde_json::Value>(&yaml) {
+        if e.to_string().contains("budget") {
+            return Err(ImportError::TooLarge {
+                buckets: timeline.buckets(),
+                bucket: options.bucket,
+            });
+        }
+    }
     Ok(Imported {
         yaml,
         lines,
