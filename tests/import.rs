@@ -655,6 +655,21 @@ fn the_real_records_of_the_library_import_into_their_brownout() {
 }
 
 #[test]
+fn a_status_that_is_not_http_is_a_bad_line() {
+    let dir = tmp("status");
+    let log = dir.join("status.log");
+    let lines = custom_lines(200) + &custom_lines(1).replace("status=200", "status=2100");
+    std::fs::write(&log, lines).unwrap();
+    let format = format!("regex:{CUSTOM}");
+    let (code, _, stderr) = faultline(
+        &["import", log.to_str().unwrap(), "--format", &format],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("2100 is not an HTTP status"), "{stderr}");
+}
+
+#[test]
 fn a_record_too_long_for_its_bucket_exits_2_asking_for_a_larger_bucket() {
     // 30 s in 1 ms buckets: 30,000 phases, more nodes than a scenario file may hold.
     let dir = tmp("large");

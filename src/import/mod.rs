@@ -554,7 +554,7 @@ fn pipeline(
 /// bucket indices would overflow.
 const LATEST: f64 = 1e11;
 
-/// An entry whose times and durations a timeline can hold, or why not.
+/// An entry whose times, durations and statuses a scenario can hold, or why not.
 fn plausible(entry: Option<Entry>) -> Result<Option<Entry>, String> {
     let time = |t: f64| {
         if (0.0..=LATEST).contains(&t) {
@@ -569,19 +569,28 @@ fn plausible(entry: Option<Entry>) -> Result<Option<Entry>, String> {
         Some(d) if !(0.0..=LATEST).contains(&d) => Err(format!("the duration {d} s is not one")),
         _ => Ok(()),
     };
+    let status = |s: Option<u16>| match s {
+        Some(s) if !(100..=599).contains(&s) => Err(format!("{s} is not an HTTP status")),
+        _ => Ok(()),
+    };
+    let call = |c: &DependencyCall| {
+        time(c.at)?;
+        duration(c.duration)?;
+        match c.outcome {
+            CallOutcome::Status(s) => status(Some(s)),
+            _ => Ok(()),
+        }
+    };
     match &entry {
         Some(Entry::Request(r)) => {
             time(r.arrival)?;
             duration(r.duration)?;
+            status(r.status)?;
             for c in &r.calls {
-                time(c.at)?;
-                duration(c.duration)?;
+                call(c)?;
             }
         }
-        Some(Entry::Call(c)) => {
-            time(c.at)?;
-            duration(c.duration)?;
-        }
+        Some(Entry::Call(c)) => call(c)?,
         None => {}
     }
     Ok(entry)
