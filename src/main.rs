@@ -101,14 +101,14 @@ enum Command {
         #[arg(long, default_value = "10%")]
         threshold: String,
     },
-    /// Turn the record of an incident (access logs) into a scenario: the load as it arrived, each dependency's
+    /// Turn the record of an incident (access logs, HAR files, OTLP/JSON traces) into a scenario: the load as it arrived, each dependency's
     /// latency histogram and status mix bucket by bucket, and phases found from change points.
     Import {
         /// The record's files, read in order (e.g. access.log.1 access.log).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// The record's format: nginx, envoy, haproxy, har, or regex:PATTERN with named groups (time, method, path or
-        /// request, status, duration, upstream, upstream_duration, upstream_status).
+        /// The record's format: nginx, envoy, haproxy, har, otlp-json, or regex:PATTERN with named groups (time,
+        /// method, path or request, status, duration, upstream, upstream_duration, upstream_status).
         #[arg(long, value_parser = |s: &str| s.parse::<faultline::import::Format>())]
         format: faultline::import::Format,
         /// nginx: the log_format the log was written with (default: combined), e.g.
@@ -133,6 +133,10 @@ enum Command {
         /// The scenario's name (default: the first file's name).
         #[arg(long)]
         name: Option<String>,
+        /// Replay the load exactly: write every recorded request (time, method, path) to NAME.timetable beside the
+        /// scenario (-o) and play it with load.replay, instead of a rate per bucket.
+        #[arg(long)]
+        replay_load: bool,
     },
     /// List the scenarios in a folder with their descriptions.
     List {
@@ -204,6 +208,7 @@ fn main() -> ExitCode {
             scale_rate,
             redact,
             name,
+            replay_load,
         } => commands::import(
             &files,
             &faultline::import::ImportOptions {
@@ -214,8 +219,10 @@ fn main() -> ExitCode {
                 scale_rate,
                 redact,
                 name,
+                progress: true,
             },
             output.as_deref(),
+            replay_load,
         ),
         Command::Report { run_dir, format } => commands::report(&run_dir, format),
         Command::Compare {

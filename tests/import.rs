@@ -526,3 +526,167 @@ fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals
     }
     assert_eq!(offered.iter().sum::<f64>(), (SECONDS * PER_SECOND) as f64);
 }
+
+#[test]
+fn replay_load_writes_every_request_beside_the_scenario_in_arrival_order() {
+    let dir = tmp("timetable");
+    let log = dir.join("access.log");
+    std::fs::write(&log, brownout_log()).unwrap();
+    let out = dir.join("brownout.yaml");
+    let format = format!("--log-format={LOG_FORMAT}");
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            log.to_str().unwrap(),
+            "--format",
+            "nginx",
+            &format,
+            "--replay-load",
+            "--speed",
+            "2",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("3000 requests"), "{stderr}");
+    let v = Scenario::load(&out, &Overrides::default()).unwrap();
+    let replay = v.scenario.load.replay.as_ref().unwrap();
+    assert_eq!(replay.from, Some(T0));
+    assert_eq!(replay.speed, 2.0);
+    assert!(v.scenario.load.rate.is_none() && v.scenario.load.requests.is_empty());
+    let text = std::fs::read_to_string(dir.join("brownout.timetable")).unwrap();
+    let lines: Vec<(f64, &str)> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let (t, rest) = l.split_once(' ').unwrap();
+            (t.parse().unwrap(), rest)
+        })
+        .collect();
+    assert_eq!(lines.len(), SECONDS * PER_SECOND);
+    assert!(
+        lines.windows(2).all(|w| w[0].0 <= w[1].0),
+        "in arrival order"
+    );
+    // The log is written by end time; the timetable has each request at its arrival: second s, request i.
+    for (k, (t, rest)) in lines.iter().enumerate() {
+        let want =
+            T0 + (k / PER_SECOND) as f64 + (k % PER_SECOND) as f64 / PER_SECOND as f64 + 0.005;
+        assert!((t - want).abs() < 1.5e-3, "line {k}: {t} vs {want}");
+        assert_eq!(*rest, format!("GET /product/{}", k % 1000 + 1));
+    }
+
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            log.to_str().unwrap(),
+            "--format",
+            "nginx",
+            "--replay-load",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("give -o FILE"), "{stderr}");
+}
+
+#[test]
+fn a_record_whose_clock_jumps_by_hours_exits_2_naming_the_jump() {
+    let dir = tmp("jump");
+    let format = format!("regex:{CUSTOM}");
+    let before = custom_lines(100);
+    let after: String = custom_lines(100)
+        .lines()
+        .map(|l| {
+            let (ts, rest) = l.trim_start_matches("ts=").split_once(' ').unwrap();
+            format!("ts={:.3} {rest}\n", ts.parse::<f64>().unwrap() + 7200.0)
+        })
+        .collect();
+    let log = dir.join("jump.log");
+    std::fs::write(&log, before + &after).unwrap();
+    let (code, _, stderr) = faultline(
+        &["import", log.to_str().unwrap(), "--format", &format],
+        &dir,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("jump from") && stderr.contains("clock jump"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_real_records_of_the_library_import_into_their_brownout() {
+    // scenarios/traces/brownout.*: nginx's access log, an OTLP/JSON export of the opentelemetry-sdk and a HAR of
+    // one 12 s run through a brownout from 4 s to 8 s (tests/import_records.rs made them). The record starts up
+    // to a second before the run, so the brownout falls in bucket 4 and its last calls in bucket 8.
+    let traces = format!("{}/scenarios/traces", env!("CARGO_MANIFEST_DIR"));
+    let nginx_format = format!("--log-format={LOG_FORMAT}");
+    for args in [
+        vec!["brownout.nginx.log", "--format", "nginx", &nginx_format],
+        vec!["brownout.otlp.jsonl", "--format", "otlp-json"],
+        vec!["brownout.har", "--format", "har"],
+    ] {
+        let dir = tmp(args[0]);
+        let record = format!("{traces}/{}", args[0]);
+        let mut all = vec![record.as_str()];
+        all.extend_from_slice(&args[1..]);
+        all.push("--replay-load");
+        let (v, _) = import_fixture(&dir, &all);
+        assert_eq!(phase_starts(&v), brownout_phases("4s", "9s"), "{}", args[0]);
+        let route = v.scenario.dependency.routes.keys().next().unwrap();
+        let p50 = behaviour(&v, 6, route)
+            .latency
+            .as_ref()
+            .unwrap()
+            .model()
+            .unwrap()
+            .quantile(0.5)
+            .as_secs_f64();
+        assert!((0.150..0.175).contains(&p50), "{}: {p50}", args[0]);
+        let timetable = std::fs::read_to_string(dir.join("out.timetable")).unwrap();
+        assert_eq!(
+            timetable.lines().filter(|l| !l.starts_with('#')).count(),
+            600
+        );
+    }
+}
+
+#[test]
+fn a_status_that_is_not_http_is_a_bad_line() {
+    let dir = tmp("status");
+    let log = dir.join("status.log");
+    let lines = custom_lines(200) + &custom_lines(1).replace("status=200", "status=2100");
+    std::fs::write(&log, lines).unwrap();
+    let format = format!("regex:{CUSTOM}");
+    let (code, _, stderr) = faultline(
+        &["import", log.to_str().unwrap(), "--format", &format],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("2100 is not an HTTP status"), "{stderr}");
+}
+
+#[test]
+fn a_record_too_long_for_its_bucket_exits_2_asking_for_a_larger_bucket() {
+    // 30 s in 1 ms buckets: 30,000 phases, more nodes than a scenario file may hold.
+    let dir = tmp("large");
+    let log = dir.join("long.log");
+    std::fs::write(&log, custom_lines(3000)).unwrap();
+    let format = format!("regex:{CUSTOM}");
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            log.to_str().unwrap(),
+            "--format",
+            &format,
+            "--bucket",
+            "1ms",
+        ],
+        &dir,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("larger --bucket"), "{stderr}");
+}

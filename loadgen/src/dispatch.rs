@@ -25,7 +25,7 @@ use tokio::time::{sleep_until, Instant, Sleep};
 use crate::mix::Mix;
 use crate::outcome::{Classifier, Outcome};
 use crate::recorder::Recorder;
-use crate::schedule::Schedule;
+use crate::replay::Arrival;
 use crate::send::{Transport, Wire};
 
 /// At high rates the dispatcher wakes at most once per this interval and sends every arrival due by then, each
@@ -136,12 +136,13 @@ impl<T: Transport> Lane<T> {
 pub(crate) trait Issue: Send + Sync + 'static {
     /// The run's origin, from which intended times count.
     fn origin(&self) -> Instant;
-    /// Checks the cap, renders and sends arrival `index` due at `intended` (from the origin), or counts it
-    /// dropped.
+    /// Checks the cap, renders (unless a replay gave `request`) and sends arrival `index` due at `intended`
+    /// (from the origin), or counts it dropped.
     fn issue(
         self: &Arc<Self>,
         index: u64,
         intended: Duration,
+        request: Option<Wire>,
         rng: &mut StdRng,
         max_in_flight: u64,
     );
@@ -156,10 +157,11 @@ impl<T: Transport> Issue for Exchanges<T> {
         self: &Arc<Self>,
         index: u64,
         intended: Duration,
+        request: Option<Wire>,
         rng: &mut StdRng,
         max_in_flight: u64,
     ) {
-        Exchanges::issue(self, index, intended, rng, max_in_flight);
+        Exchanges::issue(self, index, intended, request, rng, max_in_flight);
     }
 }
 
@@ -255,11 +257,13 @@ impl<T: Transport> Exchanges<T> {
         );
     }
 
-    /// Checks the cap, renders and hands over arrival `index` due at `intended` (from the origin).
+    /// Checks the cap, renders (unless a replay gave `request`) and hands over arrival `index` due at
+    /// `intended` (from the origin).
     fn issue(
         self: &Arc<Self>,
         index: u64,
         intended: Duration,
+        request: Option<Wire>,
         rng: &mut StdRng,
         max_in_flight: u64,
     ) {
@@ -267,7 +271,7 @@ impl<T: Transport> Exchanges<T> {
             self.recorder.dropped(intended);
             return;
         }
-        let request = self.mix.render(index, rng);
+        let request = request.unwrap_or_else(|| self.mix.render(index, rng));
         let now = Instant::now();
         self.recorder
             .sent(intended, now.saturating_duration_since(self.origin));
@@ -353,13 +357,14 @@ async fn wait_timer(due: Instant, stop: &mut watch::Receiver<bool>) -> bool {
     true
 }
 
-/// The open model: every arrival of `schedule` is dispatched at its intended time, or dropped at the cap.
+/// The open model: every arrival of `schedule` (a rate's timetable or a replay's) is dispatched at its intended
+/// time, or dropped at the cap.
 /// Each arrival keeps its own intended time even when a wait overshoots: a late wake-up dispatches every due
 /// arrival at once, each stamped with when it should have gone. Returns a handle that yields true if the run
 /// was stopped before the end of `duration`.
 pub(crate) fn run_open<I: Issue>(
     exchanges: Arc<I>,
-    schedule: Schedule,
+    schedule: impl Iterator<Item = Arrival> + Send + 'static,
     max_in_flight: u64,
     duration: Duration,
     seed: u64,
@@ -376,26 +381,38 @@ pub(crate) fn run_open<I: Issue>(
             let origin = exchanges.origin();
             // The origin is usually a little ahead: an arrival due at t = 0 must wait for it, not go at once.
             let mut woke = Instant::now();
-            for (index, intended) in schedule.enumerate() {
-                let due = origin + intended;
+            for (index, arrival) in schedule.enumerate() {
+                let due = origin + arrival.intended;
                 if due > woke {
                     if !wait_precisely(alarm.as_ref(), due.max(woke + COALESCE), &mut stop).await {
                         return true;
                     }
                     woke = Instant::now();
                 }
-                exchanges.issue(index as u64, intended, &mut rng, max_in_flight);
+                exchanges.issue(
+                    index as u64,
+                    arrival.intended,
+                    arrival.request,
+                    &mut rng,
+                    max_in_flight,
+                );
             }
             // The timetable may end before the run does (a rate that falls to zero): the run still lasts.
             !wait_precisely(alarm.as_ref(), origin + duration, &mut stop).await
         }),
         Pacing::Timer => tokio::spawn(async move {
             let origin = exchanges.origin();
-            for (index, intended) in schedule.enumerate() {
-                if !wait_timer(origin + intended, &mut stop).await {
+            for (index, arrival) in schedule.enumerate() {
+                if !wait_timer(origin + arrival.intended, &mut stop).await {
                     return true;
                 }
-                exchanges.issue(index as u64, intended, &mut rng, max_in_flight);
+                exchanges.issue(
+                    index as u64,
+                    arrival.intended,
+                    arrival.request,
+                    &mut rng,
+                    max_in_flight,
+                );
             }
             !wait_timer(origin + duration, &mut stop).await
         }),

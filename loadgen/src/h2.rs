@@ -470,6 +470,8 @@ impl Issue for H2Exchanges {
         self: &Arc<Self>,
         index: u64,
         intended: Duration,
+        // Always `None`: a replay's requests are HTTP/1.1 (a replay has no templates to ask for HTTP/2).
+        _replayed: Option<crate::send::Wire>,
         rng: &mut StdRng,
         max_in_flight: u64,
     ) {

@@ -7,7 +7,7 @@
 //!
 //! The library prints nothing. The `loadgen` binary and the `faultline` runner are thin wiring over [`start`],
 //! [`LoadRun`] and [`Recording`]. Modules, one concern each: [`spec`] (configuration), [`schedule`] (intended
-//! times), `mix` (requests), `send` and `dispatch` (sending), `h2` (HTTP/2 and gRPC requests and sending), `recorder` and [`recording`] (recording),
+//! times from a rate), [`replay`] (an exact timetable of recorded requests), `mix` (requests), `send` and `dispatch` (sending), `h2` (HTTP/2 and gRPC requests and sending), `recorder` and [`recording`] (recording),
 //! [`hgrm`] and [`summary`] (output).
 //!
 //! ```no_run
@@ -37,6 +37,7 @@ mod mix;
 mod outcome;
 mod recorder;
 pub mod recording;
+pub mod replay;
 pub mod schedule;
 mod send;
 pub mod spec;
@@ -49,6 +50,7 @@ pub use recorder::Progress;
 pub use recording::{
     Bucket, BucketLatency, ClassHistograms, Conservation, Measure, Model, PhaseRecording, Recording,
 };
+pub use replay::Replay;
 pub use spec::{Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate};
 pub use target::{is_loopback, split_url};
 pub use tls::{TlsCounts, TlsSpec};
@@ -328,7 +330,7 @@ fn launch<T: Transport>(
     let (duration, seed) = (options.duration, options.seed);
     let (dispatcher, model) = match closed_users {
         None => {
-            let schedule = schedule::Schedule::new(&spec.rate, spec.arrivals, seed, duration);
+            let schedule = arrivals(&spec, &target, seed, duration)?;
             let task = dispatch::run_open(
                 exchanges,
                 schedule,
@@ -361,6 +363,27 @@ fn launch<T: Transport>(
 
 #[cfg(test)]
 mod tests;
+
+/// The arrivals of a validated spec: its replay's timetable, or the intended times of its rate.
+fn arrivals(
+    spec: &LoadSpec,
+    target: &target::Target,
+    seed: u64,
+    duration: Duration,
+) -> Result<Box<dyn Iterator<Item = replay::Arrival> + Send>, LoadError> {
+    if let Some(r) = &spec.replay {
+        return Ok(Box::new(replay::Player::open(r, target, seed, duration)?));
+    }
+    let rate = spec.rate.as_ref().ok_or_else(|| LoadError::InvalidSpec {
+        field: "load.rate".into(),
+        why: "give the arrival rate, or a timetable with `replay: FILE`".into(),
+    })?;
+    let schedule = schedule::Schedule::new(rate, spec.arrivals, seed, duration);
+    Ok(Box::new(schedule.map(|intended| replay::Arrival {
+        intended,
+        request: None,
+    })))
+}
 
 /// The open model over HTTP/2 streams (`h2`): the same schedule, recorder and outcome classes as HTTP/1.1's.
 fn launch_h2(
@@ -405,8 +428,7 @@ fn launch_h2(
     let (stop, stopped) = watch::channel(false);
     let (dispatcher, model) = match closed_users {
         None => {
-            let schedule =
-                schedule::Schedule::new(&spec.rate, spec.arrivals, options.seed, options.duration);
+            let schedule = arrivals(&spec, target, options.seed, options.duration)?;
             let task = dispatch::run_open(
                 exchanges,
                 schedule,

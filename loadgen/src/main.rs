@@ -165,9 +165,14 @@ fn build_spec(args: &Args, path: String) -> Result<LoadSpec, Failure> {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read {}", file.display()))
                 .map_err(bad_input)?;
-            serde_saphyr::from_str::<LoadSpec>(&text)
+            let mut spec = serde_saphyr::from_str::<LoadSpec>(&text)
                 .with_context(|| format!("{} is not a valid load spec", file.display()))
-                .map_err(bad_input)?
+                .map_err(bad_input)?;
+            // A timetable is named relative to the spec that names it, as a scenario's is.
+            if let (Some(r), Some(dir)) = (spec.replay.as_mut(), file.parent()) {
+                r.file = dir.join(&r.file).display().to_string();
+            }
+            spec
         }
         None => {
             let mut template = RequestTemplate {
@@ -204,7 +209,8 @@ fn build_spec(args: &Args, path: String) -> Result<LoadSpec, Failure> {
         }
     };
     if let Some(rate) = args.rate {
-        spec.rate = RateSpec::Constant(rate);
+        spec.rate = Some(RateSpec::Constant(rate));
+        spec.replay = None;
     }
     if let Some(t) = args.timeout {
         spec.timeout = t;

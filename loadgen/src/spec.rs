@@ -16,8 +16,13 @@ use crate::LoadError;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoadSpec {
-    /// The arrival rate: one rate (`500/s`) or a list of segments with steps and ramps.
-    pub rate: RateSpec,
+    /// The arrival rate: one rate (`500/s`) or a list of segments with steps and ramps. Either this or `replay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<RateSpec>,
+    /// An exact timetable instead of a rate: each recorded request at its own time, with its method and path
+    /// (see [`crate::replay`]). Either this or `rate`; its requests replace `requests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<crate::replay::Replay>,
     /// How arrivals are spaced: evenly (`uniform`) or with exponential gaps (`poisson`, seeded by the run).
     #[serde(default)]
     pub arrivals: Arrivals,
@@ -30,7 +35,8 @@ pub struct LoadSpec {
     /// Keep-alive connections to the target: requests beyond this many wait for a free connection.
     #[serde(default = "default_connections")]
     pub connections: u32,
-    /// Weighted request templates; each arrival picks one at random by weight.
+    /// Weighted request templates; each arrival picks one at random by weight. Not with `replay`.
+    #[serde(default)]
     pub requests: Vec<RequestTemplate>,
     /// A response carrying this header is outcome `fallback` (the demo service sets `X-Fallback`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,7 +281,8 @@ impl LoadSpec {
     /// 1,000 connections): the common case of the CLI and of tests.
     pub fn constant(rate: Rate, path: impl Into<String>) -> Self {
         LoadSpec {
-            rate: RateSpec::Constant(rate),
+            rate: Some(RateSpec::Constant(rate)),
+            replay: None,
             arrivals: Arrivals::Uniform,
             timeout: default_timeout(),
             max_in_flight: default_max_in_flight(),
@@ -298,7 +305,28 @@ impl LoadSpec {
     /// the next segment, positive limits, a non-empty mix with valid paths, headers and generators.
     pub fn validate(&self) -> Result<(), LoadError> {
         let bad = |field: String, why: String| Err(LoadError::InvalidSpec { field, why });
-        if let RateSpec::Segments(segments) = &self.rate {
+        if let Some(replay) = &self.replay {
+            if self.rate.is_some() {
+                return bad(
+                    "load.replay".into(),
+                    "give either `rate` or `replay`, not both: a replay's timetable sets every arrival".into(),
+                );
+            }
+            if !self.requests.is_empty() {
+                return bad(
+                    "load.requests".into(),
+                    "a replay sends the timetable's own requests: remove `requests`".into(),
+                );
+            }
+            replay.check()?;
+        } else if self.rate.is_none() {
+            return bad(
+                "load.rate".into(),
+                "give the arrival rate (`rate: 500/s` or segments), or a timetable with `replay: FILE`"
+                    .into(),
+            );
+        }
+        if let Some(RateSpec::Segments(segments)) = &self.rate {
             if segments.is_empty() {
                 return bad("load.rate".into(), "the list of segments is empty".into());
             }
@@ -368,13 +396,13 @@ impl LoadSpec {
                 "at least 1 connection is needed".into(),
             );
         }
-        if self.requests.is_empty() {
+        if self.requests.is_empty() && self.replay.is_none() {
             return bad(
                 "load.requests".into(),
                 "the mix is empty: give at least one request template".into(),
             );
         }
-        if self.requests.iter().all(|r| r.weight == 0) {
+        if !self.requests.is_empty() && self.requests.iter().all(|r| r.weight == 0) {
             return bad("load.requests".into(), "every template has weight 0".into());
         }
         if let Some(h) = &self.fallback_header {
@@ -407,6 +435,10 @@ impl LoadSpec {
                     .into(),
             );
         }
+        if self.replay.is_some() {
+            // Its requests are the timetable's lines, checked with it.
+            return Ok(());
+        }
         // The target only fills the host header; any valid one checks the templates.
         let placeholder = crate::target::Target::parse("http://127.0.0.1", &[])?;
         if http2 {
@@ -436,9 +468,13 @@ impl LoadSpec {
                 r.per_sec()
             })
         };
+        if let Some(replay) = &mut self.replay {
+            replay.scale_time(factor);
+        }
         match &mut self.rate {
-            RateSpec::Constant(r) => *r = rate(*r),
-            RateSpec::Segments(segments) => {
+            None => {}
+            Some(RateSpec::Constant(r)) => *r = rate(*r),
+            Some(RateSpec::Segments(segments)) => {
                 for s in segments {
                     s.at = s.at.scaled(factor);
                     s.rate = s.rate.map(rate);
@@ -481,13 +517,16 @@ fallback_status: [ ]
             spec.requests[1].method_and_path().unwrap(),
             ("POST", "/checkout")
         );
-        let RateSpec::Segments(segments) = &spec.rate else {
+        let Some(RateSpec::Segments(segments)) = &spec.rate else {
             panic!("expected segments")
         };
         assert_eq!(segments[1].ramp_to.unwrap().per_sec(), 500.0);
         let single: LoadSpec =
             serde_saphyr::from_str("rate: 500/s\nrequests: [ { get: / } ]").unwrap();
-        assert_eq!(single.rate, RateSpec::Constant("500/s".parse().unwrap()));
+        assert_eq!(
+            single.rate,
+            Some(RateSpec::Constant("500/s".parse().unwrap()))
+        );
         assert_eq!(single.timeout, Dur::from_millis(5000));
     }
 
@@ -565,8 +604,8 @@ fallback_status: [ ]
         spec.validate().unwrap();
     }
 
-    fn segments(yaml: &str) -> RateSpec {
-        serde_saphyr::from_str(yaml).unwrap()
+    fn segments(yaml: &str) -> Option<RateSpec> {
+        Some(serde_saphyr::from_str(yaml).unwrap())
     }
 
     #[test]
@@ -574,7 +613,7 @@ fallback_status: [ ]
         let mut spec: LoadSpec = serde_saphyr::from_str(CONTRACT_EXAMPLE).unwrap();
         spec.scale_time(0.1);
         assert_eq!(spec.timeout, "500ms".parse().unwrap());
-        let RateSpec::Segments(s) = &spec.rate else {
+        let Some(RateSpec::Segments(s)) = &spec.rate else {
             panic!("expected segments")
         };
         assert_eq!(s[0].rate.unwrap().per_sec(), 1000.0);
@@ -588,7 +627,10 @@ fallback_status: [ ]
         let mut constant = LoadSpec::constant("500/s".parse().unwrap(), "/");
         constant.timeout = "2s".parse().unwrap();
         constant.scale_time(0.1);
-        assert_eq!(constant.rate, RateSpec::Constant("5000/s".parse().unwrap()));
+        assert_eq!(
+            constant.rate,
+            Some(RateSpec::Constant("5000/s".parse().unwrap()))
+        );
         assert_eq!(constant.timeout, "200ms".parse().unwrap());
     }
 }

@@ -116,7 +116,7 @@ async fn a_handshake_refused_to_the_http2_client_is_a_connect_error_with_its_rea
     let url = format!("https://localhost:{}", f.data_addr().port());
     let mut spec = spec(Some(&ca), false, 1);
     spec.requests[0].http2 = true;
-    spec.rate = loadgen::RateSpec::Constant("20/s".parse().unwrap());
+    spec.rate = Some(loadgen::RateSpec::Constant("20/s".parse().unwrap()));
     let options = RunOptions::new(url, Duration::from_secs(1));
     let recording = start(spec, options, Instant::now()).unwrap().finish().await;
     assert_eq!(recording.totals.ok, 0);

@@ -3,13 +3,37 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::import::{import as read_record, ImportOptions};
+use crate::import::timetable::Writer;
+use crate::import::{import_with as read_record, ImportOptions};
 use crate::scenario::{Overrides, Scenario};
 
-/// Imports `paths` and writes the scenario to `out` (stdout when `None`). A scenario written to a file is loaded
-/// back and validated, so what import writes is what `faultline run` accepts. Exit 0, or 2 with the reason.
-pub fn import(paths: &[PathBuf], options: &ImportOptions, out: Option<&Path>) -> i32 {
-    let imported = match read_record(paths, options) {
+/// Imports `paths` and writes the scenario to `out` (stdout when `None`); with `replay_load`, the exact timetable
+/// too, beside it (`NAME.timetable`). A scenario written to a file is loaded back and validated, so what import
+/// writes is what `faultline run` accepts. Exit 0, or 2 with the reason.
+pub fn import(
+    paths: &[PathBuf],
+    options: &ImportOptions,
+    out: Option<&Path>,
+    replay_load: bool,
+) -> i32 {
+    let mut timetable = None;
+    if replay_load {
+        let Some(out) = out else {
+            eprintln!(
+                "error: --replay-load writes the timetable beside the scenario: give -o FILE"
+            );
+            return 2;
+        };
+        let path = out.with_extension("timetable");
+        match Writer::create(&path, options.redact) {
+            Ok(w) => timetable = Some(w),
+            Err(e) => {
+                eprintln!("error: cannot write {}: {e}", path.display());
+                return 2;
+            }
+        }
+    }
+    let imported = match read_record(paths, options, timetable.as_mut()) {
         Ok(i) => i,
         Err(e) => {
             eprintln!("error: {e}");
@@ -41,6 +65,23 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions, out: Option<&Path>) ->
         },
         phases.join(", ")
     );
+    if let Some(r) = &imported.replay {
+        eprintln!(
+            "wrote {}: {} requests{}{}",
+            r.path.display(),
+            r.requests,
+            if r.left_out > 0 {
+                format!(", {} left out (methods loadgen does not send)", r.left_out)
+            } else {
+                String::new()
+            },
+            if r.late > 0 {
+                format!(", {} over 300 s out of order", r.late)
+            } else {
+                String::new()
+            }
+        );
+    }
     match out {
         None => {
             print!("{}", imported.yaml);

@@ -1,4 +1,5 @@
-//! `faultline import`: turns the record of an incident (access logs, HAR files: the formats of [`Format`]) into a
+//! `faultline import`: turns the record of an incident (access logs, HAR files, trace exports: the formats of
+//! [`Format`]) into a
 //! scenario that validates and runs: the load that arrived (a rate per bucket), each dependency's behaviour bucket
 //! by bucket (a latency histogram and the share of each status), phases found from change points in the
 //! dependency's latency and error share, and commented-out expectations that describe what the SUT did.
@@ -13,11 +14,14 @@ mod envoy;
 mod haproxy;
 mod har;
 mod nginx;
+mod otlp;
 mod pattern;
 mod phases;
+mod progress;
 mod templates;
 mod time;
 mod timeline;
+pub mod timetable;
 mod writer;
 
 pub use phases::{find_phases, PhaseSpan};
@@ -45,6 +49,15 @@ pub struct Record {
     pub duration: Option<f64>,
     /// The calls the SUT made to its dependencies for this request, as the record shows them.
     pub calls: Vec<DependencyCall>,
+}
+
+/// What a record's line (or entry, or span) holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry {
+    /// A request that arrived at the SUT, with the calls it made when the record joins them.
+    Request(Record),
+    /// A call to a dependency recorded apart from its request (a trace's CLIENT span).
+    Call(DependencyCall),
 }
 
 /// One call to a dependency.
@@ -82,6 +95,8 @@ pub enum Format {
     Haproxy,
     /// A HAR file (HTTP Archive 1.2): each entry an arrival and a call to its host.
     Har,
+    /// OTLP/JSON trace exports: SERVER spans are arrivals, CLIENT spans calls to their peer.
+    OtlpJson,
     /// A regular expression with named groups: `time`, `method`, `path` (or `request`), `status`, `duration`,
     /// `upstream`, `upstream_duration`, `upstream_status`.
     Regex(String),
@@ -95,11 +110,12 @@ impl FromStr for Format {
             "envoy" => Ok(Format::Envoy),
             "haproxy" => Ok(Format::Haproxy),
             "har" => Ok(Format::Har),
+            "otlp-json" => Ok(Format::OtlpJson),
             _ => match s.strip_prefix("regex:") {
                 Some(p) if !p.is_empty() => Ok(Format::Regex(p.to_string())),
                 Some(_) => Err("`regex:` needs a pattern after the colon, e.g. regex:'(?P<time>\\S+) (?P<method>\\S+) (?P<path>\\S+)'".into()),
                 None => Err(format!(
-                    "unknown format `{s}`; known: nginx, envoy, haproxy, har, regex:PATTERN"
+                    "unknown format `{s}`; known: nginx, envoy, haproxy, har, otlp-json, regex:PATTERN"
                 )),
             },
         }
@@ -113,6 +129,7 @@ impl fmt::Display for Format {
             Format::Envoy => write!(f, "envoy"),
             Format::Haproxy => write!(f, "haproxy"),
             Format::Har => write!(f, "har"),
+            Format::OtlpJson => write!(f, "otlp-json"),
             Format::Regex(_) => write!(f, "regex"),
         }
     }
@@ -134,6 +151,8 @@ pub struct ImportOptions {
     pub redact: bool,
     /// The scenario's name (default: the first file's stem).
     pub name: Option<String>,
+    /// Draw a progress bar on stderr while reading (hidden when stderr is not a terminal).
+    pub progress: bool,
 }
 
 impl Default for ImportOptions {
@@ -146,6 +165,7 @@ impl Default for ImportOptions {
             scale_rate: 1.0,
             redact: false,
             name: None,
+            progress: false,
         }
     }
 }
@@ -178,6 +198,10 @@ pub enum ImportError {
         format: String,
         first: String,
     },
+    #[error("the times of {files} jump from {from:.3} to {to:.3} (Unix seconds) with no request between: a clock jump, or records of different times; import them apart")]
+    ClockJump { files: String, from: f64, to: f64 },
+    #[error("the record spans {buckets} buckets of {bucket} s, a scenario larger than a scenario file may be; import it with a larger --bucket, or in parts")]
+    TooLarge { buckets: usize, bucket: f64 },
     #[error("bad option: {0}")]
     Option(String),
 }
@@ -204,6 +228,8 @@ pub struct Imported {
     pub phases: Vec<PhaseSpan>,
     /// The dependencies seen.
     pub dependencies: Vec<String>,
+    /// The timetable written, when one was.
+    pub replay: Option<timetable::Written>,
 }
 
 /// Reads one line into a record: `Ok(None)` for a line that holds no request (a blank line, a comment).
@@ -215,11 +241,14 @@ pub(crate) trait LineFormat {
 const BAD_SHARE: f64 = 0.01;
 /// How many bad lines are listed by place.
 const LISTED_BAD: usize = 5;
+/// A stretch without any request longer than this is a jump of the clock, not a quiet hour of the service: the
+/// scenario would play every empty bucket of it.
+const CLOCK_JUMP: f64 = 3600.0;
 
-/// The line reader of a line format; `None` for a whole-document format (HAR).
+/// The line reader of a line format; `None` for a format of JSON documents (HAR, OTLP/JSON).
 fn line_format(options: &ImportOptions) -> Result<Option<Box<dyn LineFormat>>, ImportError> {
     Ok(Some(match &options.format {
-        Format::Har => return Ok(None),
+        Format::Har | Format::OtlpJson => return Ok(None),
         Format::Nginx => Box::new(nginx::Nginx::new(options.log_format.as_deref())?),
         Format::Envoy => Box::new(envoy::Envoy::new()),
         Format::Haproxy => Box::new(haproxy::Haproxy::new()),
@@ -227,8 +256,173 @@ fn line_format(options: &ImportOptions) -> Result<Option<Box<dyn LineFormat>>, I
     }))
 }
 
-/// Reads every file line by line into a timeline and writes the scenario.
+/// Where what is read goes: the timeline (and the timetable, when one is written), and the count of lines and
+/// bad lines.
+struct Sink<'a> {
+    timeline: Timeline,
+    timetable: Option<&'a mut timetable::Writer>,
+    lines: usize,
+    bad: usize,
+    first_bad: Vec<BadLine>,
+}
+
+impl Sink<'_> {
+    /// One entry read at `path:line` (a line, a HAR entry, a span), or why it is not one.
+    fn add(&mut self, path: &Path, line: usize, entry: Result<Option<Entry>, String>) {
+        match entry.and_then(plausible) {
+            Ok(Some(Entry::Request(record))) => {
+                if let Some(t) = self.timetable.as_deref_mut() {
+                    t.push(&record);
+                }
+                self.timeline.add(&record);
+            }
+            Ok(Some(Entry::Call(call))) => self.timeline.call(&call),
+            Ok(None) => {}
+            Err(why) => note_bad(&mut self.bad, &mut self.first_bad, path, line, why),
+        }
+    }
+}
+
+fn read_error(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
+    move |source| ImportError::Read {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads one file into the sink, each line or document as its format says.
+fn read_file(
+    path: &Path,
+    reader: Option<&dyn LineFormat>,
+    format: &Format,
+    progress: &mut progress::Progress,
+    sink: &mut Sink,
+) -> Result<(), ImportError> {
+    let file = std::fs::File::open(path).map_err(read_error(path))?;
+    read_from(
+        path,
+        std::io::BufReader::new(progress.wrap(file)),
+        reader,
+        format,
+        sink,
+    )
+}
+
+/// Reads one record (a file's content) into the sink; `path` names it in messages.
+fn read_from(
+    path: &Path,
+    file: impl BufRead,
+    reader: Option<&dyn LineFormat>,
+    format: &Format,
+    sink: &mut Sink,
+) -> Result<(), ImportError> {
+    let before = sink.lines;
+    match (reader, format) {
+        (Some(reader), _) => {
+            for (i, line) in file.lines().enumerate() {
+                let line = line.map_err(read_error(path))?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                sink.lines += 1;
+                let entry = reader
+                    .parse(&line)
+                    .map(|r| r.map(Entry::Request))
+                    .map_err(|why| format!("{why}\n  {}", clip(&line)));
+                sink.add(path, i + 1, entry);
+            }
+        }
+        (None, Format::OtlpJson) => {
+            let mut documents = otlp::Documents::new(file);
+            while let Some(doc) = documents.next_document().map_err(read_error(path))? {
+                match doc.spans {
+                    Err(why) => {
+                        sink.lines += 1;
+                        sink.add(path, doc.line, Err(why));
+                    }
+                    Ok(spans) => {
+                        for span in spans {
+                            // Each span counts as a line, so that the share of bad ones is a share of spans.
+                            sink.lines += 1;
+                            sink.add(
+                                path,
+                                doc.line,
+                                span.map_err(|w| format!("document on line {}: {w}", doc.line)),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        (None, _) => {
+            // A HAR is one document: each entry counts as a line, its index (from 1) as its place.
+            let text = std::io::read_to_string(file).map_err(read_error(path))?;
+            if text.trim().is_empty() {
+                return Err(ImportError::Empty(path.to_path_buf()));
+            }
+            let entries = har::records(&text)
+                .map_err(|m| ImportError::Format(format!("{}: {m}", path.display())))?;
+            for (i, entry) in entries.into_iter().enumerate() {
+                sink.lines += 1;
+                let entry = entry
+                    .map(|r| Some(Entry::Request(r)))
+                    .map_err(|why| format!("entry {}: {why}", i + 1));
+                sink.add(path, i + 1, entry);
+            }
+        }
+    }
+    if sink.lines == before {
+        return Err(ImportError::Empty(path.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Reads every file line by line (or document by document) into a timeline and writes the scenario; with
+/// `timetable`, also writes every request to it, in arrival order.
 pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, ImportError> {
+    import_with(paths, options, None)
+}
+
+/// As [`import`], writing the exact timetable of the requests to `timetable` as well (`--replay-load`).
+pub fn import_with(
+    paths: &[PathBuf],
+    options: &ImportOptions,
+    timetable: Option<&mut timetable::Writer>,
+) -> Result<Imported, ImportError> {
+    let total: u64 = paths
+        .iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let mut progress = progress::Progress::new(total, options.progress);
+    let imported = pipeline(paths, options, timetable, |path, reader, sink| {
+        read_file(path, reader, &options.format, &mut progress, sink)
+    });
+    progress.finish();
+    imported
+}
+
+/// As [`import`], from a record held in memory and named `name` in messages (what the fuzz targets drive).
+pub fn import_text(
+    name: &str,
+    text: &[u8],
+    options: &ImportOptions,
+) -> Result<Imported, ImportError> {
+    pipeline(
+        &[PathBuf::from(name)],
+        options,
+        None,
+        |path, reader, sink| read_from(path, text, reader, &options.format, sink),
+    )
+}
+
+/// Checks the options, reads each of `paths` with `read`, and writes the scenario of what was read.
+fn pipeline(
+    paths: &[PathBuf],
+    options: &ImportOptions,
+    timetable: Option<&mut timetable::Writer>,
+    mut read: impl FnMut(&Path, Option<&dyn LineFormat>, &mut Sink) -> Result<(), ImportError>,
+) -> Result<Imported, ImportError> {
     if !(options.speed.is_finite() && options.speed > 0.0) {
         return Err(ImportError::Option(format!(
             "--speed {} must be a number above 0",
@@ -254,70 +448,23 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
         ));
     }
     let reader = line_format(options)?;
-    let mut timeline = Timeline::new(options.bucket, options.redact);
-    let (mut lines, mut bad) = (0usize, 0usize);
-    let mut first_bad: Vec<BadLine> = Vec::new();
+    let mut sink = Sink {
+        timeline: Timeline::new(options.bucket, options.redact),
+        timetable,
+        lines: 0,
+        bad: 0,
+        first_bad: Vec::new(),
+    };
     for path in paths {
-        let file = std::fs::File::open(path).map_err(|source| ImportError::Read {
-            path: path.clone(),
-            source,
-        })?;
-        let Some(reader) = &reader else {
-            // A whole document: each entry counts as a line, its index (from 1) as its place.
-            let text = std::io::read_to_string(file).map_err(|source| ImportError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            if text.trim().is_empty() {
-                return Err(ImportError::Empty(path.clone()));
-            }
-            let entries = har::records(&text)
-                .map_err(|m| ImportError::Format(format!("{}: {m}", path.display())))?;
-            if entries.is_empty() {
-                return Err(ImportError::Empty(path.clone()));
-            }
-            lines += entries.len();
-            for (i, entry) in entries.into_iter().enumerate() {
-                match entry {
-                    Ok(record) => timeline.add(&record),
-                    Err(why) => note_bad(
-                        &mut bad,
-                        &mut first_bad,
-                        path,
-                        i + 1,
-                        format!("entry {}: {why}", i + 1),
-                    ),
-                }
-            }
-            continue;
-        };
-        let mut file_lines = 0usize;
-        for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|source| ImportError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            file_lines += 1;
-            match reader.parse(&line) {
-                Ok(Some(record)) => timeline.add(&record),
-                Ok(None) => {}
-                Err(why) => note_bad(
-                    &mut bad,
-                    &mut first_bad,
-                    path,
-                    i + 1,
-                    format!("{why}\n  {}", clip(&line)),
-                ),
-            }
-        }
-        if file_lines == 0 {
-            return Err(ImportError::Empty(path.clone()));
-        }
-        lines += file_lines;
+        read(path, reader.as_deref(), &mut sink)?;
     }
+    let Sink {
+        timeline,
+        lines,
+        bad,
+        first_bad,
+        timetable,
+    } = sink;
     let records = timeline.records();
     if records == 0 {
         return Err(ImportError::NothingParsed {
@@ -346,6 +493,13 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
             total: lines,
         });
     }
+    if let Some((from, to)) = timeline.clock_jump(CLOCK_JUMP) {
+        return Err(ImportError::ClockJump {
+            files: display(paths),
+            from,
+            to,
+        });
+    }
     let name = options.name.clone().unwrap_or_else(|| {
         paths
             .first()
@@ -354,7 +508,36 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
             .unwrap_or_else(|| "imported".into())
     });
     let phases = find_phases(&timeline);
-    let yaml = writer::write(&timeline, &phases, options, &name, paths, lines, bad);
+    let replay = match timetable {
+        Some(t) => Some(
+            t.finish(timeline.origin())
+                .map_err(|source| ImportError::Read {
+                    path: t.path().to_path_buf(),
+                    source,
+                })?,
+        ),
+        None => None,
+    };
+    let yaml = writer::write(
+        &timeline,
+        &phases,
+        options,
+        &name,
+        paths,
+        lines,
+        bad,
+        replay.as_ref(),
+    );
+    // The scenario loader parses YAML within a budget of nodes (what keeps a hostile file from exhausting
+    // memory); a long record in fine buckets with wide histograms can write more than that.
+    if let Err(e) = serde_saphyr::from_str::<serde_json::Value>(&yaml) {
+        if e.to_string().contains("budget") {
+            return Err(ImportError::TooLarge {
+                buckets: timeline.buckets(),
+                bucket: options.bucket,
+            });
+        }
+    }
     Ok(Imported {
         yaml,
         lines,
@@ -363,7 +546,54 @@ pub fn import(paths: &[PathBuf], options: &ImportOptions) -> Result<Imported, Im
         first_bad,
         dependencies: timeline.dependencies(),
         phases,
+        replay,
     })
+}
+
+/// The latest time a record may carry, Unix seconds (the year 5138): beyond it a time is a misread field, and
+/// bucket indices would overflow.
+const LATEST: f64 = 1e11;
+
+/// An entry whose times, durations and statuses a scenario can hold, or why not.
+fn plausible(entry: Option<Entry>) -> Result<Option<Entry>, String> {
+    let time = |t: f64| {
+        if (0.0..=LATEST).contains(&t) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the time {t} is not a Unix time (seconds since 1970)"
+            ))
+        }
+    };
+    let duration = |d: Option<f64>| match d {
+        Some(d) if !(0.0..=LATEST).contains(&d) => Err(format!("the duration {d} s is not one")),
+        _ => Ok(()),
+    };
+    let status = |s: Option<u16>| match s {
+        Some(s) if !(100..=599).contains(&s) => Err(format!("{s} is not an HTTP status")),
+        _ => Ok(()),
+    };
+    let call = |c: &DependencyCall| {
+        time(c.at)?;
+        duration(c.duration)?;
+        match c.outcome {
+            CallOutcome::Status(s) => status(Some(s)),
+            _ => Ok(()),
+        }
+    };
+    match &entry {
+        Some(Entry::Request(r)) => {
+            time(r.arrival)?;
+            duration(r.duration)?;
+            status(r.status)?;
+            for c in &r.calls {
+                call(c)?;
+            }
+        }
+        Some(Entry::Call(c)) => call(c)?,
+        None => {}
+    }
+    Ok(entry)
 }
 
 /// Counts a bad line (or entry) and keeps its place while fewer than [`LISTED_BAD`] are kept.

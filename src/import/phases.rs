@@ -117,16 +117,28 @@ pub fn find_phases(t: &Timeline) -> Vec<PhaseSpan> {
     let mut level: Option<Signal> = None;
     for k in 0..n {
         let new_state = spans.last().is_none_or(|(_, d)| *d != states[k]);
+        // A change seldom falls on a bucket's edge: the first bucket of a phase holds some of the phase before,
+        // so the level is the second bucket's, and a level lasting one bucket is noise as a state is.
+        if !new_state && spans.last().is_some_and(|(start, _)| *start + 1 == k) {
+            level = sig[k].or(level);
+            continue;
+        }
+        let moved = |s: Option<Signal>| match (level, s) {
+            (Some(l), Some(s)) if l.p50.is_finite() && s.p50.is_finite() => {
+                let ratio = s.p50.max(1e-9) / l.p50.max(1e-9);
+                !(1.0 / LEVEL_FACTOR..=LEVEL_FACTOR).contains(&ratio)
+                    || (s.failed - l.failed).abs() > LEVEL_FAILURE_SHIFT
+            }
+            _ => false,
+        };
+        // The same for the phase's last bucket: a level must hold for two buckets, so the bucket where a
+        // degraded stretch ends (partly degraded, mostly not) does not make a phase of its own.
         let new_level = states[k]
             && !new_state
-            && match (level, sig[k]) {
-                (Some(l), Some(s)) if l.p50.is_finite() && s.p50.is_finite() => {
-                    let ratio = s.p50.max(1e-9) / l.p50.max(1e-9);
-                    !(1.0 / LEVEL_FACTOR..=LEVEL_FACTOR).contains(&ratio)
-                        || (s.failed - l.failed).abs() > LEVEL_FAILURE_SHIFT
-                }
-                _ => false,
-            };
+            && moved(sig[k])
+            && k + 1 < n
+            && states[k + 1]
+            && moved(sig[k + 1]);
         if new_state || new_level {
             spans.push((k, states[k]));
             level = sig[k];
@@ -203,6 +215,26 @@ mod tests {
         t
     }
 
+    /// `n` calls of 800 ms from `from` on, 10 ms apart: a brownout's edge inside a bucket.
+    fn slow_calls(t: &mut Timeline, from: f64, n: usize) {
+        for i in 0..n {
+            let at = from + i as f64 / 100.0;
+            t.add(&Record {
+                arrival: at,
+                method: "GET".into(),
+                target: "/p/1".into(),
+                status: Some(200),
+                duration: None,
+                calls: vec![DependencyCall {
+                    peer: "dep".into(),
+                    at,
+                    duration: Some(0.8),
+                    outcome: CallOutcome::Status(200),
+                }],
+            });
+        }
+    }
+
     fn summary(p: &[PhaseSpan]) -> Vec<(&str, usize, usize)> {
         p.iter()
             .map(|p| (p.name.as_str(), p.start, p.end))
@@ -244,6 +276,45 @@ mod tests {
                 ("degraded-1", 10, 20),
                 ("degraded-2", 20, 30),
                 ("recovered", 30, 40)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_brownout_beginning_inside_a_bucket_is_one_degraded_phase_from_that_bucket() {
+        // Second 10 holds 30 calls of the brownout after 70 healthy ones: its median is healthy, its p99 is not.
+        let mut t = timeline(
+            30,
+            |s| if (11..20).contains(&s) { 800.0 } else { 40.0 },
+            |_| 0,
+        );
+        slow_calls(&mut t, 1010.7, 30);
+        assert_eq!(
+            summary(&find_phases(&t)),
+            vec![
+                ("healthy", 0, 10),
+                ("degraded-1", 10, 20),
+                ("recovered", 20, 30)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_brownout_ending_inside_a_bucket_does_not_make_a_phase_of_that_bucket() {
+        // Second 20 holds 10 slow calls of the brownout's end among 100 healthy ones: its p99 is degraded, its
+        // median healthy.
+        let mut t = timeline(
+            30,
+            |s| if (10..20).contains(&s) { 800.0 } else { 40.0 },
+            |_| 0,
+        );
+        slow_calls(&mut t, 1020.0, 10);
+        assert_eq!(
+            summary(&find_phases(&t)),
+            vec![
+                ("healthy", 0, 10),
+                ("degraded-1", 10, 21),
+                ("recovered", 21, 30)
             ]
         );
     }

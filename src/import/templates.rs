@@ -56,7 +56,7 @@ impl Template {
 pub struct Templates {
     redact: bool,
     by_shape: BTreeMap<(String, Vec<Piece>), Template>,
-    /// Requests whose shape came after [`MAX_TEMPLATES`] others.
+    /// Requests left out: their shape came after [`MAX_TEMPLATES`] others, or loadgen could not send their target.
     pub overflow: u64,
 }
 
@@ -122,6 +122,17 @@ impl Templates {
         } else {
             target.split('#').next().unwrap_or(target)
         };
+        // A target loadgen could not send as it is (not a URL path, or braces it would read as generators) is
+        // left out of the mix with the rarer shapes.
+        let sendable = !target.contains(['{', '}'])
+            && matches!(
+                loadgen::replay::parse_line(&format!("0 GET {target}")),
+                Ok(Some(_))
+            );
+        if !sendable {
+            self.overflow += 1;
+            return;
+        }
         let mut numbers = Vec::new();
         let shape = pieces(target, &mut numbers);
         let key = (method.to_string(), shape);
@@ -156,6 +167,17 @@ impl Templates {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_loadgen_could_not_send_is_left_out_and_counted() {
+        let mut t = Templates::new(false);
+        for target in ["/price/\u{11}", "/a b", "/x/{seq}", "/ok/1"] {
+            t.add("GET", target);
+        }
+        let kept: Vec<String> = t.by_count().iter().map(Template::path).collect();
+        assert_eq!(kept, vec!["/ok/1".to_string()]);
+        assert_eq!(t.overflow, 3);
+    }
 
     fn group(redact: bool, paths: &[(&str, &str)]) -> Vec<(String, String, u64)> {
         let mut t = Templates::new(redact);

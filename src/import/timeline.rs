@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 use super::templates::Templates;
-use super::{CallOutcome, Record};
+use super::{CallOutcome, DependencyCall, Record};
 
 /// The upper edges of the latency bins in microseconds: bin 0 is `[0, 10us)`, bin i is
 /// `[BIN_EDGES_US[i-1], BIN_EDGES_US[i])`, each 2% wider than the last (at least 1 us), up to an hour.
@@ -169,18 +169,31 @@ impl Timeline {
         }
         self.templates.add(&r.method, &r.target);
         for call in &r.calls {
-            let i = self.index(call.at);
-            let b = self
-                .deps
-                .entry(call.peer.clone())
-                .or_default()
-                .entry(i)
-                .or_default();
-            *b.outcomes.entry(call.outcome).or_default() += 1;
-            if let (CallOutcome::Status(_), Some(d)) = (call.outcome, call.duration) {
-                b.latency.record(d);
-            }
+            self.call(call);
         }
+    }
+
+    /// Adds a call to a dependency on its own, at its start (a trace's CLIENT span, whose request comes apart).
+    pub fn call(&mut self, call: &DependencyCall) {
+        let i = self.index(call.at);
+        let b = self
+            .deps
+            .entry(call.peer.clone())
+            .or_default()
+            .entry(i)
+            .or_default();
+        *b.outcomes.entry(call.outcome).or_default() += 1;
+        if let (CallOutcome::Status(_), Some(d)) = (call.outcome, call.duration) {
+            b.latency.record(d);
+        }
+    }
+
+    /// The first stretch longer than `longest` seconds without any arrival, as its bounds in Unix seconds.
+    pub fn clock_jump(&self, longest: f64) -> Option<(f64, f64)> {
+        let keys: Vec<i64> = self.sut.keys().copied().collect();
+        keys.windows(2)
+            .find(|w| (w[1] - w[0] - 1) as f64 * self.bucket > longest)
+            .map(|w| ((w[0] + 1) as f64 * self.bucket, w[1] as f64 * self.bucket))
     }
 
     /// Records added.
@@ -261,7 +274,6 @@ impl Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::import::DependencyCall;
 
     fn rec(arrival: f64, peer_ms: Option<(f64, CallOutcome)>) -> Record {
         Record {
@@ -307,6 +319,16 @@ mod tests {
         assert_eq!(t.origin(), 100.0);
         let counts: Vec<u64> = (0..3).map(|k| t.sut(k).arrivals).collect();
         assert_eq!(counts, vec![2, 1, 2]);
+    }
+
+    #[test]
+    fn a_stretch_of_more_than_the_longest_gap_without_arrivals_is_a_clock_jump() {
+        let mut t = Timeline::new(1.0, false);
+        for a in [100.5, 101.5, 5000.2, 5001.0] {
+            t.add(&rec(a, None));
+        }
+        assert_eq!(t.clock_jump(3600.0), Some((102.0, 5000.0)));
+        assert_eq!(t.clock_jump(10_000.0), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use super::phases::PhaseSpan;
 use super::timeline::{lower_edge_us, DepBucket, Histogram, SutBucket, Timeline, BIN_EDGES_US};
+use super::timetable::Written;
 use super::{CallOutcome, ImportOptions};
 
 /// How many request templates a scenario lists; the rest are named in a comment.
@@ -152,7 +153,8 @@ fn ms_text(seconds: f64) -> String {
     dur((seconds * 1e9).round() as u64)
 }
 
-/// The scenario's YAML.
+/// The scenario's YAML; with `replay`, its load is that exact timetable rather than a rate per bucket.
+#[allow(clippy::too_many_arguments)]
 pub fn write(
     t: &Timeline,
     phases: &[PhaseSpan],
@@ -161,6 +163,7 @@ pub fn write(
     paths: &[PathBuf],
     lines: usize,
     bad: usize,
+    replay: Option<&Written>,
 ) -> String {
     let mut y = String::new();
     let speed = o.speed;
@@ -168,7 +171,18 @@ pub fn write(
     let at = |k: usize| dur(bucket_ns * k as u64);
     let n = t.buckets();
     let deps = t.dependencies();
-    let routes: Vec<(String, String)> = deps.iter().map(|d| (d.clone(), route_name(d))).collect();
+    // Route names keep only letters and digits, so two peers can come to one name: the later ones get `-2`, ...
+    let mut routes: Vec<(String, String)> = Vec::new();
+    for d in &deps {
+        let base = route_name(d);
+        let mut name = base.clone();
+        let mut k = 1;
+        while routes.iter().any(|(_, r)| *r == name) {
+            k += 1;
+            name = format!("{base}-{k}");
+        }
+        routes.push((d.clone(), name));
+    }
 
     let _ = writeln!(
         y,
@@ -193,8 +207,13 @@ pub fn write(
         .collect();
     let _ = writeln!(
         y,
-        "  Replay of {}: the load as recorded (a rate per bucket) and each dependency's latency and status mix bucket by bucket. Phases found from the record: {}.",
+        "  Replay of {}: the load as recorded ({}) and each dependency's latency and status mix bucket by bucket. Phases found from the record: {}.",
         super::display(paths),
+        if replay.is_some() {
+            "each request at its recorded time"
+        } else {
+            "a rate per bucket"
+        },
         summary.join(", ")
     );
     let _ = writeln!(y, "duration: {}", at(n));
@@ -220,9 +239,11 @@ pub fn write(
             format!("/{route}/**")
         };
         let base = over(t, dep, first_healthy.0, first_healthy.1);
+        // The peer as the record wrote it, escaped: a comment cannot hold control characters.
         let _ = writeln!(
             y,
-            "    # {dep}: its base is the first phase's whole distribution."
+            "    # {}: its base is the first phase's whole distribution.",
+            dep.escape_debug()
         );
         let b = behaviour(&base, speed);
         let _ = writeln!(y, "    {route}: {{ path: {path}, {} }}", &b[2..b.len() - 2]);
@@ -273,6 +294,64 @@ pub fn write(
     let _ = writeln!(y, "  demo: {{}}\n");
 
     let _ = writeln!(y, "load:");
+    let max_duration = sut_over(t, 0, n).latency.quantile(1.0).unwrap_or(0.0);
+    let timeout = ms_text((max_duration * 2.0).max(30.0) / speed);
+    if let Some(r) = replay {
+        load_replay(&mut y, r, o, &timeout);
+    } else {
+        load_rate(&mut y, t, o, &timeout);
+    }
+    expectations(&mut y, t, phases, speed);
+    y
+}
+
+/// The load as an exact timetable: `load.replay`.
+fn load_replay(y: &mut String, r: &Written, o: &ImportOptions, timeout: &str) {
+    let file = r
+        .path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let _ = writeln!(
+        y,
+        "  # Each recorded request at its recorded time, with its method and path: {} requests in {file}",
+        r.requests
+    );
+    let _ = writeln!(
+        y,
+        "  # (`TIME METHOD PATH` a line; `from` is the record's time 0){}{}.",
+        if r.left_out > 0 {
+            format!(
+                "; {} requests left out (methods loadgen does not send, or not a URL path)",
+                r.left_out
+            )
+        } else {
+            String::new()
+        },
+        if r.late > 0 {
+            format!(
+                "; {} requests came over {}s out of order and play at the earliest time still open",
+                r.late,
+                super::timetable::REORDER
+            )
+        } else {
+            String::new()
+        }
+    );
+    let _ = writeln!(
+        y,
+        "  replay: {{ file: {file:?}, from: {:.6}, speed: {}, scale_rate: {} }}",
+        r.from, o.speed, o.scale_rate
+    );
+    let _ = writeln!(y, "  timeout: {timeout}");
+}
+
+/// The load as a rate per bucket, with the request templates.
+fn load_rate(y: &mut String, t: &Timeline, o: &ImportOptions, timeout: &str) {
+    let speed = o.speed;
+    let bucket_ns = (t.bucket * 1e9 / speed).round() as u64;
+    let at = |k: usize| dur(bucket_ns * k as u64);
+    let n = t.buckets();
     let _ = writeln!(
         y,
         "  # The arrivals as recorded, one rate per bucket (evenly spaced inside it)."
@@ -290,12 +369,7 @@ pub fn write(
     }
     let _ = writeln!(y, "    - {{ at: {}, rate: 0/s }}", at(n));
     let _ = writeln!(y, "  arrivals: uniform");
-    let max_duration = sut_over(t, 0, n).latency.quantile(1.0).unwrap_or(0.0);
-    let _ = writeln!(
-        y,
-        "  timeout: {}",
-        ms_text((max_duration * 2.0).max(30.0) / speed)
-    );
+    let _ = writeln!(y, "  timeout: {timeout}");
     let templates = t.templates.by_count();
     let supported = |m: &str| matches!(m, "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD");
     let listed: Vec<_> = templates
@@ -309,7 +383,7 @@ pub fn write(
     if left > 0 {
         let _ = writeln!(
             y,
-            "  # {left} requests of rarer shapes (or methods loadgen does not send) are left out of the mix."
+            "  # {left} requests of rarer shapes (or methods loadgen does not send, or targets that are not URL paths) are left out of the mix."
         );
     }
     let _ = writeln!(y, "  requests:");
@@ -332,7 +406,10 @@ pub fn write(
             tpl.path()
         );
     }
+}
 
+/// What the record shows the SUT did, phase by phase, as commented-out expectations.
+fn expectations(y: &mut String, t: &Timeline, phases: &[PhaseSpan], speed: f64) {
     let _ = writeln!(
         y,
         "\n# What the record shows the SUT did, phase by phase, as starting expectations:"
@@ -380,7 +457,6 @@ pub fn write(
             "#   (the record has neither the SUT's statuses nor its durations)"
         );
     }
-    y
 }
 
 #[cfg(test)]

@@ -360,6 +360,10 @@ impl Scenario {
         };
         let mut scenario: Scenario = serde_saphyr::from_str(text).map_err(parse_error)?;
         scenario.replay_trace(text, file, base)?;
+        if let Some(r) = scenario.load.replay.as_mut() {
+            // A timetable is named relative to the scenario file, as a trace is.
+            r.file = base.join(&r.file).display().to_string();
+        }
         if let Some(seed) = overrides.seed {
             scenario.seed = Some(seed);
         }
