@@ -690,3 +690,30 @@ fn a_record_too_long_for_its_bucket_exits_2_asking_for_a_larger_bucket() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("larger --bucket"), "{stderr}");
 }
+
+#[test]
+fn the_reading_half_counts_what_the_whole_import_reads() {
+    let mut log = brownout_log();
+    log.push_str("not a line of this format\n");
+    let options = nginx_options(1.0, 1.0);
+    let read = faultline::import::read_text("brownout.log", log.as_bytes(), &options).unwrap();
+    let whole = faultline::import::import_text("brownout.log", log.as_bytes(), &options).unwrap();
+    assert_eq!(read.lines, SECONDS * PER_SECOND + 1);
+    assert_eq!(read.bad, 1);
+    assert_eq!(
+        (read.lines, read.records, read.bad),
+        (whole.lines, whole.records, whole.bad)
+    );
+    let refused = faultline::import::read_text(
+        "brownout.log",
+        log.as_bytes(),
+        &ImportOptions {
+            bucket: 0.0,
+            ..options
+        },
+    );
+    assert!(
+        matches!(refused, Err(faultline::import::ImportError::Option(_))),
+        "{refused:?}"
+    );
+}

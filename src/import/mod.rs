@@ -416,13 +416,45 @@ pub fn import_text(
     )
 }
 
-/// Checks the options, reads each of `paths` with `read`, and writes the scenario of what was read.
-fn pipeline(
-    paths: &[PathBuf],
-    options: &ImportOptions,
-    timetable: Option<&mut timetable::Writer>,
-    mut read: impl FnMut(&Path, Option<&dyn LineFormat>, &mut Sink) -> Result<(), ImportError>,
-) -> Result<Imported, ImportError> {
+/// What a format's reader made of a record, before any phase is found or scenario written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Read {
+    /// Lines read (entries for HAR, spans for OTLP/JSON).
+    pub lines: usize,
+    /// Requests and dependency calls taken into the timeline.
+    pub records: usize,
+    /// Lines that are not an entry of the format, or not a plausible one.
+    pub bad: usize,
+}
+
+/// The reading half of [`import_text`]: the format's reader over a record held in memory, into a timeline, and no
+/// further (the readers' fuzz target drives it, so that its executions go to the readers rather than the writer).
+pub fn read_text(name: &str, text: &[u8], options: &ImportOptions) -> Result<Read, ImportError> {
+    check(options)?;
+    let reader = line_format(options)?;
+    let mut sink = Sink {
+        timeline: Timeline::new(options.bucket, options.redact),
+        timetable: None,
+        lines: 0,
+        bad: 0,
+        first_bad: Vec::new(),
+    };
+    read_from(
+        Path::new(name),
+        text,
+        reader.as_deref(),
+        &options.format,
+        &mut sink,
+    )?;
+    Ok(Read {
+        lines: sink.lines,
+        records: sink.timeline.records(),
+        bad: sink.bad,
+    })
+}
+
+/// The options every import checks before it reads.
+fn check(options: &ImportOptions) -> Result<(), ImportError> {
     if !(options.speed.is_finite() && options.speed > 0.0) {
         return Err(ImportError::Option(format!(
             "--speed {} must be a number above 0",
@@ -447,6 +479,17 @@ fn pipeline(
                 .into(),
         ));
     }
+    Ok(())
+}
+
+/// Checks the options, reads each of `paths` with `read`, and writes the scenario of what was read.
+fn pipeline(
+    paths: &[PathBuf],
+    options: &ImportOptions,
+    timetable: Option<&mut timetable::Writer>,
+    mut read: impl FnMut(&Path, Option<&dyn LineFormat>, &mut Sink) -> Result<(), ImportError>,
+) -> Result<Imported, ImportError> {
+    check(options)?;
     let reader = line_format(options)?;
     let mut sink = Sink {
         timeline: Timeline::new(options.bucket, options.redact),
