@@ -4,6 +4,7 @@
 //! The components are libraries of their own (`faultd`, `loadgen`, `demo`); this crate only talks to them through
 //! their public APIs. Data flows one way: scenario -> components -> recordings -> verdict -> reports.
 
+pub mod agents;
 pub mod breaker;
 pub mod commands;
 pub mod expect;

@@ -64,6 +64,39 @@ enum Command {
         /// Push the final metrics to this Prometheus Pushgateway when the run ends, e.g. http://127.0.0.1:9091.
         #[arg(long, value_name = "URL")]
         push: Option<String>,
+        /// Spread the load over N agents, each sending every N-th arrival of the timetable from one shared t = 0;
+        /// their histograms are added up and the whole is judged. Without --agents-listen, N agent processes
+        /// start on this machine.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(faultline::agents::MAX_AGENTS)))]
+        agents: Option<u32>,
+        /// Wait for N agents started elsewhere (`loadgen agent --runner HOST:PORT`, a Kubernetes Indexed Job)
+        /// to dial this address, e.g. 0.0.0.0:7070, instead of starting them here.
+        #[arg(long, value_name = "ADDR", requires = "agents")]
+        agents_listen: Option<std::net::SocketAddr>,
+        /// Allow --agents-listen on an address that is not loopback.
+        #[arg(long, requires = "agents_listen")]
+        agents_allow_remote: bool,
+        /// How long to wait for every agent to register, e.g. 5m on a cluster that pulls images first.
+        #[arg(
+            long,
+            value_name = "DURATION",
+            default_value = "30s",
+            requires = "agents"
+        )]
+        agents_wait: faultline_units::Dur,
+    },
+    /// One share of a distributed run, as `loadgen agent` (which see); `faultline run --agents N` starts these.
+    #[command(hide = true)]
+    Agent {
+        /// The runner's agent listener, HOST:PORT.
+        #[arg(long, env = "FAULTLINE_RUNNER")]
+        runner: String,
+        /// This agent's index (0 to N-1).
+        #[arg(long, env = "JOB_COMPLETION_INDEX")]
+        index: Option<u32>,
+        /// How long to keep dialling a runner that is not listening yet.
+        #[arg(long, default_value = "2m")]
+        connect_for: faultline_units::Dur,
     },
     /// Run a scenario twice against the demo service: with its recommended configuration every expectation must
     /// hold; with the scenario's `proof.mistake` switched on, the expectations in `proof.fails` must fail.
@@ -77,6 +110,9 @@ enum Command {
         time_scale: f64,
         #[arg(long)]
         seed: Option<u64>,
+        /// Spread both runs' load over N local agents (see `run --agents`).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(faultline::agents::MAX_AGENTS)))]
+        agents: Option<u32>,
     },
     /// Check scenario files without running them.
     Validate {
@@ -172,6 +208,10 @@ fn main() -> ExitCode {
             metrics_allow_remote,
             metrics_linger,
             push,
+            agents,
+            agents_listen,
+            agents_allow_remote,
+            agents_wait,
         } => commands::run_command(
             &scenario,
             report_dir,
@@ -187,14 +227,31 @@ fn main() -> ExitCode {
                 allow_remote: metrics_allow_remote,
                 push,
                 linger: metrics_linger.get(),
+                agents: agents.map(|count| faultline::agents::AgentsOptions {
+                    count,
+                    listen: agents_listen,
+                    allow_remote: agents_allow_remote,
+                    register_within: agents_wait.get(),
+                    program: None,
+                }),
             },
         ),
+        Command::Agent {
+            runner,
+            index,
+            connect_for,
+        } => commands::agent(loadgen::agent::AgentOptions {
+            runner,
+            index,
+            connect_for: connect_for.get(),
+        }),
         Command::Prove {
             scenarios,
             report_dir,
             time_scale,
             seed,
-        } => commands::prove(&scenarios, report_dir, time_scale, seed),
+            agents,
+        } => commands::prove(&scenarios, report_dir, time_scale, seed, agents),
         Command::Validate { scenarios } => commands::validate(&scenarios),
         Command::Schema => commands::schema(),
         Command::List { dir } => commands::list(&dir),

@@ -435,6 +435,7 @@ fn fixture(buckets: usize) -> Fixture {
         series,
         ca: None,
         tls,
+        distributed: None,
     };
     Fixture {
         result,

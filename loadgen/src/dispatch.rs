@@ -357,14 +357,14 @@ async fn wait_timer(due: Instant, stop: &mut watch::Receiver<bool>) -> bool {
     true
 }
 
-/// The open model: every arrival of `schedule` (a rate's timetable or a replay's) is dispatched at its intended
-/// time, or dropped at the cap.
+/// The open model: every arrival of `schedule` (a rate's timetable or a replay's, each arrival with its index in
+/// the whole timetable) is dispatched at its intended time, or dropped at the cap.
 /// Each arrival keeps its own intended time even when a wait overshoots: a late wake-up dispatches every due
 /// arrival at once, each stamped with when it should have gone. Returns a handle that yields true if the run
 /// was stopped before the end of `duration`.
 pub(crate) fn run_open<I: Issue>(
     exchanges: Arc<I>,
-    schedule: impl Iterator<Item = Arrival> + Send + 'static,
+    schedule: impl Iterator<Item = (u64, Arrival)> + Send + 'static,
     max_in_flight: u64,
     duration: Duration,
     seed: u64,
@@ -381,7 +381,7 @@ pub(crate) fn run_open<I: Issue>(
             let origin = exchanges.origin();
             // The origin is usually a little ahead: an arrival due at t = 0 must wait for it, not go at once.
             let mut woke = Instant::now();
-            for (index, arrival) in schedule.enumerate() {
+            for (index, arrival) in schedule {
                 let due = origin + arrival.intended;
                 if due > woke {
                     if !wait_precisely(alarm.as_ref(), due.max(woke + COALESCE), &mut stop).await {
@@ -390,7 +390,7 @@ pub(crate) fn run_open<I: Issue>(
                     woke = Instant::now();
                 }
                 exchanges.issue(
-                    index as u64,
+                    index,
                     arrival.intended,
                     arrival.request,
                     &mut rng,
@@ -402,12 +402,12 @@ pub(crate) fn run_open<I: Issue>(
         }),
         Pacing::Timer => tokio::spawn(async move {
             let origin = exchanges.origin();
-            for (index, arrival) in schedule.enumerate() {
+            for (index, arrival) in schedule {
                 if !wait_timer(origin + arrival.intended, &mut stop).await {
                     return true;
                 }
                 exchanges.issue(
-                    index as u64,
+                    index,
                     arrival.intended,
                     arrival.request,
                     &mut rng,

@@ -8,7 +8,8 @@
 //! The library prints nothing. The `loadgen` binary and the `faultline` runner are thin wiring over [`start`],
 //! [`LoadRun`] and [`Recording`]. Modules, one concern each: [`spec`] (configuration), [`schedule`] (intended
 //! times from a rate), [`replay`] (an exact timetable of recorded requests), `mix` (requests), `send` and `dispatch` (sending), `h2` (HTTP/2 and gRPC requests and sending), `recorder` and [`recording`] (recording),
-//! [`hgrm`] and [`summary`] (output).
+//! [`hgrm`] and [`summary`] (output), [`merge`] (adding up the recordings of a distributed run's shares)
+//! and [`agent`] (one share of a distributed run).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), loadgen::LoadError> {
@@ -26,13 +27,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+pub mod agent;
 mod dispatch;
 mod h2;
 pub mod hgrm;
+pub mod merge;
 mod mix;
 mod outcome;
 mod recorder;
@@ -45,6 +49,7 @@ pub mod summary;
 mod target;
 mod tls;
 
+pub use merge::MergeError;
 pub use outcome::{ClassCounts, Outcome};
 pub use recorder::Progress;
 pub use recording::{
@@ -115,6 +120,36 @@ pub struct RunOptions {
     pub allow_hosts: Vec<String>,
     /// What becomes of the time series (kept in the recording by default).
     pub series: Series,
+    /// Which share of the timetable this process sends: the whole of it by default, or one agent's part.
+    pub share: Share,
+}
+
+/// One agent's part of a timetable: the arrivals whose index `k` (from 0, over the whole timetable) has
+/// `k % of == index`. The union of the `of` shares is the timetable itself, arrival for arrival, whatever the
+/// arrival process (uniform, Poisson, a replay): each agent walks the same seeded timetable and keeps its own.
+/// Each share of a constant rate R is a constant rate R / `of`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Share {
+    /// This part, from 0.
+    pub index: u32,
+    /// How many parts there are (at least 1).
+    pub of: u32,
+}
+
+impl Share {
+    /// The whole timetable.
+    pub const WHOLE: Share = Share { index: 0, of: 1 };
+
+    /// Whether arrival `k` of the whole timetable is in this share.
+    pub fn holds(&self, k: u64) -> bool {
+        self.of <= 1 || k % u64::from(self.of) == u64::from(self.index)
+    }
+}
+
+impl Default for Share {
+    fn default() -> Self {
+        Share::WHOLE
+    }
 }
 
 /// Where the time series' buckets go once they are final, about a second after they end.
@@ -146,6 +181,7 @@ impl RunOptions {
             bucket: Duration::from_millis(100),
             allow_hosts: Vec::new(),
             series: Series::Keep,
+            share: Share::WHOLE,
         }
     }
 }
@@ -295,6 +331,12 @@ fn launch<T: Transport>(
             "the bucket width must be longer than 0s".into(),
         ));
     }
+    if options.share.of == 0 || options.share.index >= options.share.of {
+        return Err(LoadError::InvalidOptions(format!(
+            "share {} of {}: the index must be below the number of shares",
+            options.share.index, options.share.of
+        )));
+    }
     let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
     if spec.is_http2() {
         return launch_h2(spec, options, origin, &target, pacing, closed_users);
@@ -330,13 +372,13 @@ fn launch<T: Transport>(
     let (duration, seed) = (options.duration, options.seed);
     let (dispatcher, model) = match closed_users {
         None => {
-            let schedule = arrivals(&spec, &target, seed, duration)?;
+            let schedule = arrivals(&spec, &target, seed, duration, options.share)?;
             let task = dispatch::run_open(
                 exchanges,
                 schedule,
                 spec.max_in_flight,
                 duration,
-                seed,
+                mix_seed(seed, options.share),
                 pacing,
                 stopped,
             );
@@ -364,25 +406,52 @@ fn launch<T: Transport>(
 #[cfg(test)]
 mod tests;
 
-/// The arrivals of a validated spec: its replay's timetable, or the intended times of its rate.
+/// The arrivals of a validated spec that fall in `share`, each with its index in the whole timetable: its
+/// replay's timetable, or the intended times of its rate.
 fn arrivals(
     spec: &LoadSpec,
     target: &target::Target,
     seed: u64,
     duration: Duration,
-) -> Result<Box<dyn Iterator<Item = replay::Arrival> + Send>, LoadError> {
-    if let Some(r) = &spec.replay {
-        return Ok(Box::new(replay::Player::open(r, target, seed, duration)?));
+    share: Share,
+) -> Result<Box<dyn Iterator<Item = (u64, replay::Arrival)> + Send>, LoadError> {
+    let whole: Box<dyn Iterator<Item = replay::Arrival> + Send> = match &spec.replay {
+        Some(r) => Box::new(replay::Player::open(r, target, seed, duration)?),
+        None => {
+            let rate = spec.rate.as_ref().ok_or_else(|| LoadError::InvalidSpec {
+                field: "load.rate".into(),
+                why: "give the arrival rate, or a timetable with `replay: FILE`".into(),
+            })?;
+            let schedule = schedule::Schedule::new(rate, spec.arrivals, seed, duration);
+            Box::new(schedule.map(|intended| replay::Arrival {
+                intended,
+                request: None,
+            }))
+        }
+    };
+    let indexed = whole.enumerate().map(|(k, a)| (k as u64, a));
+    if share == Share::WHOLE {
+        return Ok(Box::new(indexed));
     }
-    let rate = spec.rate.as_ref().ok_or_else(|| LoadError::InvalidSpec {
-        field: "load.rate".into(),
-        why: "give the arrival rate, or a timetable with `replay: FILE`".into(),
-    })?;
-    let schedule = schedule::Schedule::new(rate, spec.arrivals, seed, duration);
-    Ok(Box::new(schedule.map(|intended| replay::Arrival {
-        intended,
-        request: None,
-    })))
+    Ok(Box::new(indexed.filter(move |(k, _)| share.holds(*k))))
+}
+
+/// How many arrivals the whole timetable of `spec` holds over `duration`: what the shares of a distributed run
+/// must add up to. Reads a replay's file through once.
+pub fn timetable_len(spec: &LoadSpec, options: &RunOptions) -> Result<u64, LoadError> {
+    spec.validate()?;
+    let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
+    Ok(arrivals(spec, &target, options.seed, options.duration, Share::WHOLE)?.count() as u64)
+}
+
+/// The seed of the request mix (template picks, `{rand:..}` values): each share draws its own stream, so two
+/// agents do not send the same random path at the same moment.
+fn mix_seed(seed: u64, share: Share) -> u64 {
+    if share == Share::WHOLE {
+        seed
+    } else {
+        seed ^ u64::from(share.index).rotate_left(48) ^ u64::from(share.of).rotate_left(24)
+    }
 }
 
 /// The open model over HTTP/2 streams (`h2`): the same schedule, recorder and outcome classes as HTTP/1.1's.
@@ -428,13 +497,13 @@ fn launch_h2(
     let (stop, stopped) = watch::channel(false);
     let (dispatcher, model) = match closed_users {
         None => {
-            let schedule = arrivals(&spec, target, options.seed, options.duration)?;
+            let schedule = arrivals(&spec, target, options.seed, options.duration, options.share)?;
             let task = dispatch::run_open(
                 exchanges,
                 schedule,
                 spec.max_in_flight,
                 options.duration,
-                options.seed,
+                mix_seed(options.seed, options.share),
                 pacing,
                 stopped,
             );

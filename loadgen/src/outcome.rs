@@ -128,6 +128,19 @@ impl ClassCounts {
     }
 }
 
+impl std::ops::AddAssign for ClassCounts {
+    /// Class by class: the counts of two shares of a load are the counts of their union.
+    fn add_assign(&mut self, other: ClassCounts) {
+        self.ok += other.ok;
+        self.fallback += other.fallback;
+        self.client_error += other.client_error;
+        self.server_error += other.server_error;
+        self.timeout += other.timeout;
+        self.connect_error += other.connect_error;
+        self.dropped += other.dropped;
+    }
+}
+
 /// Decides between ok, fallback, client and server error for a response, from the spec's fallback rules. (The
 /// fallback header is looked for by the transport while it parses the head: [`Answer::marked`].)
 #[derive(Debug, Clone, Default)]

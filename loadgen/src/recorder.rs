@@ -202,14 +202,7 @@ impl State {
         let Some((index, histogram)) = self.open.take() else {
             return;
         };
-        if !histogram.is_empty() {
-            let at = |q| Dur(Duration::from_nanos(histogram.value_at_quantile(q)));
-            let latency = BucketLatency {
-                p50: at(0.5),
-                p90: at(0.9),
-                p99: at(0.99),
-                max: Dur(Duration::from_nanos(histogram.max())),
-            };
+        if let Some(latency) = BucketLatency::of(&histogram) {
             let bytes = encode_histogram(&histogram);
             let b = &mut self.bucket_mut(index).bucket;
             b.latency = Some(latency);

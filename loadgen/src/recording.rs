@@ -96,6 +96,22 @@ pub struct BucketLatency {
     pub max: Dur,
 }
 
+impl BucketLatency {
+    /// The percentiles of an interval histogram; `None` when it is empty.
+    pub fn of(h: &Histogram<u64>) -> Option<BucketLatency> {
+        if h.is_empty() {
+            return None;
+        }
+        let at = |q| Dur(Duration::from_nanos(h.value_at_quantile(q)));
+        Some(BucketLatency {
+            p50: at(0.5),
+            p90: at(0.9),
+            p99: at(0.99),
+            max: Dur(Duration::from_nanos(h.max())),
+        })
+    }
+}
+
 /// One step of the time series. Index i covers `[i*bucket, (i+1)*bucket)` from the origin: `intended`, `sent` and
 /// `dropped` by intended time, `completed` and the latencies by completion time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -187,6 +203,13 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// The recording of a run in which nothing was sent: every phase and bucket empty. What a distributed run
+    /// keeps when no agent handed over a recording.
+    pub fn empty(phases: &[(String, Duration)], bucket: Duration, duration: Duration) -> Recording {
+        crate::recorder::Recorder::new(phases, bucket, duration, crate::Series::Discard)
+            .recording(Model::Open, true)
+    }
+
     /// One measure merged over the phases named in `phase` (all phases for `None`) and the classes `include`
     /// accepts. For example the corrected latency of everything that got an answer:
     /// `recording.histogram(Measure::Corrected, None, |o| o != Outcome::Dropped)`.

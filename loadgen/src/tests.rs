@@ -297,3 +297,173 @@ fn starting_outside_a_runtime_or_with_a_foreign_host_is_refused() {
     );
     assert!(matches!(e, Err(LoadError::HostNotAllowed { .. })));
 }
+
+/// The intended times (from the origin) of the arrivals of `share` of a spec's timetable, with their indexes.
+fn timetable(spec: &LoadSpec, share: Share) -> Vec<(u64, Duration)> {
+    let target = target::Target::parse("http://127.0.0.1:9", &[]).unwrap();
+    arrivals(spec, &target, 42, ms(20_000), share)
+        .unwrap()
+        .map(|(k, a)| (k, a.intended))
+        .collect()
+}
+
+#[test]
+fn the_shares_of_a_timetable_add_up_to_it_arrival_for_arrival() {
+    let dir = std::env::temp_dir().join(format!("loadgen-share-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("recorded.timetable");
+    let lines: String = (0..500)
+        .map(|i| {
+            format!(
+                "{}.{:03} GET /item/{i}\n",
+                1_791_640_500 + i * 27 / 1000,
+                i * 27 % 1000
+            )
+        })
+        .collect();
+    std::fs::write(&file, lines).unwrap();
+
+    let uniform = LoadSpec::constant("250/s".parse().unwrap(), "/");
+    let mut poisson = uniform.clone();
+    poisson.arrivals = Arrivals::Poisson;
+    let mut replayed = uniform.clone();
+    replayed.rate = None;
+    replayed.requests = Vec::new();
+    replayed.replay = Some(Replay {
+        file: file.display().to_string(),
+        from: None,
+        speed: 1.0,
+        // Seeded thinning and repeating: each share must draw the same copies as the whole.
+        scale_rate: 1.7,
+    });
+    for (name, spec) in [
+        ("uniform", uniform),
+        ("poisson", poisson),
+        ("replay", replayed),
+    ] {
+        let whole = timetable(&spec, Share::WHOLE);
+        assert!(whole.len() > 400, "{name}: {} arrivals", whole.len());
+        for of in [2u32, 3, 4] {
+            let mut union: Vec<(u64, Duration)> = (0..of)
+                .flat_map(|index| timetable(&spec, Share { index, of }))
+                .collect();
+            union.sort();
+            assert_eq!(union, whole, "{name}: {of} shares");
+            let first = timetable(&spec, Share { index: 0, of });
+            assert!(
+                first.iter().all(|(k, _)| k % u64::from(of) == 0),
+                "{name}: share 0 of {of} holds every {of}th arrival"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `share` of a Poisson load under paused time against a service whose answer depends only on the instant
+/// a request reaches it (so the same arrival gets the same answer in every run).
+async fn shared_run(share: Share) -> Recording {
+    let origin = Instant::now();
+    let mock = service(move |now| {
+        let t = now.duration_since(origin).as_micros() as u64;
+        // 1-60 ms, a server error for about one in nine, a reset for one in 31.
+        let delay = ms(1 + (t / 100) % 60);
+        let status = match t % 31 {
+            0 => 0,
+            _ if t.is_multiple_of(9) => 503,
+            _ => 200,
+        };
+        (delay, status)
+    });
+    let mut spec = LoadSpec::constant("400/s".parse().unwrap(), "/");
+    spec.arrivals = Arrivals::Poisson;
+    let options = RunOptions {
+        phases: vec![("healthy".into(), ms(0)), ("degraded".into(), ms(1500))],
+        seed: 9,
+        share,
+        ..RunOptions::new("http://127.0.0.1:9", ms(3000))
+    };
+    let run = launch(spec, options, origin, |_, _| mock, Pacing::Timer, None).unwrap();
+    run.finish().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn merging_the_recordings_of_the_shares_gives_the_recording_of_the_whole() {
+    let whole = shared_run(Share::WHOLE).await;
+    assert_conserved(&whole);
+    assert!(whole.totals.server_error > 0 && whole.totals.connect_error > 0);
+    for of in [2u32, 4] {
+        let mut parts = Vec::new();
+        for index in 0..of {
+            parts.push(shared_run(Share { index, of }).await);
+        }
+        let merged = Recording::merge(&parts).unwrap();
+        assert_conserved(&merged);
+        assert_eq!(merged.totals, whole.totals, "{of} shares");
+        assert_eq!(
+            (merged.intended, merged.sent, merged.still_in_flight),
+            (whole.intended, whole.sent, whole.still_in_flight)
+        );
+        assert_eq!(merged.conservation, whole.conservation);
+        assert_eq!(merged.connect_errors, whole.connect_errors);
+        // Per phase and class, every histogram holds the same count at every value: bit for bit.
+        assert_eq!(merged.phases, whole.phases, "{of} shares");
+        for (m, w) in merged.phases.iter().zip(&whole.phases) {
+            for (class, h) in &w.classes {
+                let mh = &m.classes[class];
+                for measure in [Measure::Corrected, Measure::Uncorrected, Measure::SendLag] {
+                    let (a, b) = (mh.get(measure), h.get(measure));
+                    assert_eq!(a.len(), b.len());
+                    assert!(b
+                        .iter_recorded()
+                        .all(|v| a.count_at(v.value_iterated_to()) == v.count_at_value()));
+                }
+            }
+        }
+        // The series, bucket for bucket: counts equal, interval histograms equal value for value, percentiles
+        // read from them equal; the most in flight is the sum of the shares' peaks, never below the whole's.
+        assert_eq!(merged.buckets.len(), whole.buckets.len());
+        for (i, (m, w)) in merged.buckets.iter().zip(&whole.buckets).enumerate() {
+            assert_eq!(m.start, w.start, "bucket {i}");
+            assert_eq!(
+                (m.intended, m.sent, m.dropped, m.completed),
+                (w.intended, w.sent, w.dropped, w.completed),
+                "bucket {i}"
+            );
+            assert_eq!(m.latency, w.latency, "bucket {i}");
+            let decode = |b: &Bucket| {
+                b.interval_histogram
+                    .as_ref()
+                    .map(|bytes| recording::decode_histogram(bytes).unwrap())
+            };
+            assert_eq!(decode(m), decode(w), "bucket {i}");
+            assert!(
+                m.in_flight >= w.in_flight,
+                "bucket {i}: {} < {}",
+                m.in_flight,
+                w.in_flight
+            );
+        }
+    }
+}
+
+#[test]
+fn recordings_of_different_runs_do_not_merge() {
+    let a = Recording::empty(&[("run".into(), ms(0))], ms(100), ms(1000));
+    let b = Recording::empty(&[("run".into(), ms(0))], ms(200), ms(1000));
+    let c = Recording::empty(&[("warm".into(), ms(0))], ms(100), ms(1000));
+    assert_eq!(
+        Recording::merge(&[a.clone(), b]),
+        Err(MergeError::Mismatch {
+            part: 1,
+            what: "bucket width"
+        })
+    );
+    assert_eq!(
+        Recording::merge(&[a, c]),
+        Err(MergeError::Mismatch {
+            part: 1,
+            what: "phases"
+        })
+    );
+    assert_eq!(Recording::merge(&[]), Err(MergeError::Empty));
+}

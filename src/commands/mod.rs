@@ -6,6 +6,7 @@
 //!
 //! Not for parsing arguments: the `faultline` binary owns the command line and calls these.
 
+mod agent;
 mod compare;
 mod import;
 mod list;
@@ -15,6 +16,7 @@ mod run;
 mod schema;
 mod validate;
 
+pub use agent::agent;
 pub use compare::compare;
 pub use import::import;
 pub use list::list;

@@ -1,21 +1,30 @@
 //! `faultline prove`: runs a scenario twice against the demo service and judges the pair. With the recommended
 //! configuration every expectation must hold (exit 0); with the scenario's `proof.mistake` and `proof.patch` the run
-//! must exit 1 and every expectation in `proof.fails` must fail. Not for running (`execute` of the run command does) nor for
+//! must exit 1 and every expectation in `proof.fails` must fail. Not for running (`execute_with` of the run command does) nor for
 //! checking the `proof:` section (`Scenario::load` does).
 
 use std::path::PathBuf;
 
-use super::run::execute;
+use super::run::{execute_with, Exports};
+use crate::agents::AgentsOptions;
 use crate::scenario::{Overrides, Scenario};
 
 /// Proves each scenario in turn, printing `PROVEN` or `NOT PROVEN` with the reasons; returns the worst exit code:
-/// 1 a scenario is not proven, 2 one is invalid or has no `proof:`, 3 a run broke.
+/// 1 a scenario is not proven, 2 one is invalid or has no `proof:`, 3 a run broke. With `agents`, both runs spread
+/// their load over that many local agents.
 pub fn prove(
     paths: &[PathBuf],
     report_dir: Option<PathBuf>,
     time_scale: f64,
     seed: Option<u64>,
+    agents: Option<u32>,
 ) -> i32 {
+    let exports = Exports {
+        agents: agents.map(AgentsOptions::local),
+        ..Exports::default()
+    };
+    let execute =
+        |v: &crate::scenario::Validated, dir, scale| execute_with(v, dir, scale, &exports);
     let mut worst = 0;
     for path in paths {
         let base = Overrides {

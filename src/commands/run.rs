@@ -20,6 +20,15 @@ pub fn run_command(
     json: bool,
     exports: &Exports,
 ) -> i32 {
+    if let Some(a) = &exports.agents {
+        if let Some(addr) = a
+            .listen
+            .filter(|addr| !addr.ip().is_loopback() && !a.allow_remote)
+        {
+            eprintln!("error: {}", crate::agents::AgentsError::Remote(addr));
+            return 2;
+        }
+    }
     let v = match Scenario::load(path, overrides) {
         Ok(v) => v,
         Err(e) => {
@@ -80,7 +89,8 @@ fn github_actions(v: &Validated, dir: &Path, result: &report::ResultFile, json: 
     }
 }
 
-/// Where a run's figures go besides the report: a live Prometheus endpoint, a Pushgateway at the end.
+/// How a run goes beyond its report: where its figures go besides it (a live Prometheus endpoint, a Pushgateway
+/// at the end), and which agents send its load.
 #[derive(Debug, Clone, Default)]
 pub struct Exports {
     /// Serve `/metrics` here while the run goes on.
@@ -91,19 +101,13 @@ pub struct Exports {
     pub push: Option<String>,
     /// After the run, keep serving `/metrics` until a scrape has read the final values, at most this long.
     pub linger: std::time::Duration,
+    /// Spread the load over agents (`--agents N`) instead of sending it from this process.
+    pub agents: Option<crate::agents::AgentsOptions>,
 }
 
 /// Runs a validated scenario and writes its report: the exit code, the report folder and the result; `Err(exit code)`
-/// when the run could not happen at all or its report could not be written.
-pub(crate) fn execute(
-    v: &Validated,
-    report_dir: Option<PathBuf>,
-    time_scale: f64,
-) -> Result<(i32, PathBuf, report::ResultFile), i32> {
-    execute_with(v, report_dir, time_scale, &Exports::default())
-}
-
-/// As `execute`, with the run's figures exported as `exports` asks. What could not be exported goes into the result
+/// when the run could not happen at all or its report could not be written. The run's figures are exported as
+/// `exports` asks, and its load spread over agents if it says so. What could not be exported goes into the result
 /// (result.json's `not_exported`, summary.txt) and never changes the exit code.
 pub(crate) fn execute_with(
     v: &Validated,
@@ -152,7 +156,7 @@ pub(crate) fn execute_with(
         }
     }
     let mut out = runtime
-        .block_on(run::run_with(v, metrics.as_ref()))
+        .block_on(run::run_with(v, metrics.as_ref(), exports.agents.as_ref()))
         .map_err(|e| {
             eprintln!("error: the run broke: {e}");
             3
@@ -218,7 +222,7 @@ fn code_for(
 ) -> i32 {
     match ending {
         Ending::Aborted { .. } => 130,
-        Ending::SutDied { .. } | Ending::Deadline => 3,
+        Ending::SutDied { .. } | Ending::Deadline | Ending::AgentLost { .. } => 3,
         Ending::StoppedOnFailure { .. } => 1,
         Ending::Completed if run_failed => 3,
         Ending::Completed if expectation_failed => 1,

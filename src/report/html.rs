@@ -261,6 +261,9 @@ fn ending_text(e: &Ending) -> Option<String> {
         Ending::StoppedOnFailure { expectation } => Some(format!(
             "Stopped early: {expectation} failed while the run went on (abort_on_fail)."
         )),
+        Ending::AgentLost { agent, why } => Some(format!(
+            "An agent was lost: {agent}: {why}. The figures are what the other agents recorded."
+        )),
     }
 }
 

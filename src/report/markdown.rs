@@ -68,6 +68,14 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
                 cell(status)
             );
         }
+        Ending::AgentLost { agent, why } => {
+            let _ = writeln!(
+                o,
+                "> **An agent was lost**: {}: {}. The figures are what the other agents recorded.\n",
+                cell(agent),
+                cell(why)
+            );
+        }
     }
 
     let held = r.verdicts.iter().filter(|v| v.passed).count();
@@ -333,6 +341,7 @@ mod tests {
             series: Series::default(),
             ca: None,
             tls: None,
+            distributed: None,
         }
     }
 

@@ -50,6 +50,9 @@ pub struct ResultFile {
     /// How many TLS handshakes happened: loadgen's to the SUT and the dependency's, when either spoke TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSummary>,
+    /// The agents that shared the load (`--agents N`), with their clock offsets; absent for one process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<crate::agents::Distributed>,
 }
 
 /// The run's TLS handshakes on both sides of the SUT.
@@ -411,6 +414,7 @@ impl ResultFile {
             series: series(rec),
             ca: out.ca_pem.as_ref().map(|_| CA_FILE.to_string()),
             tls: tls_summary(rec),
+            distributed: out.distributed.clone(),
         }
     }
 }
@@ -544,6 +548,9 @@ pub fn junit(r: &ResultFile) -> String {
         Ending::SutDied { status, last_lines } => problems.push(format!(
             "the SUT died during the run ({status}); last output:\n{last_lines}"
         )),
+        Ending::AgentLost { agent, why } => {
+            problems.push(format!("{agent} was lost during the run: {why}"))
+        }
     }
     if !problems.is_empty() {
         let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);

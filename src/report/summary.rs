@@ -53,6 +53,12 @@ pub fn text(r: &ResultFile) -> String {
                 let _ = writeln!(o, "  | {l}");
             }
         }
+        Ending::AgentLost { agent, why } => {
+            let _ = writeln!(
+                o,
+                "AN AGENT WAS LOST: {agent}: {why}. The figures below are what the other agents recorded"
+            );
+        }
     }
 
     let _ = writeln!(

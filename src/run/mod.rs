@@ -4,7 +4,8 @@
 //! SIGTERM stop the load, return faultd to healthy and still hand back what was recorded, marked aborted.
 //!
 //! The rooms: `clock` (t = 0), `dependency` (embedded or external faultd), `sut` and `child` (the service under
-//! test), `signals`, `live` (the terminal line), `verdicts` (deciding while the run goes on). Breaker sources live
+//! test), `load` (loadgen here or its agents), `signals`, `live` (the terminal line), `verdicts` (deciding while
+//! the run goes on). Breaker sources live
 //! in `crate::breaker`. Not for judging or reporting: `run` returns a `RunOutput`; `expect` and `report` take it
 //! from there.
 
@@ -12,6 +13,7 @@ mod child;
 pub mod clock;
 pub mod dependency;
 pub mod live;
+pub mod load;
 pub mod metrics;
 pub mod signals;
 pub mod sut;
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::agents::{AgentsOptions, Distributed};
 use crate::breaker::crosscheck::{self, Disagreement};
 use crate::breaker::watch::BreakerWatch;
 use crate::breaker::webhook::Webhook;
@@ -36,6 +39,7 @@ use crate::record::RunRecord;
 use crate::scenario::Validated;
 pub use clock::Clock;
 use dependency::Dependency;
+use load::Load;
 pub use signals::Signals;
 use sut::{OutputLine, Started, Sut, SutError};
 use verdicts::{LiveVerdicts, Series};
@@ -45,6 +49,9 @@ pub const DEFAULT_SEED: u64 = 1;
 
 /// How long before t = 0 the clock is set, so that every component is armed before it.
 const LEAD: Duration = Duration::from_millis(20);
+
+/// The lead when agents share the load: t = 0 must reach every agent, on its own machine, before it comes.
+const AGENT_LEAD: Duration = Duration::from_secs(2);
 
 /// How the run ended.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,6 +67,8 @@ pub enum Ending {
     SutDied { status: String, last_lines: String },
     /// An expectation marked `abort_on_fail` was decided as failed while the run went on.
     StoppedOnFailure { expectation: String },
+    /// An agent of a distributed load died, disconnected, failed or started late; what the others recorded is kept.
+    AgentLost { agent: String, why: String },
 }
 
 /// Everything a run produced, before reporting.
@@ -79,6 +88,8 @@ pub struct RunOutput {
     pub run_errors: Vec<String>,
     /// The run's CA certificate (PEM) when the embedded faultd minted one for TLS: the report keeps it as ca.pem.
     pub ca_pem: Option<String>,
+    /// The agents of a distributed load (`--agents N`), with their clock offsets.
+    pub distributed: Option<Distributed>,
 }
 
 /// Why a run could not start or broke before recording anything: exit code 3.
@@ -92,6 +103,8 @@ pub enum RunError {
     Sut(#[from] SutError),
     #[error("cannot start the load: {0}")]
     Load(String),
+    #[error("cannot gather the agents: {0}")]
+    Agents(#[from] crate::agents::AgentsError),
     #[error("cannot serve the breaker webhook: {0}")]
     Webhook(std::io::Error),
     #[error("cannot configure the external faultd at {url}: {message}")]
@@ -100,13 +113,15 @@ pub enum RunError {
 
 /// Runs a validated scenario to its end.
 pub async fn run(v: &Validated) -> Result<RunOutput, RunError> {
-    run_with(v, None).await
+    run_with(v, None, None).await
 }
 
-/// As `run`, handing the run's figures to a live metrics endpoint once per tick.
+/// As `run`, handing the run's figures to a live metrics endpoint once per tick, and spreading the load over
+/// agents when `agents` says so.
 pub async fn run_with(
     v: &Validated,
     metrics: Option<&metrics::Metrics>,
+    agents: Option<&AgentsOptions>,
 ) -> Result<RunOutput, RunError> {
     let scenario = &v.scenario;
     let bucket = scenario
@@ -135,29 +150,63 @@ pub async fn run_with(
         Started::Interrupted(s, signal) => (s, Some(signal)),
     };
 
-    let clock = Clock::starting_in(LEAD);
+    // Agents register and have their clocks measured before t = 0 is fixed. A signal meanwhile stops the run as
+    // one during the SUT's start does.
+    let mut aborted_early = aborted_early;
+    let registered = match agents {
+        Some(options) if aborted_early.is_none() => {
+            tokio::select! {
+                r = crate::agents::register(options) => match r {
+                    Ok(r) => Some(r),
+                    Err(e) => {
+                        sut.stop().await;
+                        dependency.stop().await;
+                        return Err(e.into());
+                    }
+                },
+                name = signals.recv() => {
+                    aborted_early = Some(name);
+                    None
+                }
+            }
+        }
+        _ => None,
+    };
+    let clock = Clock::starting_in(if registered.is_some() {
+        AGENT_LEAD
+    } else {
+        LEAD
+    });
     dependency.start_schedule(clock.origin).await?;
     let phases = scenario.dependency.phase_names();
     let (series_sender, series) = Series::new();
-    let load = loadgen::start(
-        scenario.load.clone(),
-        loadgen::RunOptions {
-            base_url: sut.url.clone(),
-            // Aborted before the SUT was ready: an empty timetable, so that not one request reaches it.
-            duration: if aborted_early.is_some() {
-                Duration::ZERO
-            } else {
-                scenario.duration.get()
-            },
-            seed,
-            phases: phases.clone(),
-            bucket,
-            allow_hosts: scenario.allow_hosts.clone(),
-            series: series_sender,
+    let load_options = loadgen::RunOptions {
+        base_url: sut.url.clone(),
+        // Aborted before the SUT was ready: an empty timetable, so that not one request reaches it.
+        duration: if aborted_early.is_some() {
+            Duration::ZERO
+        } else {
+            scenario.duration.get()
         },
+        seed,
+        phases: phases.clone(),
+        bucket,
+        allow_hosts: scenario.allow_hosts.clone(),
+        series: series_sender,
+        share: loadgen::Share::WHOLE,
+    };
+    let whole_timetable = registered.is_some().then(|| loadgen::RunOptions {
+        series: loadgen::Series::Discard,
+        ..load_options.clone()
+    });
+    let mut load = Load::start(
+        &scenario.load,
+        load_options,
         clock.origin,
+        clock.wall,
+        registered,
     )
-    .map_err(|e| RunError::Load(e.to_string()))?;
+    .map_err(RunError::Load)?;
     let mut breakers = BreakerWatch::start(v, &sut.url, webhook.events(), clock.origin, clock.wall);
 
     // Wait for the load to end, a signal, the SUT dying, a decided failure that stops the run, or the deadline.
@@ -218,6 +267,10 @@ pub async fn run_with(
                 if let Some(m) = metrics {
                     m.tick(clock.elapsed(), &phases, &load.progress(), &buckets, &live_record, &breakers, decisions.decided());
                 }
+                if let Some(lost) = load.lost() {
+                    ending = Ending::AgentLost { agent: lost.agent, why: lost.why };
+                    break;
+                }
                 if Instant::now() >= end_of_schedule {
                     break;
                 }
@@ -242,10 +295,8 @@ pub async fn run_with(
     }
     // Let in-flight requests finish. The wait is bounded by the client timeout (and the deadline), so a signal
     // here does not cut it short, which would lose the recording: it marks the run aborted and the wait goes on.
-    let finish = tokio::time::timeout_at(
-        deadline.max(Instant::now() + Duration::from_secs(1)),
-        load.finish(),
-    );
+    let finish_by = deadline.max(Instant::now() + Duration::from_secs(1));
+    let finish = tokio::time::timeout_at(finish_by, load.finish(finish_by));
     tokio::pin!(finish);
     let load_recording = loop {
         tokio::select! {
@@ -268,11 +319,20 @@ pub async fn run_with(
     sut.stop().await;
     drop(webhook);
     let dependency_recording = dependency_recording?;
-    let Some(mut load_recording) = load_recording else {
+    let Some((mut load_recording, distributed)) = load_recording else {
         return Err(RunError::Load(
             "the load did not finish in time after the run was stopped".into(),
         ));
     };
+    if let (Ending::Completed, Some(d)) = (&ending, &distributed) {
+        // An agent that ran to the end but never handed over its recording is lost too.
+        if let Some(a) = d.agents.iter().find(|a| a.lost.is_some()) {
+            ending = Ending::AgentLost {
+                agent: format!("agent {} ({})", a.index, a.host),
+                why: a.lost.clone().unwrap_or_default(),
+            };
+        }
+    }
     buckets.extend(series.finish());
     load_recording.buckets = buckets;
 
@@ -300,6 +360,21 @@ pub async fn run_with(
             c.sent, c.sum_of_classes, c.in_flight
         ));
     }
+    if let (Ending::Completed, Some(options), Some(d)) = (&ending, &whole_timetable, &distributed) {
+        // The agents' shares must add up to the timetable itself, arrival for arrival.
+        let (spec, options) = (scenario.load.clone(), options.clone());
+        let whole =
+            tokio::task::spawn_blocking(move || loadgen::timetable_len(&spec, &options)).await;
+        if let Ok(Ok(whole)) = whole {
+            if whole != load_recording.intended {
+                run_errors.push(format!(
+                    "the {} agents issued {} arrivals, but the timetable holds {whole}",
+                    d.agents.len(),
+                    load_recording.intended
+                ));
+            }
+        }
+    }
     let stopped_by = match &ending {
         Ending::StoppedOnFailure { expectation } => Some(
             expectation
@@ -324,6 +399,7 @@ pub async fn run_with(
         verdicts,
         run_errors,
         ca_pem,
+        distributed,
     })
 }
 

@@ -56,7 +56,10 @@ impl Peer {
         ready_path: &str,
     ) -> Peer {
         let path = installed(binary, package);
-        let dir = Scratch::new(binary);
+        // Tests of one file run in one process at once: each server gets a folder of its own.
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = Scratch::new(&format!("{binary}-{n}"));
         let port = free_port();
         let log = std::fs::File::create(dir.path("log")).unwrap();
         let process = Running(
