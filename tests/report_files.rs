@@ -792,7 +792,29 @@ fn result_json_matches_the_documented_schema() {
         signal: "SIGINT".into(),
     };
     with_abort.verdicts[0].id = Some("opens-fast".into());
-    for result in [&f.result, &with_abort] {
+    let mut with_agents = f.result.clone();
+    with_agents.ending = Ending::AgentLost {
+        agent: "agent 1 (vm pid 4242)".into(),
+        why: "its connection ended before it handed over its recording".into(),
+    };
+    let agent = |index: u32, lost: Option<&str>| faultline::agents::AgentSummary {
+        index,
+        host: format!("vm pid {}", 4241 + index),
+        clock_offset_ms: -0.003,
+        clock_uncertainty_ms: 0.05,
+        late_ms: 0.0,
+        intended: 300,
+        sent: 300,
+        outcomes: 300,
+        in_flight: 0,
+        lost: lost.map(String::from),
+    };
+    with_agents.distributed = Some(faultline::agents::Distributed {
+        agents: vec![agent(0, None), agent(1, Some("it died"))],
+        buckets_merged: 40,
+        bucket_merge_p99_ms: 0.8,
+    });
+    for result in [&f.result, &with_abort, &with_agents] {
         let json = serde_json::to_string_pretty(result).unwrap();
         let value: Value = serde_json::from_str(&json).unwrap();
         let mut errors = Vec::new();

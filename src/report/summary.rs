@@ -122,6 +122,41 @@ pub fn text(r: &ResultFile) -> String {
         );
     }
 
+    if let Some(d) = &r.distributed {
+        let _ = writeln!(
+            o,
+            "\nAgents: {}, agent i sending arrival k of the timetable when k mod {} = i (counts and histograms added;\n  the most in flight per bucket is the sum of the agents' peaks, an upper bound)",
+            d.agents.len(),
+            d.agents.len()
+        );
+        for a in &d.agents {
+            let _ = writeln!(
+                o,
+                "  {:>3} {:<24} clock {:+.3} ms ±{:.3}{}  {} arrivals, {} with an outcome{}",
+                a.index,
+                a.host,
+                a.clock_offset_ms,
+                a.clock_uncertainty_ms,
+                if a.late_ms > 0.0 {
+                    format!(", armed {:.1} ms late", a.late_ms)
+                } else {
+                    String::new()
+                },
+                a.intended,
+                a.outcomes,
+                match &a.lost {
+                    Some(why) => format!("  LOST: {why}"),
+                    None => String::new(),
+                }
+            );
+        }
+        let _ = writeln!(
+            o,
+            "  {} buckets merged while the run went on, {:.2} ms each at p99",
+            d.buckets_merged, d.bucket_merge_p99_ms
+        );
+    }
+
     if !r.dependency.is_empty() {
         let _ = writeln!(o, "\nDependency (measured by faultd)");
         for (route, d) in &r.dependency {
