@@ -231,7 +231,7 @@ fn an_agent_killed_mid_run_ends_the_run_with_exit_3_naming_it_and_the_others_dat
     let file = scenario(&dir, nginx.port, "600/s", 10, "poisson");
     let report = dir.path("report");
     let mut run = background(
-        &mut Command::new(env!("CARGO_BIN_EXE_faultline"))
+        Command::new(env!("CARGO_BIN_EXE_faultline"))
             .args([
                 "run",
                 file.to_str().unwrap(),
@@ -297,7 +297,7 @@ fn agents_started_elsewhere_register_on_agents_listen_with_their_own_index() {
     let port = free_port();
     let runner = format!("127.0.0.1:{port}");
     let mut run = background(
-        &mut Command::new(env!("CARGO_BIN_EXE_faultline"))
+        Command::new(env!("CARGO_BIN_EXE_faultline"))
             .args(["run", file.to_str().unwrap(), "--agents", "2"])
             .args(["--agents-listen", &runner, "--report-dir"])
             .arg(&report),
@@ -306,12 +306,12 @@ fn agents_started_elsewhere_register_on_agents_listen_with_their_own_index() {
     // runner may be listening and keep trying.
     let loadgen = hardening::bin("loadgen");
     let mut one = background(
-        &mut Command::new(&loadgen)
+        Command::new(&loadgen)
             .args(["agent", "--runner", &runner])
             .env("JOB_COMPLETION_INDEX", "1"),
     );
     let mut zero = background(
-        &mut Command::new(&loadgen)
+        Command::new(&loadgen)
             .env("FAULTLINE_RUNNER", &runner)
             .args(["agent", "--index", "0"]),
     );
@@ -360,7 +360,7 @@ fn too_few_agents_end_the_run_with_exit_3_saying_how_many_registered() {
     let file = scenario(&dir, nginx.port, "100/s", 2, "uniform");
     let runner = format!("127.0.0.1:{}", free_port());
     let mut run = background(
-        &mut Command::new(env!("CARGO_BIN_EXE_faultline"))
+        Command::new(env!("CARGO_BIN_EXE_faultline"))
             .args(["run", file.to_str().unwrap(), "--agents", "2"])
             .args([
                 "--agents-listen",
@@ -371,7 +371,7 @@ fn too_few_agents_end_the_run_with_exit_3_saying_how_many_registered() {
             ])
             .arg(dir.path("report")),
     );
-    let _lonely = background(&mut Command::new(hardening::bin("loadgen")).args([
+    let _lonely = background(Command::new(hardening::bin("loadgen")).args([
         "agent",
         "--runner",
         &runner,

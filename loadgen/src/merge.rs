@@ -56,6 +56,14 @@ fn add_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
     }
 }
 
+fn add_tls(a: TlsCounts, b: TlsCounts) -> TlsCounts {
+    TlsCounts {
+        handshakes: a.handshakes + b.handshakes,
+        resumed: a.resumed + b.resumed,
+        failed: a.failed + b.failed,
+    }
+}
+
 impl Bucket {
     /// The bucket of the whole from the same bucket of every share: counts added, the interval histograms added
     /// and the percentiles read from the sum. `in_flight` becomes the sum of the shares' peaks, an upper bound of
@@ -173,10 +181,7 @@ impl Recording {
                 *connect_errors.entry(reason.clone()).or_insert(0) += n;
             }
             if let Some(t) = r.tls {
-                let sum = tls.get_or_insert_with(TlsCounts::default);
-                sum.handshakes += t.handshakes;
-                sum.resumed += t.resumed;
-                sum.failed += t.failed;
+                tls = Some(add_tls(tls.unwrap_or_default(), t));
             }
             intended += r.intended;
             sent += r.sent;
@@ -220,6 +225,7 @@ impl Progress {
             dropped: 0,
             by_class: Default::default(),
             p99_last_second: None,
+            tls: None,
         };
         for p in parts {
             total.elapsed = total.elapsed.max(p.elapsed);
@@ -230,6 +236,9 @@ impl Progress {
             total.dropped += p.dropped;
             total.by_class += p.by_class;
             total.p99_last_second = total.p99_last_second.max(p.p99_last_second);
+            if let Some(t) = p.tls {
+                total.tls = Some(add_tls(total.tls.unwrap_or_default(), t));
+            }
         }
         total
     }

@@ -49,6 +49,9 @@ pub struct Progress {
     pub by_class: ClassCounts,
     /// p99 of the corrected latency of requests completed in the last second (`None` if none completed).
     pub p99_last_second: Option<Dur>,
+    /// The TLS handshakes so far, for an `https://` target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::tls::TlsCounts>,
 }
 
 struct PhaseState {
@@ -401,6 +404,7 @@ impl Recorder {
             by_class: s.totals,
             p99_last_second: (!last_second.is_empty())
                 .then(|| Dur(Duration::from_nanos(last_second.value_at_quantile(0.99)))),
+            tls: self.tls.get().map(|t| t.snapshot()),
         }
     }
 

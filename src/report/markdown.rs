@@ -152,6 +152,47 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
             "**BROKEN**"
         }
     );
+    if let Some(tls) = &r.tls {
+        let mut sides = Vec::new();
+        if let Some(l) = &tls.load {
+            sides.push(format!(
+                "loadgen to the SUT {} full, {} resumed, {} failed",
+                l.full, l.resumed, l.failed
+            ));
+        }
+        if let Some(d) = &tls.dependency {
+            let outcomes: Vec<String> =
+                d.outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            sides.push(format!(
+                "the dependency (measured by faultd) {} attempts{}",
+                d.attempts,
+                if outcomes.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", outcomes.join(", "))
+                }
+            ));
+        }
+        let _ = writeln!(o, "TLS handshakes: {}.\n", cell(&sides.join("; ")));
+    }
+    if let Some(d) = &r.distributed {
+        let lost = d.agents.iter().filter(|a| a.lost.is_some()).count();
+        let offset = d
+            .agents
+            .iter()
+            .map(|a| a.clock_offset_ms.abs())
+            .fold(0.0, f64::max);
+        let _ = writeln!(
+            o,
+            "Load from {} agents{}, histograms merged exactly; the largest clock offset {offset:.3} ms.\n",
+            d.agents.len(),
+            if lost > 0 {
+                format!(" (**{lost} lost**)")
+            } else {
+                String::new()
+            }
+        );
+    }
     let _ = writeln!(
         o,
         "Report folder: `{}` (report.html, result.json, junit.xml, .hgrm, sut.hlog).\n",
@@ -397,6 +438,52 @@ mod tests {
                 "\nnot exported: metrics not served: cannot listen on 127.0.0.1:9464: in use\n"
             ),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn tls_handshakes_and_the_agents_are_said_when_the_run_had_them() {
+        let mut r = result();
+        let plain = markdown(&r, Path::new("run"));
+        assert!(!plain.contains("TLS handshakes") && !plain.contains("agents"));
+        r.tls = Some(crate::report::result::TlsSummary {
+            load: Some(crate::record::LoadHandshakes {
+                full: 4,
+                resumed: 96,
+                failed: 1,
+            }),
+            dependency: Some(crate::report::result::ListenerHandshakes {
+                listener: "data".into(),
+                attempts: 55,
+                outcomes: BTreeMap::from([("ok".into(), 50), ("expired".into(), 5)]),
+                ..Default::default()
+            }),
+        });
+        let agent = |index: u32, lost: Option<&str>| crate::agents::AgentSummary {
+            index,
+            host: "vm pid 1".into(),
+            clock_offset_ms: if index == 0 { -0.012 } else { 0.004 },
+            clock_uncertainty_ms: 0.05,
+            late_ms: 0.0,
+            intended: 10,
+            sent: 10,
+            outcomes: 10,
+            in_flight: 0,
+            lost: lost.map(String::from),
+        };
+        r.distributed = Some(crate::agents::Distributed {
+            agents: vec![agent(0, None), agent(1, Some("it died"))],
+            buckets_merged: 10,
+            bucket_merge_p99_ms: 0.5,
+        });
+        let md = markdown(&r, Path::new("run"));
+        assert!(
+            md.contains("TLS handshakes: loadgen to the SUT 4 full, 96 resumed, 1 failed; the dependency (measured by faultd) 55 attempts: expired 5, ok 50."),
+            "{md}"
+        );
+        assert!(
+            md.contains("Load from 2 agents (**1 lost**), histograms merged exactly; the largest clock offset 0.012 ms."),
+            "{md}"
         );
     }
 

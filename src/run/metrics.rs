@@ -6,6 +6,7 @@
 //! - `faultline_sut_in_flight_requests`, `faultline_sut_latency_seconds{quantile}` (the last bucket) and the
 //!   histogram `faultline_sut_latency_histogram_seconds` (every completed request so far, bounds from the HDR data)
 //! - `faultline_dependency_in_flight_calls{route}`, `faultline_dependency_pool_limit_calls{route}`
+//! - `faultline_tls_handshakes_total{side,outcome}` (loadgen's with the SUT, faultd's at the dependency; TLS only)
 //! - `faultline_breaker_state{breaker}` (0 closed, 1 open, 2 half-open)
 //! - `faultline_phase{phase}` (1 for the current phase, 0 for the others), `faultline_elapsed_seconds`
 //! - `faultline_expectation_status{expectation,name}` (0 pending, 1 held, 2 failed, 3 inconclusive)
@@ -77,6 +78,10 @@ struct State {
     breakers: BTreeMap<String, Option<BreakerState>>,
     /// Label, name and status of each expectation.
     expectations: Vec<(String, String, u8)>,
+    /// loadgen's TLS handshakes with the SUT so far (full, resumed, failed), when it speaks TLS.
+    load_handshakes: Option<[u64; 3]>,
+    /// The dependency's handshakes so far by outcome, when it speaks TLS.
+    dependency_handshakes: Option<BTreeMap<String, u64>>,
     /// The values are the run's final ones (`Metrics::finish` was called).
     finished: bool,
 }
@@ -264,6 +269,18 @@ impl Metrics {
         s.by_class
             .insert(OutcomeClass::Dropped.name(), progress.dropped);
         s.sut_in_flight = progress.in_flight;
+        if let Some(t) = progress.tls {
+            s.load_handshakes = Some([t.handshakes, t.resumed, t.failed]);
+        }
+        if let Some(h) = &live.handshakes {
+            let mut by_outcome: BTreeMap<String, u64> = BTreeMap::new();
+            for b in h {
+                for (outcome, n) in &b.outcomes {
+                    *by_outcome.entry(outcome.clone()).or_insert(0) += n;
+                }
+            }
+            s.dependency_handshakes = Some(by_outcome);
+        }
         s.take_buckets(buckets);
         for (route, series) in &live.dependency {
             let now = series.last().map(|b| b.in_flight_max).unwrap_or(0);
@@ -291,6 +308,14 @@ impl Metrics {
             }
         }
         s.sut_in_flight = r.totals.still_in_flight;
+        if let Some(tls) = &r.tls {
+            if let Some(l) = &tls.load {
+                s.load_handshakes = Some([l.full, l.resumed, l.failed]);
+            }
+            if let Some(d) = &tls.dependency {
+                s.dependency_handshakes = Some(d.outcomes.clone());
+            }
+        }
         s.elapsed_s = r.scenario.duration_s;
         s.phase = r.phases.last().map(|p| p.name.clone());
         for (slot, v) in s.expectations.iter_mut().zip(&r.verdicts) {
@@ -537,6 +562,26 @@ impl prometheus_client::collector::Collector for Snapshot {
             MetricType::Gauge,
             in_flight,
         )?;
+        let mut handshakes: Rows<'_> = Vec::new();
+        if let Some([full, resumed, failed]) = s.load_handshakes {
+            for (outcome, n) in [("full", full), ("resumed", resumed), ("failed", failed)] {
+                handshakes.push((vec![("side", "load"), ("outcome", outcome)], n as f64));
+            }
+        }
+        for (outcome, n) in s.dependency_handshakes.iter().flatten() {
+            handshakes.push((
+                vec![("side", "dependency"), ("outcome", outcome.as_str())],
+                *n as f64,
+            ));
+        }
+        family(
+            "faultline_tls_handshakes",
+            "TLS handshakes so far: side=load is loadgen's with the SUT (full, resumed, failed), side=dependency \
+             what faultd's TLS listener took, by outcome (ok, resumed, expired, alert, ...)",
+            None,
+            MetricType::Counter,
+            handshakes,
+        )?;
         family(
             "faultline_dependency_pool_limit_calls",
             "The most calls in flight the scenario's pool expectation allows at each route",
@@ -662,5 +707,29 @@ mod tests {
         assert!(*bounds(0.0).last().unwrap() >= 1.0);
         assert!(*bounds(5.0).last().unwrap() >= 5.0);
         assert!(bounds(5.0).windows(2).all(|w| w[1] == 2.0 * w[0]));
+    }
+
+    #[test]
+    fn tls_handshakes_are_counted_per_side_and_outcome_and_absent_without_tls() {
+        let cleartext = encode(State::default());
+        assert!(cleartext.contains("# TYPE faultline_tls_handshakes counter"));
+        assert!(!cleartext.contains("faultline_tls_handshakes_total{"));
+        let tls = encode(State {
+            load_handshakes: Some([12, 30, 2]),
+            dependency_handshakes: Some(BTreeMap::from([
+                ("ok".to_string(), 40),
+                ("expired".to_string(), 7),
+            ])),
+            ..State::default()
+        });
+        for line in [
+            r#"faultline_tls_handshakes_total{side="load",outcome="full"} 12"#,
+            r#"faultline_tls_handshakes_total{side="load",outcome="resumed"} 30"#,
+            r#"faultline_tls_handshakes_total{side="load",outcome="failed"} 2"#,
+            r#"faultline_tls_handshakes_total{side="dependency",outcome="ok"} 40"#,
+            r#"faultline_tls_handshakes_total{side="dependency",outcome="expired"} 7"#,
+        ] {
+            assert!(tls.lines().any(|l| l == line), "{line} not in\n{tls}");
+        }
     }
 }
