@@ -63,15 +63,18 @@ pub struct ConfigMap {
     pub binary_data: BTreeMap<String, String>,
 }
 
-/// A volume claim: where the runner's report outlives its pod.
+/// An object described by a spec: its API version, kind and metadata, then the spec.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PersistentVolumeClaim {
+pub struct Specified<S> {
     pub api_version: &'static str,
     pub kind: &'static str,
     pub metadata: ObjectMeta,
-    pub spec: ClaimSpec,
+    pub spec: S,
 }
+
+/// A volume claim: where the runner's report outlives its pod.
+pub type PersistentVolumeClaim = Specified<ClaimSpec>;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -88,14 +91,7 @@ pub struct ClaimResources {
 }
 
 /// A Service: the stable name the agents dial.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Service {
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub metadata: ObjectMeta,
-    pub spec: ServiceSpec,
-}
+pub type Service = Specified<ServiceSpec>;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ServiceSpec {
@@ -114,14 +110,7 @@ pub struct ServicePort {
 }
 
 /// A Job: pods that run to an exit code, never restarted.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Job {
-    pub api_version: &'static str,
-    pub kind: &'static str,
-    pub metadata: ObjectMeta,
-    pub spec: JobSpec,
-}
+pub type Job = Specified<JobSpec>;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
