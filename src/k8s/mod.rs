@@ -62,9 +62,13 @@ const AGENT: &str = "agent";
 /// What one container is scheduled with (requests) and may use at most (limits).
 #[derive(Debug, Clone)]
 pub struct ContainerResources {
+    /// CPUs the container is scheduled with.
     pub cpu: Quantity,
+    /// Memory the container is scheduled with.
     pub memory: Quantity,
+    /// CPUs it may use at most; beyond them it is throttled.
     pub cpu_limit: Quantity,
+    /// Memory it may use at most; beyond it the container is killed.
     pub memory_limit: Quantity,
 }
 
@@ -189,8 +193,11 @@ impl K8sError {
 /// more at most) and write its report. Past it, Kubernetes stops whatever is still running.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Deadline {
+    /// The scenario's `duration`.
     pub duration: Duration,
+    /// The load's `timeout`.
     pub load_timeout: Duration,
+    /// `--deadline-margin`.
     pub margin: Duration,
 }
 
