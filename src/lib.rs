@@ -10,6 +10,7 @@ pub mod commands;
 pub mod expect;
 pub mod http;
 pub mod import;
+pub mod k8s;
 pub mod observe;
 pub mod record;
 pub mod report;

@@ -20,7 +20,7 @@ use faultline::scenario::Overrides;
 on a schedule while an open-model load generator drives the service under test through it. It records HDR latency, \
 the calls in flight at the dependency and the service's circuit-breaker transitions, and checks them against the \
 scenario's expectations.",
-    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
+    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n  faultline k8s scenarios/checkout.yaml --agents 4 --image registry.example.com/faultline:0.1.0\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -174,11 +174,121 @@ enum Command {
         #[arg(long)]
         replay_load: bool,
     },
+    /// Write the Kubernetes manifests of a distributed run: the runner as a Job that N agents (an Indexed Job of
+    /// `loadgen agent` pods) dial through its Service, the scenario in a ConfigMap, the report on a volume claim.
+    #[command(
+        long_about = "Write the Kubernetes manifests of a distributed run of SCENARIO, for `kubectl apply`.\n\n\
+The runner is a Job of one pod (`faultline run --agents N --agents-listen 0.0.0.0:7070`) whose exit code is the \
+verdict; a Service gives it the name the agents dial. The agents are an Indexed Job of N pods running \
+`loadgen agent`, each taking its index from JOB_COMPLETION_INDEX and its share of the load from the runner. The \
+scenario, and every file it names by a relative path (a replayed trace, a timetable, gRPC message files, \
+certificates), travel in a ConfigMap mounted at /scenario; the report is written to a ReadWriteOnce volume claim, \
+in a folder named after the runner's pod. Both Jobs run once (backoffLimit 0) and end by a deadline: the \
+scenario's duration + the load's timeout + --deadline-margin.\n\n\
+The scenario is validated first. Its SUT must be a `url:` of a service running in the cluster, listed under \
+`allow_hosts`: the bundled demo and a `command` run inside the runner's pod, where the agents cannot reach them.\n\n\
+Everything goes into one multi-document file, DIR/faultline.yaml, in the order kubectl must meet the objects: one \
+run is applied, inspected and deleted as one (`kubectl apply -f` / `kubectl delete -f`), and one file is easy to \
+review, keep beside the scenario, or hand to kustomize. docs/distributed.md has the whole procedure.",
+        after_help = "Example:\n  faultline k8s scenarios/checkout.yaml --agents 4 --image registry.example.com/faultline:0.1.0 -n shop\n  kubectl apply -f k8s/checkout/faultline.yaml\n\nExit codes: 0 the manifests were written, 2 the scenario, an option or a file the scenario names was wrong (nothing is written)."
+    )]
+    K8s(Box<K8sArgs>),
     /// List the scenarios in a folder with their descriptions.
     List {
         #[arg(default_value = "scenarios")]
         dir: PathBuf,
     },
+}
+
+/// `faultline k8s`'s arguments, boxed in [`Command`]: they outweigh every other command's.
+#[derive(clap::Args)]
+struct K8sArgs {
+    /// The scenario file (YAML); its SUT must be a `url:` reachable in the cluster.
+    scenario: PathBuf,
+    /// How many agents share the load, 1 to 1000.
+    #[arg(long, value_name = "N")]
+    agents: u32,
+    /// The image holding faultline, faultd and loadgen (built from the Containerfile), e.g.
+    /// registry.example.com/faultline:0.1.0.
+    #[arg(long)]
+    image: String,
+    /// The folder to write faultline.yaml in (default k8s/NAME).
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// The namespace of every object (default: kubectl's current namespace).
+    #[arg(short, long)]
+    namespace: Option<String>,
+    /// The name every object is named after (NAME-runner, NAME-agents, ...); default: the scenario's name made
+    /// a DNS label.
+    #[arg(long)]
+    name: Option<String>,
+    /// CPU each agent requests. Limits default to the requests (the Guaranteed class): an agent squeezed by
+    /// its neighbours sends late, and the lateness would count against the SUT.
+    #[arg(long, value_name = "QUANTITY", default_value = "1", value_parser = quantity)]
+    agent_cpu: faultline::k8s::Quantity,
+    /// Memory each agent requests.
+    #[arg(long, value_name = "QUANTITY", default_value = "512Mi", value_parser = quantity)]
+    agent_memory: faultline::k8s::Quantity,
+    /// CPU limit of each agent (default: --agent-cpu).
+    #[arg(long, value_name = "QUANTITY", value_parser = quantity)]
+    agent_cpu_limit: Option<faultline::k8s::Quantity>,
+    /// Memory limit of each agent (default: --agent-memory).
+    #[arg(long, value_name = "QUANTITY", value_parser = quantity)]
+    agent_memory_limit: Option<faultline::k8s::Quantity>,
+    /// CPU of the runner (request and limit): it merges the agents' histograms and judges the run.
+    #[arg(long, value_name = "QUANTITY", default_value = "1", value_parser = quantity)]
+    runner_cpu: faultline::k8s::Quantity,
+    /// Memory of the runner (request and limit).
+    #[arg(long, value_name = "QUANTITY", default_value = "1Gi", value_parser = quantity)]
+    runner_memory: faultline::k8s::Quantity,
+    /// Size of the report volume.
+    #[arg(long, value_name = "QUANTITY", default_value = "1Gi", value_parser = quantity)]
+    storage: faultline::k8s::Quantity,
+    /// Storage class of the report volume (default: the cluster's default class).
+    #[arg(long)]
+    storage_class: Option<String>,
+    /// Time both Jobs get beyond the scenario's duration and the load's timeout: for pods to be scheduled and
+    /// pull the image, for the agents to register, and for the runner to write its report.
+    #[arg(long, value_name = "DURATION", default_value = "5m")]
+    deadline_margin: faultline_units::Dur,
+    /// How long finished Jobs (and their pods' logs and exit codes) are kept before Kubernetes deletes them.
+    #[arg(long, value_name = "DURATION", default_value = "24h")]
+    ttl: faultline_units::Dur,
+}
+
+impl K8sArgs {
+    /// The cluster options these arguments choose; limits left out follow the requests.
+    fn options(self) -> faultline::k8s::ClusterOptions {
+        faultline::k8s::ClusterOptions {
+            agents: self.agents,
+            image: self.image,
+            name: self.name,
+            namespace: self.namespace,
+            agent: faultline::k8s::ContainerResources {
+                cpu_limit: self
+                    .agent_cpu_limit
+                    .unwrap_or_else(|| self.agent_cpu.clone()),
+                memory_limit: self
+                    .agent_memory_limit
+                    .unwrap_or_else(|| self.agent_memory.clone()),
+                cpu: self.agent_cpu,
+                memory: self.agent_memory,
+            },
+            runner: faultline::k8s::ContainerResources::guaranteed(
+                self.runner_cpu,
+                self.runner_memory,
+            ),
+            storage: self.storage,
+            storage_class: self.storage_class,
+            deadline_margin: self.deadline_margin.get(),
+            ttl: self.ttl.get(),
+        }
+    }
+}
+
+/// Parses a Kubernetes quantity (`500m`, `2`, `512Mi`) for clap.
+fn quantity(s: &str) -> Result<faultline::k8s::Quantity, String> {
+    s.parse()
 }
 
 fn main() -> ExitCode {
@@ -281,6 +391,11 @@ fn main() -> ExitCode {
             output.as_deref(),
             replay_load,
         ),
+        Command::K8s(args) => {
+            let scenario = args.scenario.clone();
+            let output = args.output.clone();
+            commands::k8s(&scenario, &args.options(), output.as_deref())
+        }
         Command::Report { run_dir, format } => commands::report(&run_dir, format),
         Command::Compare {
             run_a,

@@ -75,6 +75,21 @@ pub fn interpolate(
     Ok(out)
 }
 
+/// The names of the variables `text` refers to, each once in order of first use, set or not: what a scenario needs
+/// from the environment it will be read in (`faultline k8s` hands them to the runner's pod).
+pub fn referenced_variables(text: &str) -> Vec<String> {
+    let names = std::cell::RefCell::new(Vec::<String>::new());
+    // Every variable answers, so that interpolation visits each reference instead of stopping at an unset one.
+    let _ = interpolate(text, |name| {
+        let mut names = names.borrow_mut();
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_string());
+        }
+        Some("set".to_string())
+    });
+    names.into_inner()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,5 +124,12 @@ mod tests {
         for text in ["a: ${", "a: ${1X}", "a: ${A B}", "a: ${}"] {
             assert!(interpolate(text, env).is_err(), "{text}");
         }
+    }
+
+    #[test]
+    fn referenced_variables_are_listed_once_whether_set_or_not() {
+        let text = "a: ${REDIS_PORT}\nb: ${HOST:-x}\nc: ${REDIS_PORT} $5\n";
+        assert_eq!(referenced_variables(text), ["REDIS_PORT", "HOST"]);
+        assert!(referenced_variables("a: 1\n").is_empty());
     }
 }

@@ -6,13 +6,7 @@ use super::ScenarioError;
 
 /// Builds an error for `field`, placing it at the line of the YAML key path `path` (each key searched below the
 /// previous one, in block or flow style), or failing that at the first line containing `needle`.
-pub(super) fn locate(
-    text: &str,
-    file: &str,
-    field: &str,
-    needle: &str,
-    message: String,
-) -> ScenarioError {
+pub fn locate(text: &str, file: &str, field: &str, needle: &str, message: String) -> ScenarioError {
     let path: Vec<&str> = field.split('.').collect();
     let by_path = locate_path(text, &path);
     let by_needle = || {

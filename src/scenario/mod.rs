@@ -15,8 +15,9 @@ mod replay;
 mod schema;
 mod validate;
 
+pub use env::referenced_variables;
 pub use hosts::check_host;
-pub use locate::locate_path;
+pub use locate::{locate, locate_path};
 pub use placeholders::Placeholders;
 pub use replay::{parse_trace, ReplaySpec, TraceRow};
 pub use schema::json_schema;

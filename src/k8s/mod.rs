@@ -1,0 +1,1006 @@
+//! The Kubernetes manifests of a distributed run (`faultline k8s`), written from the scenario alone: the runner is a
+//! Job whose pod waits for N agents to dial its Service, the agents are an Indexed Job of N pods each running
+//! `loadgen agent` with its index from `JOB_COMPLETION_INDEX`, the scenario and the files it names travel in a
+//! ConfigMap, and the report lands on a volume claim that outlives the pods.
+//!
+//! Not a Kubernetes client: nothing here talks to a cluster (`kubectl apply` does), and nothing here runs a
+//! scenario (the runner in its pod does, as `faultline run --agents N` does locally). Each concern has its file:
+//! `names` (names that stay DNS labels), `quantity` (CPU and memory amounts), `files` (what the ConfigMap carries),
+//! `objects` (the typed objects, serialised to YAML).
+
+mod files;
+mod names;
+mod objects;
+mod quantity;
+
+pub use files::{CONFIG_MAP_LIMIT, SCENARIO_MOUNT};
+pub use names::{check_namespace, InstanceName, NameError};
+pub use quantity::Quantity;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::time::Duration;
+
+use base64::Engine as _;
+use faultline_units::Dur;
+
+use crate::scenario::{check_host, locate, referenced_variables, ScenarioError, Validated};
+use files::ScenarioFiles;
+use objects::{
+    ClaimResources, ClaimSpec, ClaimVolume, ConfigMap, ConfigMapVolume, Container, ContainerPort,
+    EnvVar, Job, JobSpec, KeyToPath, LabelSelector, Object, ObjectMeta, OnExitCodes,
+    PersistentVolumeClaim, PodFailurePolicy, PodFailurePolicyRule, PodSpec, PodTemplate, Resources,
+    Service, ServicePort, ServiceSpec, TemplateMeta, TopologySpreadConstraint, Volume, VolumeMount,
+};
+
+/// The port the runner listens on for its agents, in its pod and on its Service.
+pub const AGENTS_PORT: u16 = 7070;
+
+/// The most agents one runner takes: it merges every agent's histograms bucket by bucket in one process, and a
+/// thousand agents is far past the load one service under test needs.
+pub const MAX_AGENTS: u32 = 1000;
+
+/// Where the report volume is mounted in the runner's pod.
+pub const REPORTS_MOUNT: &str = "/reports";
+
+/// The runner's pod name, in its own environment: each run's report folder is named after it, so that runs sharing
+/// the volume never write over each other.
+pub const RUN_ID_VAR: &str = "FAULTLINE_RUN_ID";
+
+/// The variable an agent reads its index from. Kubernetes sets it in an Indexed Job's pods; the manifests set it as
+/// well, from the pod's completion-index annotation, so that the agents do not rest on that default.
+pub const INDEX_VAR: &str = "JOB_COMPLETION_INDEX";
+
+/// The annotation an Indexed Job gives each pod: its index, from 0.
+const INDEX_FIELD: &str = "metadata.annotations['batch.kubernetes.io/job-completion-index']";
+
+/// The `app.kubernetes.io/component` of each part.
+const RUNNER: &str = "runner";
+const AGENT: &str = "agent";
+
+/// What one container is scheduled with (requests) and may use at most (limits).
+#[derive(Debug, Clone)]
+pub struct ContainerResources {
+    /// CPUs the container is scheduled with.
+    pub cpu: Quantity,
+    /// Memory the container is scheduled with.
+    pub memory: Quantity,
+    /// CPUs it may use at most; beyond them it is throttled.
+    pub cpu_limit: Quantity,
+    /// Memory it may use at most; beyond it the container is killed.
+    pub memory_limit: Quantity,
+}
+
+impl ContainerResources {
+    /// Limits equal to the requests (Kubernetes' Guaranteed class): the container gets what it was scheduled for,
+    /// and is the last to be evicted when its node runs short.
+    pub fn guaranteed(cpu: Quantity, memory: Quantity) -> ContainerResources {
+        ContainerResources {
+            cpu_limit: cpu.clone(),
+            memory_limit: memory.clone(),
+            cpu,
+            memory,
+        }
+    }
+
+    /// Refuses a limit below its request, which the API server would refuse at `kubectl apply`.
+    fn check(&self, flags: &'static str) -> Result<(), K8sError> {
+        for (what, request, limit) in [
+            ("cpu", &self.cpu, &self.cpu_limit),
+            ("memory", &self.memory, &self.memory_limit),
+        ] {
+            if limit.value() < request.value() {
+                return Err(K8sError::LimitBelowRequest {
+                    flag: format!("{flags}-{what}-limit"),
+                    limit: limit.to_string(),
+                    request: format!("{flags}-{what} {request}"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn object(&self) -> Resources {
+        Resources {
+            requests: BTreeMap::from([("cpu", self.cpu.clone()), ("memory", self.memory.clone())]),
+            limits: BTreeMap::from([
+                ("cpu", self.cpu_limit.clone()),
+                ("memory", self.memory_limit.clone()),
+            ]),
+        }
+    }
+}
+
+/// What the command line chose for a cluster run.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// How many agents share the load (`--agents`).
+    pub agents: u32,
+    /// The image holding `faultline`, `faultd` and `loadgen` (`--image`).
+    pub image: String,
+    /// The instance name every object is named after (`--name`); derived from the scenario's name when absent.
+    pub name: Option<String>,
+    /// The namespace of every object (`--namespace`); kubectl's current one when absent.
+    pub namespace: Option<String>,
+    /// Each agent's container.
+    pub agent: ContainerResources,
+    /// The runner's container.
+    pub runner: ContainerResources,
+    /// The size of the report volume.
+    pub storage: Quantity,
+    /// The report volume's storage class; the cluster's default when absent.
+    pub storage_class: Option<String>,
+    /// Time allowed beyond the scenario's duration and load timeout: see [`Deadline`].
+    pub deadline_margin: Duration,
+    /// How long a finished Job (and its pods, with their logs and exit codes) is kept.
+    pub ttl: Duration,
+}
+
+/// Why manifests could not be written. Every one is bad input: exit 2.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("--agents 0: a distributed run needs at least one agent")]
+    NoAgents,
+    #[error("--agents {0}: one runner takes at most {MAX_AGENTS} agents (it merges all their histograms, bucket by bucket); give each agent a larger share instead, as one agent sends thousands of requests a second")]
+    TooManyAgents(u32),
+    #[error("--image {0:?}: name an image reference such as registry.example.com/faultline:0.1.0")]
+    Image(String),
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("--storage-class {0:?}: a storage class name is lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit")]
+    StorageClass(String),
+    #[error("{flag} {limit} is below {request}: Kubernetes refuses a limit below its request")]
+    LimitBelowRequest {
+        flag: String,
+        limit: String,
+        request: String,
+    },
+    #[error("{file}: cannot read: {source}")]
+    ReadScenario {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}: {first} and {second} both need {path:?} under {SCENARIO_MOUNT}, but they are different files; rename one of them")]
+    FileConflict {
+        file: String,
+        path: String,
+        first: String,
+        second: String,
+    },
+    #[error("{file}: the scenario and the files it names total {total} bytes, and a ConfigMap holds at most {CONFIG_MAP_LIMIT} (1 MiB); the largest: {listing}. Shorten them (a replayed timetable can be cut, or played with `rate:` instead)")]
+    TooLarge {
+        file: String,
+        total: usize,
+        listing: String,
+    },
+    #[error("cannot write the manifests as YAML: {0}")]
+    Yaml(String),
+}
+
+impl K8sError {
+    /// The process exit code for this error: always 2, bad input.
+    pub fn exit_code(&self) -> i32 {
+        2
+    }
+}
+
+/// How long both Jobs may run (`activeDeadlineSeconds`): the scenario's duration, plus the load's timeout (the
+/// last requests' answers), plus a margin for the pods to be scheduled and pull the image, for the agents to dial
+/// the runner and register, and for the runner to end (it gives in-flight requests the load's timeout and 30 s
+/// more at most) and write its report. Past it, Kubernetes stops whatever is still running.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Deadline {
+    /// The scenario's `duration`.
+    pub duration: Duration,
+    /// The load's `timeout`.
+    pub load_timeout: Duration,
+    /// `--deadline-margin`.
+    pub margin: Duration,
+}
+
+impl Deadline {
+    /// The deadline in whole seconds, rounded up.
+    pub fn seconds(&self) -> u64 {
+        let total = self
+            .duration
+            .saturating_add(self.load_timeout)
+            .saturating_add(self.margin);
+        total.as_secs() + u64::from(total.subsec_nanos() > 0)
+    }
+}
+
+impl fmt::Display for Deadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} s = the scenario's {} + the load's timeout {} + a margin of {}",
+            self.seconds(),
+            Dur(self.duration),
+            Dur(self.load_timeout),
+            Dur(self.margin)
+        )
+    }
+}
+
+/// The manifests of one cluster run, and what the command says about them.
+#[derive(Debug, Clone)]
+pub struct Manifests {
+    /// The name every object derives from.
+    pub instance: InstanceName,
+    /// Where the agents dial the runner: its Service's DNS name and port.
+    pub runner_address: String,
+    /// How many agents the run has.
+    pub agents: u32,
+    /// How long the Jobs may run.
+    pub deadline: Deadline,
+    /// What the user should know about this run in a cluster (printed, not refused).
+    pub notes: Vec<String>,
+    objects: Vec<Object>,
+}
+
+impl Manifests {
+    /// The name of the runner's Job and Service, e.g. `slow-dependency-runner`.
+    pub fn runner_name(&self) -> String {
+        self.instance.object(RUNNER)
+    }
+
+    /// Each object's kind and name, in the order they are written.
+    pub fn objects(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        self.objects
+            .iter()
+            .map(|o| (o.kind(), o.metadata().name.as_str()))
+    }
+
+    /// One multi-document YAML file, the objects in the order `kubectl apply` should meet them (what the pods mount
+    /// before the pods), after a comment saying what it holds.
+    pub fn to_yaml(&self) -> Result<String, K8sError> {
+        let header = format!(
+            "# A distributed faultline run, written by `faultline k8s`:\n\
+             #   runner    Job {runner}, which the agents dial at {address}\n\
+             #   agents    Indexed Job {agents_job}, {agents} pods\n\
+             #   scenario  ConfigMap {scenario}, mounted at {SCENARIO_MOUNT}\n\
+             #   report    PersistentVolumeClaim {reports}, mounted at {REPORTS_MOUNT} in the runner's pod\n\
+             #   deadline  {deadline}\n",
+            runner = self.runner_name(),
+            address = self.runner_address,
+            agents = self.agents,
+            agents_job = self.instance.object("agents"),
+            scenario = self.instance.object("scenario"),
+            reports = self.instance.object("reports"),
+            deadline = self.deadline,
+        );
+        let body = serde_saphyr::to_string_multiple(&self.objects)
+            .map_err(|e| K8sError::Yaml(e.to_string()))?;
+        Ok(header + &body)
+    }
+}
+
+/// Writes the manifests of `v` (loaded from `scenario_path`) for a cluster: refuses a SUT the agents cannot reach
+/// and options Kubernetes would refuse, carries the scenario's files, and hands the runner the environment
+/// variables the scenario reads as `env` gives them (the values it was validated with).
+pub fn manifests(
+    v: &Validated,
+    scenario_path: &Path,
+    options: &ClusterOptions,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Manifests, K8sError> {
+    check_options(options)?;
+    let files = files::collect(v, scenario_path)?;
+    let text = files.scenario_text();
+    check_sut(v, &text)?;
+    let instance = match &options.name {
+        Some(n) => InstanceName::parse(n)?,
+        None => InstanceName::from_scenario(&v.scenario.name),
+    };
+    let deadline = Deadline {
+        duration: v.scenario.duration.get(),
+        load_timeout: v.scenario.load.timeout.get(),
+        margin: options.deadline_margin,
+    };
+    let variables: Vec<EnvVar> = referenced_variables(&text)
+        .into_iter()
+        .filter_map(|name| {
+            env(&name)
+                .filter(|value| !value.is_empty())
+                .map(|value| EnvVar::value(&name, &value))
+        })
+        .collect();
+    let mut notes = Vec::new();
+    if !variables.is_empty() {
+        let names: Vec<&str> = variables.iter().map(|e| e.name.as_str()).collect();
+        notes.push(format!(
+            "the runner's environment carries {} as set here, so that the cluster reads the scenario as it was \
+             validated; the values are written into the manifests in clear",
+            names.join(", ")
+        ));
+    }
+    if v.scenario.faultd.is_none() {
+        notes.push(
+            "the dependency is the runner's embedded faultd, which listens on the runner pod's loopback, where a \
+             service in the cluster cannot call it: run faultd as a Deployment behind a Service and name it under \
+             `faultd: { control: URL, url: URL }` for the service to meet the scenario's faults"
+                .into(),
+        );
+    }
+    let layout = Layout {
+        instance: &instance,
+        options,
+        deadline: deadline.seconds(),
+    };
+    let runner_address = runner_address(&instance, options.namespace.as_deref());
+    let objects = vec![
+        Object::ConfigMap(layout.scenario_config_map(&files)),
+        Object::PersistentVolumeClaim(layout.reports_claim()),
+        Object::Service(layout.runner_service()),
+        Object::Job(layout.runner_job(&files, variables)),
+        Object::Job(layout.agents_job(&files, &runner_address)),
+    ];
+    Ok(Manifests {
+        instance,
+        runner_address,
+        agents: options.agents,
+        deadline,
+        notes,
+        objects,
+    })
+}
+
+/// The runner's arguments: the scenario from the mount, N agents that dial it on every address of its pod, and the
+/// report in a folder of the volume named after the pod (Kubernetes expands `$(FAULTLINE_RUN_ID)`).
+pub fn runner_args(scenario_in_pod: &str, agents: u32) -> Vec<String> {
+    [
+        "run",
+        scenario_in_pod,
+        "--agents",
+        &agents.to_string(),
+        "--agents-listen",
+        &format!("0.0.0.0:{AGENTS_PORT}"),
+        "--agents-allow-remote",
+        "--report-dir",
+        &format!("{REPORTS_MOUNT}/$({RUN_ID_VAR})"),
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// An agent's arguments: the runner's address; its index comes from [`INDEX_VAR`] and its plan from the runner.
+pub fn agent_args(runner_address: &str) -> Vec<String> {
+    ["agent", "--runner", runner_address]
+        .map(String::from)
+        .to_vec()
+}
+
+/// The runner Service's DNS name and port: `NAME-runner.NAMESPACE.svc:7070`, or `NAME-runner:7070` (resolved in
+/// the agents' own namespace, which is the runner's) when no namespace is given.
+pub fn runner_address(instance: &InstanceName, namespace: Option<&str>) -> String {
+    let service = instance.object(RUNNER);
+    match namespace {
+        Some(ns) => format!("{service}.{ns}.svc:{AGENTS_PORT}"),
+        None => format!("{service}:{AGENTS_PORT}"),
+    }
+}
+
+/// A scenario error at `field` of `text`, with its line when the field can be found.
+fn at(text: &str, file: &str, field: &str, message: String) -> K8sError {
+    let needle = format!("{}:", field.rsplit('.').next().unwrap_or(field));
+    K8sError::Scenario(locate(text, file, field, &needle, message))
+}
+
+fn check_options(o: &ClusterOptions) -> Result<(), K8sError> {
+    if o.agents == 0 {
+        return Err(K8sError::NoAgents);
+    }
+    if o.agents > MAX_AGENTS {
+        return Err(K8sError::TooManyAgents(o.agents));
+    }
+    if o.image.is_empty() || o.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(K8sError::Image(o.image.clone()));
+    }
+    if let Some(ns) = &o.namespace {
+        check_namespace(ns)?;
+    }
+    if let Some(class) = &o.storage_class {
+        let ok = !class.is_empty()
+            && class.len() <= 253
+            && class
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+            && class.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && class.ends_with(|c: char| c.is_ascii_alphanumeric());
+        if !ok {
+            return Err(K8sError::StorageClass(class.clone()));
+        }
+    }
+    o.agent.check("--agent")?;
+    o.runner.check("--runner")
+}
+
+/// Refuses a SUT that agents in other pods cannot reach: the demo and a command run in the runner's process or
+/// pod, on its loopback, and a loopback URL is, in each agent's pod, that agent itself.
+fn check_sut(v: &Validated, text: &str) -> Result<(), K8sError> {
+    let instead = "in a cluster, run the service under test as a Deployment behind a Service and write \
+                   `sut: { url: http://SERVICE.NAMESPACE.svc:PORT }`, with SERVICE.NAMESPACE.svc under `allow_hosts`";
+    let sut = &v.scenario.sut;
+    let refused = if sut.demo.is_some() {
+        Some((
+            "sut.demo",
+            "the bundled demo runs inside the runner's process, on the loopback of the runner's pod, where the \
+             agents (pods of their own) cannot reach it",
+        ))
+    } else if sut.command.is_some() {
+        Some((
+            "sut.command",
+            "a command SUT is a child process of the runner, listening on the loopback of the runner's pod, where \
+             the agents (pods of their own) cannot reach it",
+        ))
+    } else if sut
+        .url
+        .as_deref()
+        .is_some_and(|u| check_host(u, &[]).is_ok())
+    {
+        Some((
+            "sut.url",
+            "a loopback address means, in each agent's pod, the agent itself",
+        ))
+    } else {
+        None
+    };
+    match refused {
+        Some((field, why)) => Err(at(text, &v.file, field, format!("{why}; {instead}"))),
+        None => Ok(()),
+    }
+}
+
+/// Names, labels and shared parts of one run's objects.
+struct Layout<'a> {
+    instance: &'a InstanceName,
+    options: &'a ClusterOptions,
+    deadline: u64,
+}
+
+impl Layout<'_> {
+    /// The labels of one part: `app.kubernetes.io/name` (faultline), `instance` (this run), `component` (the part).
+    fn labels(&self, component: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([
+            ("app.kubernetes.io/name".into(), "faultline".into()),
+            (
+                "app.kubernetes.io/instance".into(),
+                self.instance.to_string(),
+            ),
+            ("app.kubernetes.io/component".into(), component.into()),
+        ])
+    }
+
+    fn meta(&self, part: &str, component: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: self.instance.object(part),
+            namespace: self.options.namespace.clone(),
+            labels: self.labels(component),
+        }
+    }
+
+    /// The scenario and its files: text as it is under `data`, anything else base64-encoded under `binaryData`.
+    fn scenario_config_map(&self, files: &ScenarioFiles) -> ConfigMap {
+        let mut data = BTreeMap::new();
+        let mut binary_data = BTreeMap::new();
+        for f in &files.files {
+            match std::str::from_utf8(&f.bytes) {
+                Ok(text) => data.insert(f.key.clone(), text.to_string()),
+                Err(_) => binary_data.insert(
+                    f.key.clone(),
+                    base64::engine::general_purpose::STANDARD.encode(&f.bytes),
+                ),
+            };
+        }
+        ConfigMap {
+            api_version: "v1",
+            kind: "ConfigMap",
+            metadata: self.meta("scenario", "scenario"),
+            data,
+            binary_data,
+        }
+    }
+
+    /// The report volume: one pod writes it at a time, so `ReadWriteOnce`, which every storage class offers.
+    fn reports_claim(&self) -> PersistentVolumeClaim {
+        PersistentVolumeClaim {
+            api_version: "v1",
+            kind: "PersistentVolumeClaim",
+            metadata: self.meta("reports", "reports"),
+            spec: ClaimSpec {
+                access_modes: vec!["ReadWriteOnce"],
+                resources: ClaimResources {
+                    requests: BTreeMap::from([("storage", self.options.storage.clone())]),
+                },
+                storage_class_name: self.options.storage_class.clone(),
+            },
+        }
+    }
+
+    /// The name the agents dial: the runner's pod, port 7070.
+    fn runner_service(&self) -> Service {
+        Service {
+            api_version: "v1",
+            kind: "Service",
+            metadata: self.meta(RUNNER, RUNNER),
+            spec: ServiceSpec {
+                selector: self.labels(RUNNER),
+                ports: vec![ServicePort {
+                    name: "agents",
+                    protocol: "TCP",
+                    port: AGENTS_PORT,
+                    target_port: "agents",
+                }],
+            },
+        }
+    }
+
+    /// The runner: one pod, never retried (a second run would judge a different load), whose exit code is the
+    /// verdict. The pod failure rule puts that code in the Job's `Failed` condition.
+    fn runner_job(&self, files: &ScenarioFiles, variables: Vec<EnvVar>) -> Job {
+        let mut env = vec![EnvVar::field(RUN_ID_VAR, "metadata.name")];
+        env.extend(variables);
+        let container = Container {
+            name: "runner",
+            image: self.options.image.clone(),
+            command: vec!["faultline".into()],
+            args: runner_args(&files.scenario_in_pod(), self.options.agents),
+            working_dir: SCENARIO_MOUNT,
+            env,
+            ports: vec![ContainerPort {
+                name: "agents",
+                container_port: AGENTS_PORT,
+                protocol: "TCP",
+            }],
+            resources: self.options.runner.object(),
+            volume_mounts: vec![
+                scenario_mount(),
+                VolumeMount {
+                    name: "reports",
+                    mount_path: REPORTS_MOUNT,
+                    read_only: false,
+                },
+            ],
+        };
+        let reports = Volume {
+            name: "reports",
+            config_map: None,
+            persistent_volume_claim: Some(ClaimVolume {
+                claim_name: self.instance.object("reports"),
+            }),
+        };
+        self.job(
+            RUNNER,
+            RUNNER,
+            None,
+            Some(PodFailurePolicy {
+                rules: vec![PodFailurePolicyRule {
+                    action: "FailJob",
+                    on_exit_codes: OnExitCodes {
+                        container_name: "runner",
+                        operator: "NotIn",
+                        values: vec![0],
+                    },
+                }],
+            }),
+            PodSpec {
+                restart_policy: "Never",
+                topology_spread_constraints: Vec::new(),
+                containers: vec![container],
+                volumes: vec![self.scenario_volume(files), reports],
+            },
+        )
+    }
+
+    /// The agents: an Indexed Job of N pods started together, none retried (the runner expects each index once),
+    /// spread over the nodes where the cluster can, as the point of agents is more machines.
+    fn agents_job(&self, files: &ScenarioFiles, runner_address: &str) -> Job {
+        let container = Container {
+            name: AGENT,
+            image: self.options.image.clone(),
+            command: vec!["loadgen".into()],
+            args: agent_args(runner_address),
+            working_dir: SCENARIO_MOUNT,
+            env: vec![EnvVar::field(INDEX_VAR, INDEX_FIELD)],
+            ports: Vec::new(),
+            resources: self.options.agent.object(),
+            volume_mounts: vec![scenario_mount()],
+        };
+        self.job(
+            "agents",
+            AGENT,
+            Some(self.options.agents),
+            None,
+            PodSpec {
+                restart_policy: "Never",
+                topology_spread_constraints: vec![TopologySpreadConstraint {
+                    max_skew: 1,
+                    topology_key: "kubernetes.io/hostname",
+                    when_unsatisfiable: "ScheduleAnyway",
+                    label_selector: LabelSelector {
+                        match_labels: self.labels(AGENT),
+                    },
+                }],
+                containers: vec![container],
+                volumes: vec![self.scenario_volume(files)],
+            },
+        )
+    }
+
+    /// A Job that runs its pods once: `backoffLimit: 0`, the run's deadline and time to live; with `indexed`, an
+    /// Indexed Job of that many pods, all at once.
+    fn job(
+        &self,
+        part: &str,
+        component: &str,
+        indexed: Option<u32>,
+        pod_failure_policy: Option<PodFailurePolicy>,
+        pod: PodSpec,
+    ) -> Job {
+        Job {
+            api_version: "batch/v1",
+            kind: "Job",
+            metadata: self.meta(part, component),
+            spec: JobSpec {
+                completion_mode: indexed.map(|_| "Indexed"),
+                completions: indexed,
+                parallelism: indexed,
+                backoff_limit: 0,
+                active_deadline_seconds: self.deadline,
+                ttl_seconds_after_finished: self.options.ttl.as_secs(),
+                pod_failure_policy,
+                template: PodTemplate {
+                    metadata: TemplateMeta {
+                        labels: self.labels(component),
+                    },
+                    spec: pod,
+                },
+            },
+        }
+    }
+
+    /// The ConfigMap as files, each at the path the scenario names it by. The agents mount it too, so that a path
+    /// in the plan the runner hands them (a timetable, a message file) names the same file in every pod.
+    fn scenario_volume(&self, files: &ScenarioFiles) -> Volume {
+        Volume {
+            name: "scenario",
+            config_map: Some(ConfigMapVolume {
+                name: self.instance.object("scenario"),
+                items: files
+                    .files
+                    .iter()
+                    .map(|f| KeyToPath {
+                        key: f.key.clone(),
+                        path: f.path.clone(),
+                    })
+                    .collect(),
+            }),
+            persistent_volume_claim: None,
+        }
+    }
+}
+
+fn scenario_mount() -> VolumeMount {
+    VolumeMount {
+        name: "scenario",
+        mount_path: SCENARIO_MOUNT,
+        read_only: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::files::CarriedFile;
+    use super::*;
+    use crate::scenario::{Overrides, Scenario};
+
+    const CLUSTER_SCENARIO: &str =
+        "name: checkout\nduration: 90s\nallow_hosts: [checkout.shop.svc]\n\
+        dependency: { routes: { pricing: { path: /price/* } } }\n\
+        sut: { url: \"http://checkout.shop.svc:8080\" }\n\
+        load: { rate: 100/s, timeout: 5s, requests: [ { get: / } ] }\n";
+
+    fn q(s: &str) -> Quantity {
+        s.parse().unwrap()
+    }
+
+    fn options() -> ClusterOptions {
+        ClusterOptions {
+            agents: 4,
+            image: "registry.example.com/faultline:0.1.0".into(),
+            name: None,
+            namespace: Some("shop".into()),
+            agent: ContainerResources::guaranteed(q("1"), q("512Mi")),
+            runner: ContainerResources::guaranteed(q("1"), q("1Gi")),
+            storage: q("1Gi"),
+            storage_class: None,
+            deadline_margin: Duration::from_secs(300),
+            ttl: Duration::from_secs(3600),
+        }
+    }
+
+    fn files(scenario: &[u8]) -> ScenarioFiles {
+        ScenarioFiles {
+            files: vec![
+                CarriedFile {
+                    key: "checkout.yaml".into(),
+                    path: "checkout.yaml".into(),
+                    bytes: scenario.to_vec(),
+                    named_by: "the scenario itself".into(),
+                },
+                CarriedFile {
+                    key: "grpc_product.bin".into(),
+                    path: "grpc/product.bin".into(),
+                    bytes: vec![0x0a, 0xff, 0x00, 0x80],
+                    named_by: "load.requests[0].message_file".into(),
+                },
+            ],
+        }
+    }
+
+    fn with_layout<T>(options: &ClusterOptions, f: impl FnOnce(&Layout) -> T) -> T {
+        let instance = InstanceName::from_scenario("checkout");
+        f(&Layout {
+            instance: &instance,
+            options,
+            deadline: 395,
+        })
+    }
+
+    fn container(job: &Job) -> &Container {
+        &job.spec.template.spec.containers[0]
+    }
+
+    #[test]
+    fn the_deadline_is_duration_plus_load_timeout_plus_margin_rounded_up_to_a_second() {
+        let d = Deadline {
+            duration: Duration::from_secs(90),
+            load_timeout: Duration::from_secs(5),
+            margin: Duration::from_secs(300),
+        };
+        assert_eq!(d.seconds(), 395);
+        assert!(
+            d.to_string().starts_with("395 s = the scenario's 90s"),
+            "{d}"
+        );
+        let fractional = Deadline {
+            duration: Duration::from_millis(90_200),
+            ..d
+        };
+        assert_eq!(fractional.seconds(), 396);
+    }
+
+    #[test]
+    fn the_runner_listens_for_n_agents_on_every_address_and_reports_into_a_folder_per_pod() {
+        assert_eq!(
+            runner_args("/scenario/checkout.yaml", 4),
+            [
+                "run",
+                "/scenario/checkout.yaml",
+                "--agents",
+                "4",
+                "--agents-listen",
+                "0.0.0.0:7070",
+                "--agents-allow-remote",
+                "--report-dir",
+                "/reports/$(FAULTLINE_RUN_ID)"
+            ]
+        );
+        let o = options();
+        let job = with_layout(&o, |l| {
+            l.runner_job(&files(b"x"), vec![EnvVar::value("REDIS_PORT", "6390")])
+        });
+        let c = container(&job);
+        assert_eq!(c.command, ["faultline"]);
+        assert_eq!(c.args, runner_args("/scenario/checkout.yaml", 4));
+        assert_eq!(c.env[0].name, RUN_ID_VAR);
+        assert_eq!(
+            c.env[0].value_from.as_ref().unwrap().field_ref.field_path,
+            "metadata.name"
+        );
+        assert_eq!(c.env[1].value.as_deref(), Some("6390"));
+        assert_eq!(c.ports[0].container_port, AGENTS_PORT);
+    }
+
+    #[test]
+    fn an_agent_dials_the_runner_service_and_takes_its_index_from_the_indexed_job() {
+        let o = options();
+        let address = runner_address(&InstanceName::from_scenario("checkout"), Some("shop"));
+        assert_eq!(address, "checkout-runner.shop.svc:7070");
+        let job = with_layout(&o, |l| l.agents_job(&files(b"x"), &address));
+        let c = container(&job);
+        assert_eq!(c.command, ["loadgen"]);
+        assert_eq!(
+            c.args,
+            ["agent", "--runner", "checkout-runner.shop.svc:7070"]
+        );
+        assert_eq!(c.env.len(), 1);
+        assert_eq!(c.env[0].name, "JOB_COMPLETION_INDEX");
+        assert_eq!(
+            c.env[0].value_from.as_ref().unwrap().field_ref.field_path,
+            "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        );
+        assert_eq!(c.working_dir, SCENARIO_MOUNT);
+    }
+
+    #[test]
+    fn without_a_namespace_the_agents_dial_the_service_in_their_own() {
+        assert_eq!(
+            runner_address(&InstanceName::from_scenario("checkout"), None),
+            "checkout-runner:7070"
+        );
+    }
+
+    #[test]
+    fn the_agents_are_an_indexed_job_of_n_pods_at_once_and_both_jobs_run_once() {
+        let o = options();
+        let (agents, runner) = with_layout(&o, |l| {
+            (
+                l.agents_job(&files(b"x"), "a:7070"),
+                l.runner_job(&files(b"x"), Vec::new()),
+            )
+        });
+        assert_eq!(agents.spec.completion_mode, Some("Indexed"));
+        assert_eq!(agents.spec.completions, Some(4));
+        assert_eq!(agents.spec.parallelism, Some(4));
+        assert_eq!(runner.spec.completion_mode, None);
+        for job in [&agents, &runner] {
+            assert_eq!(job.spec.backoff_limit, 0);
+            assert_eq!(job.spec.template.spec.restart_policy, "Never");
+            assert_eq!(job.spec.active_deadline_seconds, 395);
+            assert_eq!(job.spec.ttl_seconds_after_finished, 3600);
+        }
+        let rule = &runner.spec.pod_failure_policy.as_ref().unwrap().rules[0];
+        assert_eq!(
+            (
+                rule.action,
+                rule.on_exit_codes.operator,
+                &rule.on_exit_codes.values
+            ),
+            ("FailJob", "NotIn", &vec![0])
+        );
+    }
+
+    #[test]
+    fn the_service_selects_the_runner_pod_and_nothing_else() {
+        let o = options();
+        let (service, runner, agents) = with_layout(&o, |l| {
+            (
+                l.runner_service(),
+                l.runner_job(&files(b"x"), Vec::new()),
+                l.agents_job(&files(b"x"), "a:7070"),
+            )
+        });
+        let selects = |labels: &BTreeMap<String, String>| {
+            service
+                .spec
+                .selector
+                .iter()
+                .all(|(k, v)| labels.get(k) == Some(v))
+        };
+        assert!(selects(&runner.spec.template.metadata.labels));
+        assert!(!selects(&agents.spec.template.metadata.labels));
+        assert_eq!(service.spec.ports[0].port, AGENTS_PORT);
+        assert_eq!(service.metadata.name, "checkout-runner");
+    }
+
+    #[test]
+    fn text_files_are_carried_as_they_are_and_others_in_base64() {
+        let o = options();
+        let cm = with_layout(&o, |l| l.scenario_config_map(&files(b"name: x\n")));
+        assert_eq!(cm.data["checkout.yaml"], "name: x\n");
+        assert_eq!(cm.binary_data["grpc_product.bin"], "Cv8AgA==");
+        let volume = with_layout(&o, |l| l.scenario_volume(&files(b"x")));
+        let items = volume.config_map.unwrap().items;
+        assert_eq!(
+            (items[1].key.as_str(), items[1].path.as_str()),
+            ("grpc_product.bin", "grpc/product.bin")
+        );
+    }
+
+    #[test]
+    fn the_yaml_gives_back_the_scenario_byte_for_byte() {
+        let tricky = "  leading: spaces\nname: x   \n\ttab: 1\n# 'quotes' \"and\" : colons\n\n\n";
+        let o = options();
+        let objects = with_layout(&o, |l| {
+            vec![Object::ConfigMap(
+                l.scenario_config_map(&files(tricky.as_bytes())),
+            )]
+        });
+        let m = Manifests {
+            instance: InstanceName::from_scenario("checkout"),
+            runner_address: "checkout-runner.shop.svc:7070".into(),
+            agents: 4,
+            deadline: Deadline {
+                duration: Duration::from_secs(1),
+                load_timeout: Duration::from_secs(1),
+                margin: Duration::from_secs(1),
+            },
+            notes: Vec::new(),
+            objects,
+        };
+        let yaml = m.to_yaml().unwrap();
+        let back: serde_json::Value = serde_saphyr::from_str(&yaml).unwrap();
+        assert_eq!(back["data"]["checkout.yaml"], tricky, "{yaml}");
+        assert_eq!(back["kind"], "ConfigMap");
+    }
+
+    #[test]
+    fn agent_counts_outside_one_to_the_maximum_are_refused() {
+        let mut o = options();
+        o.agents = 0;
+        assert!(matches!(check_options(&o), Err(K8sError::NoAgents)));
+        o.agents = MAX_AGENTS + 1;
+        let e = check_options(&o).unwrap_err().to_string();
+        assert!(
+            e.contains("--agents 1001") && e.contains("at most 1000"),
+            "{e}"
+        );
+        o.agents = MAX_AGENTS;
+        assert!(check_options(&o).is_ok());
+    }
+
+    #[test]
+    fn options_kubernetes_would_refuse_are_refused_here() {
+        let mut o = options();
+        o.agent.cpu_limit = q("500m");
+        let e = check_options(&o).unwrap_err().to_string();
+        assert!(
+            e.contains("--agent-cpu-limit 500m is below --agent-cpu 1"),
+            "{e}"
+        );
+        let mut o = options();
+        o.image = "reg/faultline:1 --privileged".into();
+        assert!(matches!(check_options(&o), Err(K8sError::Image(_))));
+        let mut o = options();
+        o.storage_class = Some("Fast_SSD".into());
+        assert!(matches!(check_options(&o), Err(K8sError::StorageClass(_))));
+        let mut o = options();
+        o.namespace = Some("Shop".into());
+        assert!(matches!(check_options(&o), Err(K8sError::Name(_))));
+    }
+
+    fn validated(text: &str) -> Validated {
+        Scenario::parse(text, "checkout.yaml", &Overrides::default()).unwrap()
+    }
+
+    #[test]
+    fn a_sut_in_the_cluster_passes() {
+        let text = CLUSTER_SCENARIO;
+        assert!(check_sut(&validated(text), text).is_ok());
+    }
+
+    #[test]
+    fn a_sut_the_agents_cannot_reach_is_refused_with_what_to_write_instead() {
+        let cases = [
+            (
+                CLUSTER_SCENARIO.replace("sut: { url: \"http://checkout.shop.svc:8080\" }", "sut: { demo: {} }"),
+                "sut.demo",
+            ),
+            (
+                CLUSTER_SCENARIO.replace(
+                    "sut: { url: \"http://checkout.shop.svc:8080\" }",
+                    "sut: { command: [ ./svc, \"{sut.port}\" ], url: \"http://127.0.0.1:{sut.port}\" }",
+                ),
+                "sut.command",
+            ),
+            (
+                CLUSTER_SCENARIO.replace("checkout.shop.svc:8080", "127.0.0.1:8080"),
+                "sut.url",
+            ),
+        ];
+        for (text, field) in cases {
+            let e = check_sut(&validated(&text), &text).unwrap_err().to_string();
+            assert!(e.starts_with("checkout.yaml:5:"), "{e}");
+            assert!(e.contains(field), "{e}");
+            assert!(
+                e.contains("sut: { url: http://SERVICE.NAMESPACE.svc:PORT }"),
+                "{e}"
+            );
+            assert!(e.contains("allow_hosts"), "{e}");
+        }
+    }
+}
