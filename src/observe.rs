@@ -180,6 +180,8 @@ mod tests {
             connections: Vec::new(),
             unmatched: 0,
             tls,
+            replicas: 1,
+            in_flight_max_is_upper_bound: false,
         }
     }
 

@@ -233,6 +233,7 @@ fn fixture(buckets: usize) -> Fixture {
             buckets: Vec::new(),
             totals: faultd::RouteBucket::default(),
             max_in_flight: 4,
+            max_in_flight_lower_bound: None,
             in_flight: 0,
             latency,
         },
@@ -251,6 +252,8 @@ fn fixture(buckets: usize) -> Fixture {
         connections: Vec::new(),
         unmatched: 0,
         tls: None,
+        replicas: 1,
+        in_flight_max_is_upper_bound: false,
     };
     let mut tls_record = faultline::record::RunRecord::empty(bucket);
     tls_record.duration = duration;
