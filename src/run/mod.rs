@@ -3,7 +3,8 @@
 //! as they can be, then stop everything and collect the recordings. A hard deadline always ends the run; Ctrl-C and
 //! SIGTERM stop the load, return faultd to healthy and still hand back what was recorded, marked aborted.
 //!
-//! The rooms: `clock` (t = 0), `dependency` (embedded or external faultd), `sut` and `child` (the service under
+//! The rooms: `clock` (t = 0), `dependency` (embedded or external faultd), `replicas` (external faultd processes,
+//! one or several behind one address), `sut` and `child` (the service under
 //! test), `signals`, `live` (the terminal line), `verdicts` (deciding while the run goes on). Breaker sources live
 //! in `crate::breaker`. Not for judging or reporting: `run` returns a `RunOutput`; `expect` and `report` take it
 //! from there.
@@ -13,6 +14,7 @@ pub mod clock;
 pub mod dependency;
 pub mod live;
 pub mod metrics;
+pub mod replicas;
 pub mod signals;
 pub mod sut;
 pub mod verdicts;
@@ -79,6 +81,9 @@ pub struct RunOutput {
     pub run_errors: Vec<String>,
     /// The run's CA certificate (PEM) when the embedded faultd minted one for TLS: the report keeps it as ca.pem.
     pub ca_pem: Option<String>,
+    /// When the dependency was several faultd replicas: each one's own recording and start, in the scenario's
+    /// order (`dependency` is their merge). Empty otherwise.
+    pub replicas: Vec<replicas::ReplicaRecording>,
 }
 
 /// Why a run could not start or broke before recording anything: exit code 3.
@@ -262,12 +267,12 @@ pub async fn run_with(
     while let Ok(line) = lines_rx.try_recv() {
         breakers.push_line(line);
     }
-    let dependency_recording = dependency.recording().await;
+    let dependency_recording = dependency.final_recording().await;
     let ca_pem = dependency.ca_pem();
     dependency.stop().await;
     sut.stop().await;
     drop(webhook);
-    let dependency_recording = dependency_recording?;
+    let (dependency_recording, replicas) = dependency_recording?;
     let Some(mut load_recording) = load_recording else {
         return Err(RunError::Load(
             "the load did not finish in time after the run was stopped".into(),
@@ -324,6 +329,7 @@ pub async fn run_with(
         verdicts,
         run_errors,
         ca_pem,
+        replicas,
     })
 }
 
