@@ -149,7 +149,7 @@ impl Dependency {
                 f.start_schedule(origin);
                 Ok(())
             }
-            // An external faultd starts on receipt: the runner's origin is a few milliseconds away.
+            // An external faultd starts on receipt: the request goes at t = 0.
             Dependency::External(ext) => ext.start_schedule(origin).await,
         }
     }

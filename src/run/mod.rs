@@ -141,7 +141,6 @@ pub async fn run_with(
     };
 
     let clock = Clock::starting_in(LEAD);
-    dependency.start_schedule(clock.origin).await?;
     let phases = scenario.dependency.phase_names();
     let (series_sender, series) = Series::new();
     let load = loadgen::start(
@@ -163,6 +162,12 @@ pub async fn run_with(
         clock.origin,
     )
     .map_err(|e| RunError::Load(e.to_string()))?;
+    // The load waits for t = 0 on its own; an external faultd starts its schedule when the request reaches it, so
+    // the request is sent at t = 0, after the load is armed.
+    if let Err(e) = dependency.start_schedule(clock.origin).await {
+        load.stop();
+        return Err(e);
+    }
     let mut breakers = BreakerWatch::start(v, &sut.url, webhook.events(), clock.origin, clock.wall);
 
     // Wait for the load to end, a signal, the SUT dying, a decided failure that stops the run, or the deadline.

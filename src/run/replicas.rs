@@ -93,8 +93,9 @@ impl Replicas {
         self.spec.url.trim_end_matches('/')
     }
 
-    /// Starts every replica's schedule: one request each, sent together, so that their origins lie within a round
-    /// trip of each other; each is timed from `origin` (t = 0 on the run's clock).
+    /// Starts every replica's schedule at `origin` (t = 0 on the run's clock): a faultd sets its own origin when the
+    /// request reaches it, so one request per replica is sent at `origin`, all together, and each is timed, so that
+    /// the replicas' origins lie within a round trip of t = 0 and of each other.
     pub async fn start_schedule(&self, origin: Instant) -> Result<(), RunError> {
         let ms = |at: Instant| {
             if at >= origin {
@@ -105,6 +106,7 @@ impl Replicas {
         };
         let windows = self
             .each(|r, control| async move {
+                tokio::time::sleep_until(origin).await;
                 let sent = Instant::now();
                 r.call(Method::POST, &control, "/schedule/start", None)
                     .await?;
