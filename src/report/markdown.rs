@@ -8,7 +8,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::result::ResultFile;
+use super::result::{ReplicasSummary, ResultFile};
 use crate::expect::{Outcome, Verdict};
 use crate::run::Ending;
 
@@ -144,6 +144,30 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
             "**BROKEN**"
         }
     );
+    if let Some(rs) = &r.dependency_replicas {
+        let peaks: Vec<String> = r
+            .dependency
+            .iter()
+            .map(|(route, d)| {
+                format!(
+                    "calls in flight at {} peaked at most at {} ({}{})",
+                    cell(route),
+                    d.max_in_flight,
+                    ReplicasSummary::upper_bound_words(rs.count),
+                    d.max_in_flight_at_least
+                        .map(|n| format!("; at least {n}, the busiest replica alone"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "Dependency: {} faultd replicas behind one address, their recordings merged{}{}.\n",
+            rs.count,
+            if peaks.is_empty() { "" } else { "; " },
+            peaks.join("; ")
+        );
+    }
     let _ = writeln!(
         o,
         "Report folder: `{}` (report.html, result.json, junit.xml, .hgrm, sut.hlog).\n",
@@ -333,6 +357,7 @@ mod tests {
             series: Series::default(),
             ca: None,
             tls: None,
+            dependency_replicas: None,
         }
     }
 
