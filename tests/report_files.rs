@@ -1053,7 +1053,7 @@ fn a_merged_maximum_in_flight_reads_as_an_upper_bound_in_every_report() {
     assert!(page.contains("Measured by 2 faultd replicas behind one address"));
     let md = report::markdown::markdown(&f.result, &dir.0);
     assert!(
-        md.contains("Dependency: 2 faultd replicas behind one address, their recordings merged; calls in flight at pricing peaked at most at 137 (sum of 2 replicas' peaks, an upper bound; at least 70, the busiest replica alone)."),
+        md.contains("Dependency: 2 faultd replicas behind one address, their recordings merged; pricing: calls in flight peaked at most at 137 (sum of 2 replicas' peaks, an upper bound; at least 70, the busiest replica alone)."),
         "{md}"
     );
     // result.json carries the replicas and the flag, within the documented schema.

@@ -367,7 +367,7 @@ fn probes_cannot_be_counted_when_the_breaker_never_opened() {
 
 #[test]
 fn max_in_flight_reports_the_peak_and_when() {
-    let r = record_with(&[], |i| if i == 123 { 200 } else { 25 }, |_| 40);
+    let r = record_with(&[], peak(123, 200, 25), |_| 40);
     let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
     assert!(!v.passed);
     assert_eq!(
@@ -409,13 +409,14 @@ fn replicated_record(
     r
 }
 
+/// A series with `value` in bucket `at` and `rest` everywhere else.
+fn peak(at: usize, value: u64, rest: u64) -> impl Fn(usize) -> u64 {
+    move |i| if i == at { value } else { rest }
+}
+
 #[test]
 fn a_sum_of_replica_peaks_under_the_pool_passes_and_reads_as_an_upper_bound() {
-    let r = replicated_record(
-        2,
-        |i| if i == 32 { 137 } else { 40 },
-        |i| if i == 32 { 70 } else { 20 },
-    );
+    let r = replicated_record(2, peak(32, 137, 40), peak(32, 70, 20));
     let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
     assert_eq!(v.outcome(), Outcome::Pass);
     assert_eq!(
@@ -430,11 +431,7 @@ fn a_sum_of_replica_peaks_under_the_pool_passes_and_reads_as_an_upper_bound() {
 
 #[test]
 fn one_replica_over_the_pool_alone_fails_whatever_the_others_did() {
-    let r = replicated_record(
-        3,
-        |i| if i == 150 { 400 } else { 60 },
-        |i| if i == 150 { 210 } else { 20 },
-    );
+    let r = replicated_record(3, peak(150, 400, 60), peak(150, 210, 20));
     let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
     assert_eq!(v.outcome(), Outcome::Fail);
     assert_eq!(
@@ -457,11 +454,7 @@ fn one_replica_over_the_pool_alone_fails_whatever_the_others_did() {
 
 #[test]
 fn a_sum_over_the_pool_with_every_replica_under_it_is_inconclusive() {
-    let r = replicated_record(
-        2,
-        |i| if i == 123 { 231 } else { 50 },
-        |i| if i == 123 { 120 } else { 25 },
-    );
+    let r = replicated_record(2, peak(123, 231, 50), peak(123, 120, 25));
     let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
     assert_eq!(v.outcome(), Outcome::Inconclusive);
     assert!(!v.passed && !v.failed());
@@ -485,15 +478,11 @@ fn while_the_run_goes_on_an_overrun_at_one_replica_is_decided_and_an_upper_bound
     let e = resolve(spec).unwrap();
     // Healthy (0-10 s) is over by 15 s: a sum over the pool with no replica over it stays undecided, since an
     // inconclusive verdict waits for the end of the run.
-    let undecided = replicated_record(2, |i| if i == 50 { 231 } else { 50 }, |_| 120);
+    let undecided = replicated_record(2, peak(50, 231, 50), |_| 120);
     assert_eq!(e.decide(&as_of(&undecided, 15.0)), None);
     assert_eq!(e.evaluate(&undecided).outcome(), Outcome::Inconclusive);
     // One replica over the pool is a failure as soon as it is recorded, before the phase ends.
-    let overrun = replicated_record(
-        2,
-        |i| if i == 50 { 400 } else { 50 },
-        |i| if i == 50 { 250 } else { 25 },
-    );
+    let overrun = replicated_record(2, peak(50, 400, 50), peak(50, 250, 25));
     let v = e.decide(&as_of(&overrun, 6.0)).expect("decided");
     assert_eq!(v.outcome(), Outcome::Fail, "{}", v.sentence);
 }
@@ -1007,7 +996,7 @@ fn probes_and_the_rate_while_open_cannot_stop_a_run() {
 
 #[test]
 fn max_connections_is_the_in_flight_bound_in_the_words_of_a_tcp_route() {
-    let r = record_with(&[], |i| if i == 30 { 20 } else { 5 }, |_| 40);
+    let r = record_with(&[], peak(30, 20, 5), |_| 40);
     let v = verdict("{ dependency: pricing, max_connections_below: 20 }", &r);
     assert!(!v.passed, "{}", v.sentence);
     assert!(
@@ -1029,7 +1018,7 @@ fn max_connections_is_the_in_flight_bound_in_the_words_of_a_tcp_route() {
 
 #[test]
 fn max_streams_in_flight_is_the_in_flight_bound_in_the_words_of_http2() {
-    let r = record_with(&[], |i| if i == 30 { 8 } else { 3 }, |_| 40);
+    let r = record_with(&[], peak(30, 8, 3), |_| 40);
     let v = verdict(
         "{ dependency: pricing, max_streams_in_flight_below: 8 }",
         &r,

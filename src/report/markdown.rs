@@ -8,7 +8,7 @@
 use std::fmt::Write;
 use std::path::Path;
 
-use super::result::{ReplicasSummary, ResultFile};
+use super::result::ResultFile;
 use crate::expect::{Outcome, Verdict};
 use crate::run::Ending;
 
@@ -148,17 +148,7 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
         let peaks: Vec<String> = r
             .dependency
             .iter()
-            .map(|(route, d)| {
-                format!(
-                    "calls in flight at {} peaked at most at {} ({}{})",
-                    cell(route),
-                    d.max_in_flight,
-                    ReplicasSummary::upper_bound_words(rs.count),
-                    d.max_in_flight_at_least
-                        .map(|n| format!("; at least {n}, the busiest replica alone"))
-                        .unwrap_or_default()
-                )
-            })
+            .map(|(route, d)| format!("{}: {}", cell(route), rs.peak_words(d)))
             .collect();
         let _ = writeln!(
             o,

@@ -143,6 +143,20 @@ impl ReplicasSummary {
     pub fn upper_bound_words(count: u32) -> String {
         format!("sum of {count} replicas' peaks, an upper bound")
     }
+
+    /// "calls in flight peaked at most at 137 (sum of 2 replicas' peaks, an upper bound; at least 70, the busiest
+    /// replica alone)": a route's merged peak as the reports word it.
+    pub fn peak_words(&self, route: &RouteSummary) -> String {
+        format!(
+            "calls in flight peaked at most at {} ({}{})",
+            route.max_in_flight,
+            ReplicasSummary::upper_bound_words(self.count),
+            route
+                .max_in_flight_at_least
+                .map(|n| format!("; at least {n}, the busiest replica alone"))
+                .unwrap_or_default()
+        )
+    }
 }
 
 /// The run's TLS handshakes on both sides of the SUT.

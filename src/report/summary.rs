@@ -145,13 +145,9 @@ pub fn text(r: &ResultFile) -> String {
                 (Some(rs), true) => {
                     let _ = writeln!(
                         o,
-                        "  {route}: {} calls, calls in flight peaked at most at {} ({}{}) (per phase, at most: {})",
+                        "  {route}: {} calls, {} (per phase, at most: {})",
                         d.arrivals,
-                        d.max_in_flight,
-                        ReplicasSummary::upper_bound_words(rs.count),
-                        d.max_in_flight_at_least
-                            .map(|n| format!("; at least {n}, the busiest replica alone"))
-                            .unwrap_or_default(),
+                        rs.peak_words(d),
                         per_phase.join(", ")
                     );
                 }

@@ -161,16 +161,10 @@ fn add_route(
 ) -> Result<(), MergeError> {
     add_series(&mut into.buckets, &other.buckets, add_bucket);
     add_bucket(&mut into.totals, &other.totals);
-    let lower = into
-        .max_in_flight_lower_bound
-        .unwrap_or(into.max_in_flight)
-        .max(
-            other
-                .max_in_flight_lower_bound
-                .unwrap_or(other.max_in_flight),
-        );
-    into.max_in_flight += other.max_in_flight;
-    into.max_in_flight_lower_bound = Some(lower);
+    add_maxima(
+        (&mut into.max_in_flight, &mut into.max_in_flight_lower_bound),
+        (other.max_in_flight, other.max_in_flight_lower_bound),
+    );
     into.in_flight += other.in_flight;
     for (phase, h) in &other.latency {
         match into.latency.get_mut(phase) {
@@ -185,6 +179,15 @@ fn add_route(
         }
     }
     Ok(())
+}
+
+/// Two maxima in flight, each with its lower bound (`None`: the maximum is exact, its own lower bound): the sum of
+/// the maxima is an upper bound of the maximum of the sum, and the larger lower bound a lower bound of it.
+fn add_maxima(into: (&mut u64, &mut Option<u64>), other: (u64, Option<u64>)) {
+    let (max, lower) = into;
+    let least = lower.unwrap_or(*max).max(other.1.unwrap_or(other.0));
+    *max += other.0;
+    *lower = Some(least);
 }
 
 /// Adds `other`'s series bucket by bucket; a series that ends earlier (a replica read a moment sooner) counts as
@@ -202,16 +205,10 @@ fn add_series<T: Default + Clone>(into: &mut Vec<T>, other: &[T], add: fn(&mut T
 /// lower bound, and the first arrivals of the union are the earliest of both lists.
 fn add_bucket(into: &mut RouteBucket, other: &RouteBucket) {
     into.add(other);
-    let lower = into
-        .in_flight_max_lower_bound
-        .unwrap_or(into.in_flight_max)
-        .max(
-            other
-                .in_flight_max_lower_bound
-                .unwrap_or(other.in_flight_max),
-        );
-    into.in_flight_max += other.in_flight_max;
-    into.in_flight_max_lower_bound = Some(lower);
+    add_maxima(
+        (&mut into.in_flight_max, &mut into.in_flight_max_lower_bound),
+        (other.in_flight_max, other.in_flight_max_lower_bound),
+    );
     into.in_flight_mean += other.in_flight_mean;
     // Each list holds its replica's earliest arrivals, so the earliest of the union are among them; and every
     // arrival left untimed came after the last one kept, as `first_arrivals_us` promises.
