@@ -77,6 +77,8 @@ pub fn advance(
     record.phases = spans(phases, duration);
     record.sut.resize_with(n, SutBucket::default);
     record.sut_latency.resize_with(n, empty_histogram);
+    let upper_bound = dependency.in_flight_max_is_upper_bound;
+    record.dependency_replicas = dependency.replicas.max(1);
     let mut routes = BTreeMap::new();
     for (name, route) in &dependency.routes {
         let series: Vec<DependencyBucket> = (0..n)
@@ -87,6 +89,8 @@ pub fn advance(
                     .map(|b| DependencyBucket {
                         arrivals: b.arrivals,
                         in_flight_max: b.in_flight_max,
+                        in_flight_max_at_least: upper_bound
+                            .then(|| b.in_flight_max_lower_bound.unwrap_or(b.in_flight_max)),
                         first_arrivals: b
                             .first_arrivals_us
                             .iter()
@@ -180,6 +184,8 @@ mod tests {
             connections: Vec::new(),
             unmatched: 0,
             tls,
+            replicas: 1,
+            in_flight_max_is_upper_bound: false,
         }
     }
 

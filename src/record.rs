@@ -68,7 +68,13 @@ pub struct SutBucket {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DependencyBucket {
     pub arrivals: u64,
+    /// The most calls in flight at once in the bucket: exact from one faultd; from several replicas, the sum of
+    /// their own maxima, an upper bound (`RunRecord::in_flight_is_upper_bound`).
     pub in_flight_max: u64,
+    /// When `in_flight_max` is such an upper bound: the most calls one replica held at once in the bucket, which
+    /// the true maximum is at least. `None` when `in_flight_max` is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_max_at_least: Option<u64>,
     /// When the bucket's first few arrivals came, from the bucket's start (faultd times a handful per bucket so
     /// that sparse calls such as half-open probes can be placed within a bucket).
     #[serde(default)]
@@ -121,6 +127,8 @@ pub struct RunRecord {
     pub sut_latency: Vec<Histogram<u64>>,
     /// Per dependency route.
     pub dependency: BTreeMap<String, Vec<DependencyBucket>>,
+    /// How many faultd replicas served the dependency (1: one faultd, whose maxima in flight are exact).
+    pub dependency_replicas: u32,
     /// Per breaker, the finest timeline of its sources: what verdicts time transitions with.
     pub breakers: BTreeMap<String, BreakerTimeline>,
     /// Per breaker, every timeline there is: each of its sources and the one inferred from traffic. Verdicts that
@@ -144,12 +152,19 @@ impl RunRecord {
             sut: Vec::new(),
             sut_latency: Vec::new(),
             dependency: BTreeMap::new(),
+            dependency_replicas: 1,
             breakers: BTreeMap::new(),
             evidence: BTreeMap::new(),
             handshakes: None,
             load_tls: None,
             connect_errors: BTreeMap::new(),
         }
+    }
+
+    /// Whether the dependency's maxima in flight are upper bounds: sums of several replicas' own maxima, whose
+    /// peaks need not have coincided.
+    pub fn in_flight_is_upper_bound(&self) -> bool {
+        self.dependency_replicas > 1
     }
 
     /// TLS handshake attempts at the dependency over the given buckets (0 without TLS).

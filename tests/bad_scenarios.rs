@@ -67,6 +67,10 @@ const CASES: &[Case] = &[
     ("an unknown mistake switch", ("fallback: stale }\n", "fallback: stale }\n    mistakes: [ no_timout ]\n"), &["no_timout"], 15),
     ("an unset environment variable", ("seed: 1", "seed: ${FAULTLINE_TEST_NEVER_SET}"), &["FAULTLINE_TEST_NEVER_SET is not set"], 4),
     ("a demo Redis address with an unknown placeholder", ("operations:\n      pricing", "redis: \"{faultd.routes.cache.addr}\"\n    operations:\n      pricing"), &["sut.demo.redis", "unknown placeholder {faultd.routes.cache.addr}"], 13),
+    ("a faultd replica that is not loopback", ("seed: 1", "seed: 1\nfaultd:\n  url: http://127.0.0.1:9100\n  replicas: [http://127.0.0.1:9101, http://10.0.0.7:9102]"), &["faultd.replicas[1]", "10.0.0.7 is not a loopback address"], 7),
+    ("a faultd replica named twice", ("seed: 1", "seed: 1\nfaultd:\n  url: http://127.0.0.1:9100\n  replicas:\n    - http://127.0.0.1:9101\n    - http://127.0.0.1:9101"), &["faultd.replicas[1]", "named twice"], 9),
+    ("faultd control and replicas both", ("seed: 1", "seed: 1\nfaultd: { control: http://127.0.0.1:9001, url: http://127.0.0.1:9100, replicas: [http://127.0.0.1:9101] }"), &["faultd.replicas", "not both"], 5),
+    ("an external faultd without a control API", ("seed: 1", "seed: 1\nfaultd: { url: http://127.0.0.1:9100 }"), &["faultd", "`control: URL`"], 5),
     ("an unknown outcome class", ("max_in_flight_below: 200 }", "max_in_flight_below: 200 }\n  - { sut_share: fallbak, above: 5% }"), &["expect[2]", "fallbak"], 25),
 ];
 
@@ -83,6 +87,42 @@ fn edit(case: &Case) -> String {
 fn the_good_scenario_is_valid() {
     let v = Scenario::parse(GOOD, "table.yaml", &Overrides::default()).unwrap();
     assert_eq!(v.expectations.len(), 2);
+}
+
+#[test]
+fn an_external_faultd_is_one_control_api_or_several_replicas_behind_one_url() {
+    let one = GOOD.replacen(
+        "seed: 1",
+        "seed: 1\nfaultd: { control: http://127.0.0.1:9001, url: http://127.0.0.1:9000 }",
+        1,
+    );
+    let v = Scenario::parse(&one, "table.yaml", &Overrides::default()).unwrap();
+    assert_eq!(
+        v.scenario.faultd.unwrap().controls(),
+        vec!["http://127.0.0.1:9001"]
+    );
+    let several = GOOD.replacen(
+        "seed: 1",
+        "seed: 1\nfaultd:\n  url: http://127.0.0.1:9100\n  replicas: [http://127.0.0.1:9101, \"http://[::1]:9102\"]",
+        1,
+    );
+    let v = Scenario::parse(&several, "table.yaml", &Overrides::default()).unwrap();
+    let f = v.scenario.faultd.unwrap();
+    assert_eq!(
+        f.controls(),
+        vec!["http://127.0.0.1:9101", "http://[::1]:9102"]
+    );
+    assert_eq!(f.url, "http://127.0.0.1:9100");
+    // A replica elsewhere is allowed when the scenario lists its host.
+    let allowed = several.replacen("http://[::1]:9102", "http://faultd-1.faultd.svc:9102", 1)
+        + "allow_hosts: [faultd-1.faultd.svc]\n";
+    assert!(Scenario::parse(&allowed, "table.yaml", &Overrides::default()).is_ok());
+    // `faultline schema` describes both forms.
+    let schema = faultline::scenario::json_schema().to_string();
+    assert!(
+        schema.contains("The control APIs of several faultd replicas"),
+        "{schema}"
+    );
 }
 
 #[test]

@@ -12,8 +12,8 @@ use faultline::breaker::crosscheck::Disagreement;
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
 use faultline::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
 use faultline::report::result::{
-    pool_limits, BreakerSummary, Percentiles, PhaseSummary, PoolLimit, RouteSummary, ScenarioInfo,
-    Series, Totals,
+    pool_limits, BreakerSummary, Percentiles, PhaseSummary, PoolLimit, ReplicaRoute,
+    ReplicaSummary, ReplicasSummary, RouteSummary, ScenarioInfo, Series, Totals,
 };
 use faultline::report::{self, compare, html, ResultFile, RESULT_VERSION};
 use faultline::run::Ending;
@@ -233,6 +233,7 @@ fn fixture(buckets: usize) -> Fixture {
             buckets: Vec::new(),
             totals: faultd::RouteBucket::default(),
             max_in_flight: 4,
+            max_in_flight_lower_bound: None,
             in_flight: 0,
             latency,
         },
@@ -251,6 +252,8 @@ fn fixture(buckets: usize) -> Fixture {
         connections: Vec::new(),
         unmatched: 0,
         tls: None,
+        replicas: 1,
+        in_flight_max_is_upper_bound: false,
     };
     let mut tls_record = faultline::record::RunRecord::empty(bucket);
     tls_record.duration = duration;
@@ -404,6 +407,8 @@ fn fixture(buckets: usize) -> Fixture {
             RouteSummary {
                 arrivals: total,
                 max_in_flight: 4,
+                max_in_flight_is_upper_bound: false,
+                max_in_flight_at_least: None,
                 pool_limit: Some(PoolLimit {
                     bound: 200,
                     inclusive: false,
@@ -436,6 +441,7 @@ fn fixture(buckets: usize) -> Fixture {
         ca: None,
         tls,
         distributed: None,
+        dependency_replicas: None,
     };
     Fixture {
         result,
@@ -1014,6 +1020,102 @@ fn a_cleartext_run_has_no_tls_section() {
     assert!(saved.get("tls").is_none());
     assert!(saved["totals"].get("connect_errors").is_none());
     assert!(saved["series"].get("handshakes").is_none());
+}
+
+/// The fixture as two faultd replicas behind one address would have recorded it: every maximum in flight is the
+/// sum of the replicas' own peaks.
+fn replicated(mut f: Fixture) -> Fixture {
+    let route = f.result.dependency.get_mut("pricing").unwrap();
+    route.max_in_flight = 137;
+    route.max_in_flight_is_upper_bound = true;
+    route.max_in_flight_at_least = Some(70);
+    let replica = |port: u16, arrivals: u64, peak: u64| ReplicaSummary {
+        control: format!("http://127.0.0.1:{port}"),
+        start_sent_ms: Some(-19.9),
+        start_answered_ms: Some(-18.7),
+        schedule_started_unix_ms: Some(1_767_225_599_980),
+        routes: BTreeMap::from([(
+            "pricing".to_string(),
+            ReplicaRoute {
+                arrivals,
+                max_in_flight: peak,
+            },
+        )]),
+    };
+    f.result.dependency_replicas = Some(ReplicasSummary {
+        count: 2,
+        start_spread_ms_at_most: Some(1.3),
+        replicas: vec![replica(9101, 600, 70), replica(9102, 580, 67)],
+    });
+    f.dependency.replicas = 2;
+    f.dependency.in_flight_max_is_upper_bound = true;
+    f
+}
+
+#[test]
+fn a_merged_maximum_in_flight_reads_as_an_upper_bound_in_every_report() {
+    let f = replicated(fixture(50));
+    let dir = rendered("replicas", &f);
+    let summary = read(&dir.0, "summary.txt");
+    for line in [
+        "\nDependency (measured by 2 faultd replicas, their recordings merged)\n",
+        "calls in flight peaked at most at 137 (sum of 2 replicas' peaks, an upper bound; at least 70, the busiest replica alone) (per phase, at most: ",
+        "\n  replica 1 (http://127.0.0.1:9101): pricing 600 calls, at most 70 in flight\n",
+        "\n  replica 2 (http://127.0.0.1:9102): pricing 580 calls, at most 67 in flight\n",
+        "\n  their schedules started at most 1.3 ms apart",
+    ] {
+        assert!(summary.contains(line), "{line:?} not in:\n{summary}");
+    }
+    let page = read(&dir.0, "report.html");
+    assert_eq!(
+        blob(&page)["in_flight_upper_bound"],
+        "sum of 2 replicas' peaks, an upper bound",
+        "the chart's legend says each line is an upper bound"
+    );
+    assert!(page.contains("<th>dependency peak in flight, at most (sum of 2 replicas&#39; peaks, an upper bound)</th>"));
+    assert!(page.contains("Measured by 2 faultd replicas behind one address"));
+    let md = report::markdown::markdown(&f.result, &dir.0);
+    assert!(
+        md.contains("Dependency: 2 faultd replicas behind one address, their recordings merged; pricing: calls in flight peaked at most at 137 (sum of 2 replicas' peaks, an upper bound; at least 70, the busiest replica alone)."),
+        "{md}"
+    );
+    // result.json carries the replicas and the flag, within the documented schema.
+    let schema = documented_schema();
+    let value = serde_json::to_value(&f.result).unwrap();
+    let mut errors = Vec::new();
+    validate(&schema, &schema, &value, "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(
+        value["dependency"]["pricing"]["max_in_flight_is_upper_bound"],
+        true
+    );
+    assert_eq!(
+        value["dependency_replicas"]["replicas"][1]["routes"]["pricing"]["arrivals"],
+        580
+    );
+    let back: ResultFile = serde_json::from_value(value).unwrap();
+    assert_eq!(back, f.result);
+
+    // One faultd: none of it.
+    let one = fixture(50);
+    let dir = rendered("one-faultd", &one);
+    let summary = read(&dir.0, "summary.txt");
+    assert!(
+        summary.contains("\nDependency (measured by faultd)\n"),
+        "{summary}"
+    );
+    assert!(!summary.contains("upper bound"), "{summary}");
+    let page = read(&dir.0, "report.html");
+    assert_eq!(blob(&page)["in_flight_upper_bound"], Value::Null);
+    assert!(page.contains("<th>dependency peak in flight</th>"));
+    let saved = serde_json::to_value(&one.result).unwrap();
+    assert!(saved.get("dependency_replicas").is_none());
+    assert!(saved["dependency"]["pricing"]
+        .get("max_in_flight_is_upper_bound")
+        .is_none());
+    assert!(saved["dependency"]["pricing"]
+        .get("max_in_flight_at_least")
+        .is_none());
 }
 
 #[test]

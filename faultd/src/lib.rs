@@ -56,7 +56,7 @@ pub use config::{Config, ConfigError, Phase, PhaseRoute, Route, TcpEndpoint};
 pub use error::FaultdError;
 pub use faultline_units::Dur;
 pub use recorder::{
-    ConnectionBucket, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
+    ConnectionBucket, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
 };
 pub use schedule::{BEFORE_FIRST_PHASE, HEALTHY_RESET};
 

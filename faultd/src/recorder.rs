@@ -24,6 +24,10 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+mod merge;
+
+pub use merge::MergeError;
+
 /// Buckets are allocated in chunks of this many, on first use, so an idle long run costs nothing.
 const CHUNK: usize = 1024;
 /// At most this many chunks: ~29 h at the default 100 ms step. Later samples land in the last bucket.
@@ -387,6 +391,8 @@ impl Recorder {
             connections,
             unmatched: self.unmatched_count(),
             tls: None,
+            replicas: 1,
+            in_flight_max_is_upper_bound: false,
         }
     }
 }
@@ -481,6 +487,7 @@ impl RouteRecorder {
             buckets,
             totals,
             max_in_flight: self.max_in_flight(),
+            max_in_flight_lower_bound: None,
             in_flight: self.in_flight(),
             latency,
         }
@@ -614,6 +621,20 @@ pub struct Recording {
     /// recorder: see `tls::record`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsRecording>,
+    /// How many faultd replicas this recording adds up: 1 for one faultd's own recording, N for the merge of N
+    /// replicas behind one address ([`Recording::merge_replicas`]). Absent in older recordings, which are one
+    /// faultd's.
+    #[serde(default = "one_replica")]
+    pub replicas: u32,
+    /// True when every maximum in flight here (per bucket and over the run, on each route, and the connections
+    /// open) is the sum of the replicas' own maxima: an upper bound of the true maximum, since the replicas' peaks
+    /// need not fall at the same instant. Counts, histograms and means are exact either way. False for one faultd.
+    #[serde(default)]
+    pub in_flight_max_is_upper_bound: bool,
+}
+
+fn one_replica() -> u32 {
+    1
 }
 
 /// What one route recorded.
@@ -623,8 +644,13 @@ pub struct RouteRecording {
     pub buckets: Vec<RouteBucket>,
     /// Sums over the run; `in_flight_max` is the run's maximum, `in_flight_mean` the time-weighted mean.
     pub totals: RouteBucket,
-    /// The most calls held at once over the run.
+    /// The most calls held at once over the run (over several replicas, the sum of their own maxima: an upper
+    /// bound, see [`Recording::in_flight_max_is_upper_bound`]).
     pub max_in_flight: u64,
+    /// When `max_in_flight` is such an upper bound: the most calls one replica held at once, which the true
+    /// maximum is at least. Absent for one faultd, whose `max_in_flight` is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight_lower_bound: Option<u64>,
     /// Calls in flight when the snapshot was taken.
     pub in_flight: u64,
     /// Served latency (arrival to last byte handed to the socket) in ns, per phase name, 3 significant digits;
@@ -682,8 +708,13 @@ pub struct RouteBucket {
     /// as the HTTP status (200) they carry. Absent when there were none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub grpc_status: BTreeMap<String, u64>,
-    /// The most calls in flight at any instant of the bucket.
+    /// The most calls in flight at any instant of the bucket (over several replicas, the sum of their own
+    /// maxima: an upper bound).
     pub in_flight_max: u64,
+    /// When `in_flight_max` is a sum over replicas: the most calls one replica held at once in the bucket, which
+    /// the true maximum is at least. Absent for one faultd, whose `in_flight_max` is exact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_max_lower_bound: Option<u64>,
     /// The time-weighted mean of calls in flight over the bucket.
     pub in_flight_mean: f64,
 }

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::sut::{window_words, windows};
 use super::words::{during_words, secs, trim, trim2};
-use super::{ended, phase_words, span, timeline, Verdict};
+use super::{ended, phase_words, span, timeline, Outcome, Verdict};
 use crate::breaker::BreakerState;
-use crate::record::{PhaseSpan, RunRecord};
+use crate::record::{DependencyBucket, PhaseSpan, RunRecord};
 
 /// A check on one dependency route.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,40 +182,7 @@ impl DependencyCheck {
                 inclusive,
                 during,
                 counted,
-            } => {
-                let s = span(record, during);
-                let what = counted.words();
-                let Some(series) = record.dependency.get(route) else {
-                    return Verdict::unrecorded(name, route, Some(*bound as f64));
-                };
-                let range = record.buckets_in(s.start, s.end);
-                let (peak, at) = range
-                    .clone()
-                    .filter_map(|i| series.get(i).map(|b| (b.in_flight_max, i)))
-                    .max_by_key(|&(v, i)| (v, std::cmp::Reverse(i)))
-                    .unwrap_or((0, 0));
-                let passed = if *inclusive {
-                    peak <= *bound
-                } else {
-                    peak < *bound
-                };
-                let when = if peak > 0 {
-                    format!(" at {}", secs(record.bucket_start(at)))
-                } else {
-                    String::new()
-                };
-                Verdict::new(
-                    name,
-                    passed,
-                    format!(
-                        "{what} at {route} peaked at {peak}{when} {}; expected {} {bound}",
-                        phase_words(&s),
-                        if *inclusive { "at or under" } else { "below" }
-                    ),
-                    Some(peak as f64),
-                    Some(*bound as f64),
-                )
-            }
+            } => max_in_flight(name, record, route, *bound, *inclusive, during, *counted),
             DependencyCheck::RateWhileOpen {
                 route,
                 breaker,
@@ -365,6 +332,100 @@ impl DependencyCheck {
                 )
             }
         }
+    }
+}
+
+/// Calls in flight at `route` against the pool's bound. From one faultd the peak is exact. From several replicas the
+/// true peak lies between the busiest replica's own and the sum of every replica's (their peaks need not have
+/// coincided): the sum under the bound passes, one replica alone over it fails, and in between the verdict is
+/// inconclusive, since nothing recorded can tell.
+fn max_in_flight(
+    name: String,
+    record: &RunRecord,
+    route: &str,
+    bound: u64,
+    inclusive: bool,
+    during: &Option<String>,
+    counted: Counted,
+) -> Verdict {
+    let s = span(record, during);
+    let what = counted.words();
+    let Some(series) = record.dependency.get(route) else {
+        return Verdict::unrecorded(name, route, Some(bound as f64));
+    };
+    let range = record.buckets_in(s.start, s.end);
+    let peak_of = |of: fn(&DependencyBucket) -> u64| {
+        range
+            .clone()
+            .filter_map(|i| series.get(i).map(|b| (of(b), i)))
+            .max_by_key(|&(v, i)| (v, std::cmp::Reverse(i)))
+            .unwrap_or((0, 0))
+    };
+    let allowed = |n: u64| if inclusive { n <= bound } else { n < bound };
+    let when = |(peak, at): (u64, usize)| {
+        if peak > 0 {
+            format!(" at {}", secs(record.bucket_start(at)))
+        } else {
+            String::new()
+        }
+    };
+    let expected = format!(
+        "expected {} {bound}",
+        if inclusive { "at or under" } else { "below" }
+    );
+    let (peak, at) = peak_of(|b| b.in_flight_max);
+    if !record.in_flight_is_upper_bound() {
+        return Verdict::new(
+            name,
+            allowed(peak),
+            format!(
+                "{what} at {route} peaked at {peak}{} {}; {expected}",
+                when((peak, at)),
+                phase_words(&s)
+            ),
+            Some(peak as f64),
+            Some(bound as f64),
+        );
+    }
+    let n = record.dependency_replicas;
+    let sum = format!("sum of {n} replicas' peaks, an upper bound");
+    let (least, least_at) = peak_of(|b| b.in_flight_max_at_least.unwrap_or(b.in_flight_max));
+    if allowed(peak) {
+        Verdict::new(
+            name,
+            true,
+            format!(
+                "{what} at {route} peaked at most at {peak}{} ({sum}) {}; {expected}",
+                when((peak, at)),
+                phase_words(&s)
+            ),
+            Some(peak as f64),
+            Some(bound as f64),
+        )
+    } else if !allowed(least) {
+        Verdict::new(
+            name,
+            false,
+            format!(
+                "{what} at {route} peaked at {least} at one replica alone{} (the sum of {n} replicas' peaks is {peak}) {}; {expected}",
+                when((least, least_at)),
+                phase_words(&s)
+            ),
+            Some(least as f64),
+            Some(bound as f64),
+        )
+    } else {
+        Verdict::with_outcome(
+            name,
+            Outcome::Inconclusive,
+            format!(
+                "{what} at {route} peaked at most at {peak}{} ({sum}) and at least at {least} (the busiest replica alone) {}; {expected}, which lies between the two: the replicas' peaks may or may not have coincided",
+                when((peak, at)),
+                phase_words(&s)
+            ),
+            None,
+            Some(bound as f64),
+        )
     }
 }
 

@@ -76,7 +76,7 @@ fn record(probes: u64, evidence: Vec<BreakerTimeline>, with_route: bool) -> RunR
             arrivals,
             in_flight_max: arrivals.min(5),
             first_arrivals: first,
-            grpc_status: Default::default(),
+            ..Default::default()
         });
         let mut completed = ByClass::default();
         completed.add(

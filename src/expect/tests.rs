@@ -64,7 +64,7 @@ fn record_with(
             arrivals,
             in_flight_max: in_flight(i),
             first_arrivals: Vec::new(),
-            grpc_status: Default::default(),
+            ..Default::default()
         });
         let mut completed = ByClass::default();
         completed.add(
@@ -92,6 +92,7 @@ fn record_with(
         sut,
         sut_latency: hist,
         dependency: BTreeMap::from([("pricing".to_string(), dependency)]),
+        dependency_replicas: 1,
         breakers: BTreeMap::from([("pricing".to_string(), timeline)]),
         evidence: BTreeMap::new(),
         handshakes: None,
@@ -366,7 +367,7 @@ fn probes_cannot_be_counted_when_the_breaker_never_opened() {
 
 #[test]
 fn max_in_flight_reports_the_peak_and_when() {
-    let r = record_with(&[], |i| if i == 123 { 200 } else { 25 }, |_| 40);
+    let r = record_with(&[], peak(123, 200, 25), |_| 40);
     let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
     assert!(!v.passed);
     assert_eq!(
@@ -385,6 +386,105 @@ fn max_in_flight_reports_the_peak_and_when() {
         "{}",
         healthy_only.sentence
     );
+}
+
+/// A record of a dependency served by `replicas` faultd replicas: per bucket, `sum` is the sum of their own peaks
+/// (the recorded maximum, an upper bound) and `busiest` the most one replica held alone (a lower bound).
+fn replicated_record(
+    replicas: u32,
+    sum: impl Fn(usize) -> u64,
+    busiest: impl Fn(usize) -> u64,
+) -> RunRecord {
+    let mut r = record_with(&[], &sum, |_| 40);
+    r.dependency_replicas = replicas;
+    for (i, b) in r
+        .dependency
+        .get_mut("pricing")
+        .unwrap()
+        .iter_mut()
+        .enumerate()
+    {
+        b.in_flight_max_at_least = Some(busiest(i));
+    }
+    r
+}
+
+/// A series with `value` in bucket `at` and `rest` everywhere else.
+fn peak(at: usize, value: u64, rest: u64) -> impl Fn(usize) -> u64 {
+    move |i| if i == at { value } else { rest }
+}
+
+#[test]
+fn a_sum_of_replica_peaks_under_the_pool_passes_and_reads_as_an_upper_bound() {
+    let r = replicated_record(2, peak(32, 137, 40), peak(32, 70, 20));
+    let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
+    assert_eq!(v.outcome(), Outcome::Pass);
+    assert_eq!(
+        v.sentence,
+        "calls in flight at pricing peaked at most at 137 at 3.2 s (sum of 2 replicas' peaks, an upper bound) over the run; expected below 200: PASS"
+    );
+    assert_eq!(v.measured, Some(137.0));
+    // At the bound, "at or under" holds.
+    let at_most = verdict("{ dependency: pricing, max_in_flight_at_most: 137 }", &r);
+    assert_eq!(at_most.outcome(), Outcome::Pass, "{}", at_most.sentence);
+}
+
+#[test]
+fn one_replica_over_the_pool_alone_fails_whatever_the_others_did() {
+    let r = replicated_record(3, peak(150, 400, 60), peak(150, 210, 20));
+    let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
+    assert_eq!(v.outcome(), Outcome::Fail);
+    assert_eq!(
+        v.sentence,
+        "calls in flight at pricing peaked at 210 at one replica alone at 15.0 s (the sum of 3 replicas' peaks is 400) over the run; expected below 200: FAIL"
+    );
+    assert_eq!(v.measured, Some(210.0), "the certain figure");
+    // A replica exactly at the bound fails "below" and is undecided for "at or under".
+    let r = replicated_record(2, |_| 300, |_| 200);
+    let below = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
+    assert_eq!(below.outcome(), Outcome::Fail, "{}", below.sentence);
+    let at_most = verdict("{ dependency: pricing, max_in_flight_at_most: 200 }", &r);
+    assert_eq!(
+        at_most.outcome(),
+        Outcome::Inconclusive,
+        "{}",
+        at_most.sentence
+    );
+}
+
+#[test]
+fn a_sum_over_the_pool_with_every_replica_under_it_is_inconclusive() {
+    let r = replicated_record(2, peak(123, 231, 50), peak(123, 120, 25));
+    let v = verdict("{ dependency: pricing, max_in_flight_below: 200 }", &r);
+    assert_eq!(v.outcome(), Outcome::Inconclusive);
+    assert!(!v.passed && !v.failed());
+    assert_eq!(
+        v.sentence,
+        "calls in flight at pricing peaked at most at 231 at 12.3 s (sum of 2 replicas' peaks, an upper bound) and at least at 120 (the busiest replica alone) over the run; expected below 200, which lies between the two: the replicas' peaks may or may not have coincided: INCONCLUSIVE"
+    );
+    assert_eq!(v.measured, None);
+    assert_eq!(v.bound, Some(200.0));
+    // Over a phase whose sums stay under the pool, the same record passes.
+    let healthy = verdict(
+        "{ dependency: pricing, max_in_flight_below: 200, during: healthy }",
+        &r,
+    );
+    assert_eq!(healthy.outcome(), Outcome::Pass, "{}", healthy.sentence);
+}
+
+#[test]
+fn while_the_run_goes_on_an_overrun_at_one_replica_is_decided_and_an_upper_bound_is_not() {
+    let spec = "{ dependency: pricing, max_in_flight_below: 200, during: healthy }";
+    let e = resolve(spec).unwrap();
+    // Healthy (0-10 s) is over by 15 s: a sum over the pool with no replica over it stays undecided, since an
+    // inconclusive verdict waits for the end of the run.
+    let undecided = replicated_record(2, peak(50, 231, 50), |_| 120);
+    assert_eq!(e.decide(&as_of(&undecided, 15.0)), None);
+    assert_eq!(e.evaluate(&undecided).outcome(), Outcome::Inconclusive);
+    // One replica over the pool is a failure as soon as it is recorded, before the phase ends.
+    let overrun = replicated_record(2, peak(50, 400, 50), peak(50, 250, 25));
+    let v = e.decide(&as_of(&overrun, 6.0)).expect("decided");
+    assert_eq!(v.outcome(), Outcome::Fail, "{}", v.sentence);
 }
 
 #[test]
@@ -896,7 +996,7 @@ fn probes_and_the_rate_while_open_cannot_stop_a_run() {
 
 #[test]
 fn max_connections_is_the_in_flight_bound_in_the_words_of_a_tcp_route() {
-    let r = record_with(&[], |i| if i == 30 { 20 } else { 5 }, |_| 40);
+    let r = record_with(&[], peak(30, 20, 5), |_| 40);
     let v = verdict("{ dependency: pricing, max_connections_below: 20 }", &r);
     assert!(!v.passed, "{}", v.sentence);
     assert!(
@@ -918,7 +1018,7 @@ fn max_connections_is_the_in_flight_bound_in_the_words_of_a_tcp_route() {
 
 #[test]
 fn max_streams_in_flight_is_the_in_flight_bound_in_the_words_of_http2() {
-    let r = record_with(&[], |i| if i == 30 { 8 } else { 3 }, |_| 40);
+    let r = record_with(&[], peak(30, 8, 3), |_| 40);
     let v = verdict(
         "{ dependency: pricing, max_streams_in_flight_below: 8 }",
         &r,

@@ -211,6 +211,11 @@ pub fn data(
         "dependency_calls": s.dependency_arrivals,
         "handshakes": s.handshakes,
         "in_flight": s.dependency_in_flight,
+        // How a merged maximum in flight reads in the chart's legend (null when one faultd measured it exactly).
+        "in_flight_upper_bound": result
+            .dependency_replicas
+            .as_ref()
+            .map(|r| super::result::ReplicasSummary::upper_bound_words(r.count)),
         "sut_in_flight": s.sut_in_flight,
         "limits": limits,
         "breakers": breakers,
@@ -358,8 +363,19 @@ pub fn page(
 
     h.push_str(
         "<section><h2>Phases</h2><table class=\"phases\"><thead><tr><th>phase</th><th>from s</th><th>to s</th><th>offered/s</th><th>done/s</th>\
-         <th>answered</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>fallback</th><th>errors</th><th>dependency peak in flight</th></tr></thead><tbody>",
+         <th>answered</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>fallback</th><th>errors</th>",
     );
+    match &r.dependency_replicas {
+        None => h.push_str("<th>dependency peak in flight</th>"),
+        Some(rs) => {
+            let _ = write!(
+                h,
+                "<th>dependency peak in flight, at most ({})</th>",
+                escape(&super::result::ReplicasSummary::upper_bound_words(rs.count))
+            );
+        }
+    }
+    h.push_str("</tr></thead><tbody>");
     for p in &r.phases {
         let l = &p.sut_latency;
         let count = |names: &[&str]| {
@@ -398,11 +414,20 @@ pub fn page(
     if let Some(tls) = &r.tls {
         tls_section(&mut h, tls, &r.totals.connect_errors);
     }
-    h.push_str(
+    // Over several replicas, each bucket's maximum is the sum of theirs: the chart says it is an upper bound.
+    let inflight_note = match &r.dependency_replicas {
+        None => String::new(),
+        Some(rs) => format!(
+            "<p class=\"note\">Measured by {} faultd replicas behind one address: each point is the sum of the replicas' own peaks in its bucket, an upper bound (their peaks need not have coincided).</p>",
+            rs.count
+        ),
+    };
+    let _ = write!(
+        h,
         "<section><h2>Over time</h2>\
          <h3>SUT latency from the intended send time, ms (log scale)</h3><div class=\"chart\" id=\"chart-latency\"></div>\
          <h3>Requests per second: offered, achieved, fallback, errors; calls per second at the dependency</h3><div class=\"chart\" id=\"chart-rates\"></div>\
-         <h3>Calls in flight at the dependency (measured by faultd) against the pool limit</h3><div class=\"chart\" id=\"chart-inflight\"></div>\
+         <h3>Calls in flight at the dependency (measured by faultd) against the pool limit</h3>{inflight_note}<div class=\"chart\" id=\"chart-inflight\"></div>\
          <h3>Breaker state</h3><div class=\"chart\" id=\"chart-breakers\"></div>\
          <p class=\"legend\"><span class=\"sw closed\"></span>closed <span class=\"sw half\"></span>half-open <span class=\"sw open\"></span>open \
          <span class=\"sw gap\"></span>not observed</p>",

@@ -193,6 +193,20 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
             }
         );
     }
+    if let Some(rs) = &r.dependency_replicas {
+        let peaks: Vec<String> = r
+            .dependency
+            .iter()
+            .map(|(route, d)| format!("{}: {}", cell(route), rs.peak_words(d)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "Dependency: {} faultd replicas behind one address, their recordings merged{}{}.\n",
+            rs.count,
+            if peaks.is_empty() { "" } else { "; " },
+            peaks.join("; ")
+        );
+    }
     let _ = writeln!(
         o,
         "Report folder: `{}` (report.html, result.json, junit.xml, .hgrm, sut.hlog).\n",
@@ -383,6 +397,7 @@ mod tests {
             ca: None,
             tls: None,
             distributed: None,
+            dependency_replicas: None,
         }
     }
 

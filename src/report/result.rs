@@ -53,6 +53,113 @@ pub struct ResultFile {
     /// The agents that shared the load (`--agents N`), with their clock offsets; absent for one process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distributed: Option<crate::agents::Distributed>,
+    /// When the dependency was several faultd replicas behind one address: each one's own figures and how far
+    /// apart their schedules started. Every other dependency figure is their merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependency_replicas: Option<ReplicasSummary>,
+}
+
+/// The faultd replicas that served the dependency together.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ReplicasSummary {
+    /// How many replicas.
+    pub count: u32,
+    /// The replicas' schedules started at most this many milliseconds apart: from the first start request sent to
+    /// the last answer received (each replica set its origin in between). `None` if a start was not timed.
+    pub start_spread_ms_at_most: Option<f64>,
+    /// Each replica, in the scenario's order.
+    pub replicas: Vec<ReplicaSummary>,
+}
+
+/// One replica's own figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ReplicaSummary {
+    /// Its control API.
+    pub control: String,
+    /// When the request that started its schedule left, in milliseconds from t = 0 (negative: before it).
+    pub start_sent_ms: Option<f64>,
+    /// When that request's answer arrived, in milliseconds from t = 0.
+    pub start_answered_ms: Option<f64>,
+    /// Its own origin as Unix milliseconds, by its own clock.
+    pub schedule_started_unix_ms: Option<u64>,
+    /// Per route: the calls that reached this replica and the most it held at once (exact for the replica).
+    pub routes: BTreeMap<String, ReplicaRoute>,
+}
+
+/// One route at one replica.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReplicaRoute {
+    pub arrivals: u64,
+    pub max_in_flight: u64,
+}
+
+impl ReplicasSummary {
+    /// The replicas of a run, or `None` when the dependency was one faultd.
+    pub fn of(replicas: &[crate::run::replicas::ReplicaRecording]) -> Option<ReplicasSummary> {
+        if replicas.len() < 2 {
+            return None;
+        }
+        let each: Vec<ReplicaSummary> = replicas
+            .iter()
+            .map(|r| ReplicaSummary {
+                control: r.control.clone(),
+                start_sent_ms: r.start.map(|w| w.sent_ms),
+                start_answered_ms: r.start.map(|w| w.answered_ms),
+                schedule_started_unix_ms: r.recording.schedule_started_unix_ms,
+                routes: r
+                    .recording
+                    .routes
+                    .iter()
+                    .map(|(name, route)| {
+                        (
+                            name.clone(),
+                            ReplicaRoute {
+                                arrivals: route.totals.arrivals,
+                                max_in_flight: route.max_in_flight,
+                            },
+                        )
+                    })
+                    .collect(),
+            })
+            .collect();
+        let sent = each
+            .iter()
+            .map(|r| r.start_sent_ms)
+            .collect::<Option<Vec<f64>>>();
+        let answered = each
+            .iter()
+            .map(|r| r.start_answered_ms)
+            .collect::<Option<Vec<f64>>>();
+        let start_spread_ms_at_most = sent.zip(answered).map(|(sent, answered)| {
+            let first = sent.iter().copied().fold(f64::INFINITY, f64::min);
+            let last = answered.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (last - first).max(0.0)
+        });
+        Some(ReplicasSummary {
+            count: replicas.len() as u32,
+            start_spread_ms_at_most,
+            replicas: each,
+        })
+    }
+
+    /// "sum of 2 replicas' peaks, an upper bound": how a merged maximum in flight reads.
+    pub fn upper_bound_words(count: u32) -> String {
+        format!("sum of {count} replicas' peaks, an upper bound")
+    }
+
+    /// "calls in flight peaked at most at 137 (sum of 2 replicas' peaks, an upper bound; at least 70, the busiest
+    /// replica alone)": a route's merged peak as the reports word it.
+    pub fn peak_words(&self, route: &RouteSummary) -> String {
+        format!(
+            "calls in flight peaked at most at {} ({}{})",
+            route.max_in_flight,
+            ReplicasSummary::upper_bound_words(self.count),
+            route
+                .max_in_flight_at_least
+                .map(|n| format!("; at least {n}, the busiest replica alone"))
+                .unwrap_or_default()
+        )
+    }
 }
 
 /// The run's TLS handshakes on both sides of the SUT.
@@ -173,7 +280,14 @@ pub struct Totals {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RouteSummary {
     pub arrivals: u64,
+    /// The most calls faultd held at once; over several replicas the sum of their own peaks, an upper bound.
     pub max_in_flight: u64,
+    /// True when `max_in_flight` (and every other maximum in flight of the route in this file) is such a sum.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub max_in_flight_is_upper_bound: bool,
+    /// With several replicas: the most calls one replica held at once, which the true maximum is at least.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_in_flight_at_least: Option<u64>,
     /// The pool limit the scenario's in-flight expectations put on the route (the tightest), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_limit: Option<PoolLimit>,
@@ -351,6 +465,11 @@ impl ResultFile {
                     RouteSummary {
                         arrivals: series.iter().map(|b| b.arrivals).sum(),
                         max_in_flight: series.iter().map(|b| b.in_flight_max).max().unwrap_or(0),
+                        max_in_flight_is_upper_bound: rec.in_flight_is_upper_bound(),
+                        max_in_flight_at_least: series
+                            .iter()
+                            .filter_map(|b| b.in_flight_max_at_least)
+                            .max(),
                         pool_limit: limits.get(route).copied(),
                     },
                 )
@@ -415,6 +534,7 @@ impl ResultFile {
             ca: out.ca_pem.as_ref().map(|_| CA_FILE.to_string()),
             tls: tls_summary(rec),
             distributed: out.distributed.clone(),
+            dependency_replicas: ReplicasSummary::of(&out.replicas),
         }
     }
 }

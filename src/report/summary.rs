@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use super::result::ResultFile;
+use super::result::{ReplicasSummary, ResultFile};
 use crate::run::Ending;
 
 /// The summary of a saved result.
@@ -158,7 +158,18 @@ pub fn text(r: &ResultFile) -> String {
     }
 
     if !r.dependency.is_empty() {
-        let _ = writeln!(o, "\nDependency (measured by faultd)");
+        match &r.dependency_replicas {
+            None => {
+                let _ = writeln!(o, "\nDependency (measured by faultd)");
+            }
+            Some(rs) => {
+                let _ = writeln!(
+                    o,
+                    "\nDependency (measured by {} faultd replicas, their recordings merged)",
+                    rs.count
+                );
+            }
+        }
         for (route, d) in &r.dependency {
             let per_phase: Vec<String> = r
                 .phases
@@ -171,13 +182,29 @@ pub fn text(r: &ResultFile) -> String {
                     )
                 })
                 .collect();
-            let _ = writeln!(
-                o,
-                "  {route}: {} calls, at most {} in flight ({})",
-                d.arrivals,
-                d.max_in_flight,
-                per_phase.join(", ")
-            );
+            match (&r.dependency_replicas, d.max_in_flight_is_upper_bound) {
+                (Some(rs), true) => {
+                    let _ = writeln!(
+                        o,
+                        "  {route}: {} calls, {} (per phase, at most: {})",
+                        d.arrivals,
+                        rs.peak_words(d),
+                        per_phase.join(", ")
+                    );
+                }
+                _ => {
+                    let _ = writeln!(
+                        o,
+                        "  {route}: {} calls, at most {} in flight ({})",
+                        d.arrivals,
+                        d.max_in_flight,
+                        per_phase.join(", ")
+                    );
+                }
+            }
+        }
+        if let Some(rs) = &r.dependency_replicas {
+            replicas(&mut o, rs);
         }
     }
 
@@ -318,6 +345,39 @@ pub fn text(r: &ResultFile) -> String {
         }
     }
     o
+}
+
+/// Each replica's own calls and peaks, and how far apart their schedules started.
+fn replicas(o: &mut String, rs: &ReplicasSummary) {
+    for (i, r) in rs.replicas.iter().enumerate() {
+        let routes: Vec<String> = r
+            .routes
+            .iter()
+            .map(|(route, x)| {
+                format!(
+                    "{route} {} calls, at most {} in flight",
+                    x.arrivals, x.max_in_flight
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "  replica {} ({}): {}",
+            i + 1,
+            r.control,
+            if routes.is_empty() {
+                "no calls".to_string()
+            } else {
+                routes.join("; ")
+            }
+        );
+    }
+    if let Some(spread) = rs.start_spread_ms_at_most {
+        let _ = writeln!(
+            o,
+            "  their schedules started at most {spread:.1} ms apart (from the first start request sent to the last answer)"
+        );
+    }
 }
 
 /// "ok 12, expired 3": counts by name, in the map's order.

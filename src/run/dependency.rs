@@ -1,6 +1,6 @@
-//! The run's dependency: an embedded faultd (started in-process on loopback ports) or an external one driven
-//! through its control API. Either way the runner configures it, starts its schedule at t = 0, reads its
-//! recording, and returns it to healthy at the end.
+//! The run's dependency: an embedded faultd (started in-process on loopback ports), or external faultd processes
+//! driven through their control APIs (one, or several replicas behind one address: `replicas`). Either way the
+//! runner configures it, starts its schedule at t = 0, reads its recording, and returns it to healthy at the end.
 //!
 //! Not for faults or recording themselves: faultd owns those, and this room only talks to its public API.
 
@@ -11,14 +11,16 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::replicas::{ReplicaRecording, Replicas};
 use super::{loopback, RunError};
-use crate::scenario::{ExternalFaultd, Placeholders, Scenario};
+use crate::scenario::{Placeholders, Scenario};
 
 /// The dependency of a run.
 pub enum Dependency {
     /// faultd in this process, with the run's CA file when it terminates TLS.
     Embedded(faultd::Faultd, Option<RunCa>),
-    External(ExternalFaultd),
+    /// One faultd or several replicas started elsewhere.
+    External(Replicas),
 }
 
 /// The run's CA certificate as a file a command SUT can be pointed at (`{faultd.ca}`), in a folder of its own
@@ -85,14 +87,9 @@ impl Dependency {
                 .map_err(|e| RunError::Faultd(e.to_string()))?;
                 Ok(Dependency::Embedded(f, ca))
             }
-            Some(ext) => {
-                let body = serde_json::to_value(&config).map_err(|e| RunError::ExternalFaultd {
-                    url: ext.control.clone(),
-                    message: e.to_string(),
-                })?;
-                control_call(ext, "/config", Some(body)).await?;
-                Ok(Dependency::External(ext.clone()))
-            }
+            Some(ext) => Ok(Dependency::External(
+                Replicas::configure(ext, &config).await?,
+            )),
         }
     }
 
@@ -103,7 +100,7 @@ impl Dependency {
                 format!("https://{}", f.data_addr())
             }
             Dependency::Embedded(f, _) => format!("http://{}", f.data_addr()),
-            Dependency::External(ext) => ext.url.trim_end_matches('/').to_string(),
+            Dependency::External(ext) => ext.url().to_string(),
         }
     }
 
@@ -152,8 +149,8 @@ impl Dependency {
                 f.start_schedule(origin);
                 Ok(())
             }
-            // An external faultd starts on receipt: the runner's origin is a few milliseconds away.
-            Dependency::External(ext) => control_call(ext, "/schedule/start", None).await,
+            // An external faultd starts on receipt: the request goes at t = 0.
+            Dependency::External(ext) => ext.start_schedule(origin).await,
         }
     }
 
@@ -172,38 +169,29 @@ impl Dependency {
         }
     }
 
-    /// The recording so far.
+    /// The recording so far (over several replicas, their recordings merged).
     pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
         match self {
             Dependency::Embedded(f, _) => {
                 let mut recording = f.recording();
-                // Connections are a TCP route's calls: attempts arrive, open connections are in flight, so the
-                // dependency expectations and the result's summary read TCP routes as they read HTTP ones.
-                for (name, tcp) in f.tcp_recording() {
-                    recording.routes.insert(name, tcp.as_calls());
-                }
+                add_tcp_routes(&mut recording, f.tcp_recording());
                 Ok(recording)
             }
+            Dependency::External(ext) => ext.recording().await,
+        }
+    }
+
+    /// The recording at the end of the run, and each replica's own beside it when the dependency is more than
+    /// one faultd replica (none otherwise).
+    pub async fn final_recording(
+        &self,
+    ) -> Result<(faultd::Recording, Vec<ReplicaRecording>), RunError> {
+        match self {
             Dependency::External(ext) => {
-                let failed = |message: String| RunError::ExternalFaultd {
-                    url: ext.control.clone(),
-                    message: format!("cannot read its recording: {message}"),
-                };
-                let client = crate::http::client_builder()
-                    .build()
-                    .map_err(|e| failed(e.to_string()))?;
-                let mut req =
-                    client.get(format!("{}/recording", ext.control.trim_end_matches('/')));
-                if let Some(t) = &ext.token {
-                    req = req.bearer_auth(t);
-                }
-                req.send()
-                    .await
-                    .map_err(|e| failed(e.to_string()))?
-                    .json()
-                    .await
-                    .map_err(|e| failed(e.to_string()))
+                let (merged, each) = ext.recording_per_replica().await?;
+                Ok((merged, if each.len() > 1 { each } else { Vec::new() }))
             }
+            embedded => Ok((embedded.recording().await?, Vec::new())),
         }
     }
 
@@ -215,43 +203,33 @@ impl Dependency {
                 f.reset_to_healthy();
                 f.shutdown().await;
             }
-            Dependency::External(ext) => {
-                let _ = control_call(&ext, "/schedule/reset", None).await;
-            }
+            Dependency::External(ext) => ext.reset().await,
         }
     }
 }
 
-async fn control_call(
-    ext: &ExternalFaultd,
-    path: &str,
-    body: Option<serde_json::Value>,
-) -> Result<(), RunError> {
-    let url = format!("{}{path}", ext.control.trim_end_matches('/'));
-    let client = crate::http::client_builder()
-        .build()
-        .map_err(|e| RunError::ExternalFaultd {
-            url: url.clone(),
-            message: e.to_string(),
-        })?;
-    let mut req = match body {
-        Some(b) => client.put(&url).json(&b),
-        None => client.post(&url),
-    };
-    if let Some(t) = &ext.token {
-        req = req.bearer_auth(t);
+/// Connections are a TCP route's calls: attempts arrive, open connections are in flight, so the dependency
+/// expectations and the result's summary read TCP routes as they read HTTP ones.
+fn add_tcp_routes(
+    recording: &mut faultd::Recording,
+    tcp: BTreeMap<String, faultd::tcp::TcpRouteRecording>,
+) {
+    for (name, route) in tcp {
+        recording.routes.insert(name, route.as_calls());
     }
-    let resp = req.send().await.map_err(|e| RunError::ExternalFaultd {
-        url: url.clone(),
-        message: e.to_string(),
-    })?;
-    if !resp.status().is_success() {
-        let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
-        return Err(RunError::ExternalFaultd {
-            url,
-            message: format!("{status}: {text}"),
-        });
-    }
-    Ok(())
+}
+
+/// A recording as a control API serves it (`GET /recording`), with its TCP routes (`tcp_routes`) as calls.
+pub fn recording_from_json(
+    mut json: serde_json::Value,
+) -> Result<faultd::Recording, serde_json::Error> {
+    let tcp = json
+        .as_object_mut()
+        .and_then(|m| m.remove("tcp_routes"))
+        .map(serde_json::from_value)
+        .transpose()?
+        .unwrap_or_default();
+    let mut recording: faultd::Recording = serde_json::from_value(json)?;
+    add_tcp_routes(&mut recording, tcp);
+    Ok(recording)
 }

@@ -3,9 +3,9 @@
 //! as they can be, then stop everything and collect the recordings. A hard deadline always ends the run; Ctrl-C and
 //! SIGTERM stop the load, return faultd to healthy and still hand back what was recorded, marked aborted.
 //!
-//! The rooms: `clock` (t = 0), `dependency` (embedded or external faultd), `sut` and `child` (the service under
-//! test), `load` (loadgen here or its agents), `signals`, `live` (the terminal line), `verdicts` (deciding while
-//! the run goes on). Breaker sources live
+//! The rooms: `clock` (t = 0), `dependency` (embedded or external faultd), `replicas` (external faultd processes,
+//! one or several behind one address), `sut` and `child` (the service under test), `load` (loadgen here or its
+//! agents), `signals`, `live` (the terminal line), `verdicts` (deciding while the run goes on). Breaker sources live
 //! in `crate::breaker`. Not for judging or reporting: `run` returns a `RunOutput`; `expect` and `report` take it
 //! from there.
 
@@ -15,6 +15,7 @@ pub mod dependency;
 pub mod live;
 pub mod load;
 pub mod metrics;
+pub mod replicas;
 pub mod signals;
 pub mod sut;
 pub mod verdicts;
@@ -90,6 +91,9 @@ pub struct RunOutput {
     pub ca_pem: Option<String>,
     /// The agents of a distributed load (`--agents N`), with their clock offsets.
     pub distributed: Option<Distributed>,
+    /// When the dependency was several faultd replicas: each one's own recording and start, in the scenario's
+    /// order (`dependency` is their merge). Empty otherwise.
+    pub replicas: Vec<replicas::ReplicaRecording>,
 }
 
 /// Why a run could not start or broke before recording anything: exit code 3.
@@ -177,7 +181,6 @@ pub async fn run_with(
     } else {
         LEAD
     });
-    dependency.start_schedule(clock.origin).await?;
     let phases = scenario.dependency.phase_names();
     let (series_sender, series) = Series::new();
     let load_options = loadgen::RunOptions {
@@ -207,6 +210,12 @@ pub async fn run_with(
         registered,
     )
     .map_err(RunError::Load)?;
+    // The load waits for t = 0 on its own; an external faultd starts its schedule when the request reaches it, so
+    // the request is sent at t = 0, after the load is armed.
+    if let Err(e) = dependency.start_schedule(clock.origin).await {
+        load.stop();
+        return Err(e);
+    }
     let mut breakers = BreakerWatch::start(v, &sut.url, webhook.events(), clock.origin, clock.wall);
 
     // Wait for the load to end, a signal, the SUT dying, a decided failure that stops the run, or the deadline.
@@ -313,12 +322,12 @@ pub async fn run_with(
     while let Ok(line) = lines_rx.try_recv() {
         breakers.push_line(line);
     }
-    let dependency_recording = dependency.recording().await;
+    let dependency_recording = dependency.final_recording().await;
     let ca_pem = dependency.ca_pem();
     dependency.stop().await;
     sut.stop().await;
     drop(webhook);
-    let dependency_recording = dependency_recording?;
+    let (dependency_recording, replicas) = dependency_recording?;
     let Some((mut load_recording, distributed)) = load_recording else {
         return Err(RunError::Load(
             "the load did not finish in time after the run was stopped".into(),
@@ -400,6 +409,7 @@ pub async fn run_with(
         run_errors,
         ca_pem,
         distributed,
+        replicas,
     })
 }
 

@@ -30,6 +30,48 @@ pub fn locate(text: &str, file: &str, field: &str, needle: &str, message: String
     }
 }
 
+/// Builds an error for item `index` of the list at the key path `list` (such as `faultd.replicas`), placing it
+/// where the item's text `needle` appears after the list's key for the `(skip + 1)`-th time (an item repeated earlier
+/// in the list appears before it), in flow style (`[a, b]`) or block style (`- a`); failing that, at the list's key.
+pub(super) fn locate_item(
+    text: &str,
+    file: &str,
+    list: &str,
+    index: usize,
+    needle: &str,
+    skip: usize,
+    message: String,
+) -> ScenarioError {
+    let field = format!("{list}[{index}]");
+    let path: Vec<&str> = list.split('.').collect();
+    let Some((line, column)) = locate_path(text, &path) else {
+        return ScenarioError::InvalidNoLine {
+            file: file.to_string(),
+            field,
+            message,
+        };
+    };
+    let hit = text
+        .lines()
+        .enumerate()
+        .skip(line - 1)
+        .flat_map(|(i, l)| {
+            let from = if i + 1 == line { column - 1 } else { 0 };
+            l.match_indices(needle)
+                .filter(move |(c, _)| *c >= from)
+                .map(move |(c, _)| (i + 1, c + 1))
+        })
+        .nth(skip);
+    let (line, column) = hit.unwrap_or((line, column));
+    ScenarioError::Invalid {
+        file: file.to_string(),
+        line: line as u64,
+        column: column as u64,
+        field,
+        message,
+    }
+}
+
 /// The 1-based line and column of a key path such as `breakers.pricing.metrics`: each key is looked for after the
 /// line of the previous one. List indices (`phases[1]`) step over that many list items.
 pub fn locate_path(text: &str, path: &[&str]) -> Option<(usize, usize)> {

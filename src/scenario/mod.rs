@@ -98,17 +98,38 @@ pub struct ProofSpec {
     pub fails: Vec<String>,
 }
 
-/// A faultd that runs as its own process.
+/// A faultd that runs as its own process (`control`), or several faultd replicas behind one address
+/// (`replicas`), as a dependency that needs more than one faultd is deployed behind a Kubernetes Service or a load
+/// balancer. The runner drives every replica alike and merges their recordings (see docs/faultd.md, "faultd
+/// replicas").
 #[derive(Debug, Clone, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExternalFaultd {
-    /// Its control API, e.g. http://127.0.0.1:9001.
-    pub control: String,
-    /// Its data port, the URL the SUT calls, e.g. http://127.0.0.1:9000.
+    /// Its control API, e.g. http://127.0.0.1:9001 (one faultd; for several, `replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<String>,
+    /// The control APIs of several faultd replicas that serve the dependency together behind `url`, e.g.
+    /// [http://127.0.0.1:9101, http://127.0.0.1:9102]. Each gets the same configuration and seed; their
+    /// recordings are merged, and the calls in flight become an upper bound (the sum of the replicas' peaks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replicas: Vec<String>,
+    /// The URL the SUT calls, e.g. http://127.0.0.1:9000: the faultd's data port, or the Service (the load
+    /// balancer) in front of the replicas.
     pub url: String,
-    /// The bearer token of its control API, if it has one.
+    /// The bearer token of its control API (of every replica's), if it has one.
     #[serde(default)]
     pub token: Option<String>,
+}
+
+impl ExternalFaultd {
+    /// The control API of every faultd the scenario names: `control`, or each of `replicas`, in order.
+    pub fn controls(&self) -> Vec<&str> {
+        self.control
+            .iter()
+            .chain(&self.replicas)
+            .map(String::as_str)
+            .collect()
+    }
 }
 
 /// The service under test: the bundled demo, a command faultline starts, or a URL of a service already running.

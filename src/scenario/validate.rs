@@ -6,9 +6,10 @@ use std::collections::BTreeMap;
 
 use faultline_units::Dur;
 
-use super::locate::locate;
+use super::locate::{locate, locate_item};
 use super::{
-    check_host, BreakerSpec, Observation, Placeholders, Scenario, ScenarioError, SutSpec, Validated,
+    check_host, BreakerSpec, ExternalFaultd, Observation, Placeholders, Scenario, ScenarioError,
+    SutSpec, Validated,
 };
 use crate::breaker::scrape::{Encoding, Preset, StateMapping};
 use crate::breaker::BreakerState;
@@ -103,7 +104,10 @@ impl Scenario {
             ));
         }
         if let Some(f) = &self.faultd {
-            urls.push(("faultd.control", f.control.clone()));
+            self.check_replicas(f, text, file)?;
+            if let Some(c) = &f.control {
+                urls.push(("faultd.control", c.clone()));
+            }
             urls.push(("faultd.url", f.url.clone()));
         }
         for (name, b) in &self.breakers {
@@ -217,6 +221,38 @@ impl Scenario {
             expectations,
             breakers: observations,
         })
+    }
+}
+
+impl Scenario {
+    /// An external faultd names its control API once: `control` for one faultd, or `replicas` for several, each
+    /// a distinct loopback (or allowed) URL, since a replica named twice would count its calls twice.
+    fn check_replicas(
+        &self,
+        f: &ExternalFaultd,
+        text: &str,
+        file: &str,
+    ) -> Result<(), ScenarioError> {
+        let at =
+            |field: &str, needle: &str, message: String| locate(text, file, field, needle, message);
+        match (&f.control, f.replicas.is_empty()) {
+            (Some(_), false) => return Err(at("faultd.replicas", "replicas:", "give `control` (one faultd) or `replicas` (several behind `url`), not both".into())),
+            (None, true) => return Err(at("faultd", "faultd:", "name the control API: `control: URL` for one faultd, or `replicas: [URL, ...]` for several behind `url`".into())),
+            _ => {}
+        }
+        for (i, url) in f.replicas.iter().enumerate() {
+            let earlier = f.replicas[..i].iter().filter(|u| *u == url).count();
+            let item = |message: String| {
+                locate_item(text, file, "faultd.replicas", i, url, earlier, message)
+            };
+            if earlier > 0 {
+                return Err(item(format!(
+                    "{url} is named twice: its recording would count twice"
+                )));
+            }
+            check_host(url, &self.allow_hosts).map_err(item)?;
+        }
+        Ok(())
     }
 }
 

@@ -87,6 +87,7 @@ impl TcpRouteRecording {
             buckets: self.buckets.iter().map(bucket).collect(),
             totals: bucket(&self.totals),
             max_in_flight: self.max_open,
+            max_in_flight_lower_bound: None,
             in_flight: self.open,
             latency: BTreeMap::new(),
         }

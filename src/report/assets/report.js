@@ -157,8 +157,10 @@
   var routes = Object.keys(D.in_flight);
   var inflightSeries = [], inflightData = [];
   var ROUTE_STROKE = ["#3b7dd8", "#2e9e5b", "#6b3fa0", "#b0631a"];
+  // Over several faultd replicas each value is the sum of their peaks: the legend says it is an upper bound.
+  var inflightLabel = D.in_flight_upper_bound ? " in flight (" + D.in_flight_upper_bound + ")" : " in flight";
   routes.forEach(function (route, k) {
-    inflightSeries.push({ label: route + " in flight", stroke: ROUTE_STROKE[k % ROUTE_STROKE.length], width: 1.3, value: fmt(0) });
+    inflightSeries.push({ label: route + inflightLabel, stroke: ROUTE_STROKE[k % ROUTE_STROKE.length], width: 1.3, value: fmt(0) });
     inflightData.push(D.in_flight[route]);
   });
   inflightSeries.push({ label: "SUT requests in flight (loadgen)", stroke: "#9aa0ab", width: 1, show: false, value: fmt(0) });

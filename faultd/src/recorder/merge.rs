@@ -1,0 +1,724 @@
+//! Merging the recordings of several faultd replicas that serve one dependency behind one address (a Kubernetes
+//! Service, a load balancer), so that the rest of the harness reads them as the recording of one faultd.
+//!
+//! What adds up exactly: every count (arrivals, completions by status class, resets, hangs, empty, malformed,
+//! abandoned, gRPC statuses, unmatched calls, connections opened, closed and shed, TLS handshakes), the served-latency
+//! histograms (an HDR histogram of the union of the calls is the bin-by-bin sum of the replicas' histograms, with
+//! the same settings), and the time-weighted mean in flight per bucket (the level at the dependency is the sum of
+//! the replicas' levels at every instant, and the mean of a sum is the sum of the means).
+//!
+//! What does not: a maximum. The most calls the dependency held at once is the maximum over time of the sum of the
+//! replicas' levels, and each replica only knows the maximum of its own; their peaks may fall at different
+//! instants. The sum of the per-replica maxima is therefore an upper bound, and the largest single replica's
+//! maximum a lower bound; the merged recording keeps both and says so
+//! ([`Recording::in_flight_max_is_upper_bound`]). Not for: reading replicas over the network (the runner does).
+
+use std::collections::BTreeMap;
+
+use faultline_units::Dur;
+
+use super::{ConnectionBucket, PhaseEntry, Recording, RouteBucket, RouteRecording, FIRST_ARRIVALS};
+use crate::tls::TlsBucket;
+
+/// Why the recordings of replicas cannot be merged into one.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    /// There was no recording at all.
+    #[error("there is no recording to merge")]
+    Empty,
+    /// The replicas record on different bucket steps, so bucket i is not the same span on each.
+    #[error("replica {replica} records in buckets of {other}, replica 0 in buckets of {first}: give every replica the same configuration")]
+    Buckets {
+        /// The index of the replica that differs from the first.
+        replica: usize,
+        /// The first replica's step.
+        first: Dur,
+        /// That replica's step.
+        other: Dur,
+    },
+    /// The replicas entered different phases: they do not run one schedule.
+    #[error("replica {replica} entered the phases {other:?}, replica 0 {first:?}: give every replica the same configuration")]
+    Phases {
+        /// The index of the replica that differs from the first.
+        replica: usize,
+        /// The phases the first replica entered, by name.
+        first: Vec<String>,
+        /// The phases that replica entered, by name.
+        other: Vec<String>,
+    },
+    /// Two served-latency histograms could not be added (their settings differ).
+    #[error("route {route}, phase {phase}: cannot add the served-latency histograms: {message}")]
+    Histogram {
+        /// The route.
+        route: String,
+        /// The phase.
+        phase: String,
+        /// hdrhistogram's reason.
+        message: String,
+    },
+}
+
+impl Recording {
+    /// The recording of one dependency served by several faultd replicas, from each replica's own recording (all
+    /// configured alike, their schedules started together).
+    ///
+    /// Per route and bucket, counts, served-latency histograms and the mean in flight add exactly. The maximum in
+    /// flight (per bucket, per route over the run, and the connections open) becomes the sum of the replicas'
+    /// maxima, an upper bound, with the largest single replica's maximum kept beside it as a lower bound
+    /// (`in_flight_max_lower_bound`, `max_in_flight_lower_bound`); the result says so with
+    /// `in_flight_max_is_upper_bound` and counts its `replicas`. Merging merged recordings again keeps both bounds
+    /// valid. One recording comes back unchanged. Phases: the replicas must have entered the same phases, one list
+    /// possibly further along than another (read a few milliseconds later); the longest is kept, and where the times
+    /// of an entry differ (a reset to healthy), the earliest. The origin is the earliest replica's.
+    pub fn merge_replicas(replicas: &[Recording]) -> Result<Recording, MergeError> {
+        let (first, rest) = replicas.split_first().ok_or(MergeError::Empty)?;
+        let mut merged = first.clone();
+        for (i, other) in rest.iter().enumerate() {
+            merged.add_replica(other, i + 1)?;
+        }
+        Ok(merged)
+    }
+
+    /// Adds one more replica's recording (`index` in the list, for errors) into this one.
+    fn add_replica(&mut self, other: &Recording, index: usize) -> Result<(), MergeError> {
+        if self.bucket != other.bucket {
+            return Err(MergeError::Buckets {
+                replica: index,
+                first: self.bucket,
+                other: other.bucket,
+            });
+        }
+        self.phases_entered = merge_phases(&self.phases_entered, &other.phases_entered)
+            .ok_or_else(|| MergeError::Phases {
+                replica: index,
+                first: names(&self.phases_entered),
+                other: names(&other.phases_entered),
+            })?;
+        self.schedule_started_unix_ms = match (
+            self.schedule_started_unix_ms,
+            other.schedule_started_unix_ms,
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let empty = empty_route();
+        for name in other.routes.keys() {
+            self.routes.entry(name.clone()).or_insert_with(empty_route);
+        }
+        for (name, route) in self.routes.iter_mut() {
+            add_route(route, other.routes.get(name).unwrap_or(&empty), name)?;
+        }
+        add_series(&mut self.connections, &other.connections, add_connections);
+        self.unmatched += other.unmatched;
+        self.tls = match (self.tls.take(), &other.tls) {
+            (Some(mut a), Some(b)) => {
+                add_series(&mut a.buckets, &b.buckets, add_handshakes);
+                add_handshakes(&mut a.totals, &b.totals);
+                Some(a)
+            }
+            (a, b) => a.or_else(|| b.clone()),
+        };
+        self.replicas += other.replicas;
+        self.in_flight_max_is_upper_bound = true;
+        Ok(())
+    }
+}
+
+fn names(entries: &[PhaseEntry]) -> Vec<String> {
+    entries.iter().map(|e| e.name.clone()).collect()
+}
+
+/// The phases of two replicas of one schedule: one list a prefix of the other by name, the longer kept, each entry
+/// at the earlier of its two times. `None` when the names differ.
+fn merge_phases(a: &[PhaseEntry], b: &[PhaseEntry]) -> Option<Vec<PhaseEntry>> {
+    let (long, short) = if a.len() >= b.len() { (a, b) } else { (b, a) };
+    let mut out = long.to_vec();
+    for (entry, other) in out.iter_mut().zip(short) {
+        if entry.name != other.name {
+            return None;
+        }
+        entry.at = entry.at.min(other.at);
+    }
+    Some(out)
+}
+
+/// A route no call reached on a replica: nothing in flight, nothing counted.
+fn empty_route() -> RouteRecording {
+    RouteRecording {
+        buckets: Vec::new(),
+        totals: RouteBucket::default(),
+        max_in_flight: 0,
+        max_in_flight_lower_bound: None,
+        in_flight: 0,
+        latency: BTreeMap::new(),
+    }
+}
+
+fn add_route(
+    into: &mut RouteRecording,
+    other: &RouteRecording,
+    name: &str,
+) -> Result<(), MergeError> {
+    add_series(&mut into.buckets, &other.buckets, add_bucket);
+    add_bucket(&mut into.totals, &other.totals);
+    add_maxima(
+        (&mut into.max_in_flight, &mut into.max_in_flight_lower_bound),
+        (other.max_in_flight, other.max_in_flight_lower_bound),
+    );
+    into.in_flight += other.in_flight;
+    for (phase, h) in &other.latency {
+        match into.latency.get_mut(phase) {
+            Some(mine) => mine.add(h).map_err(|e| MergeError::Histogram {
+                route: name.to_string(),
+                phase: phase.clone(),
+                message: format!("{e:?}"),
+            })?,
+            None => {
+                into.latency.insert(phase.clone(), h.clone());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Two maxima in flight, each with its lower bound (`None`: the maximum is exact, its own lower bound): the sum of
+/// the maxima is an upper bound of the maximum of the sum, and the larger lower bound a lower bound of it.
+fn add_maxima(into: (&mut u64, &mut Option<u64>), other: (u64, Option<u64>)) {
+    let (max, lower) = into;
+    let least = lower.unwrap_or(*max).max(other.1.unwrap_or(other.0));
+    *max += other.0;
+    *lower = Some(least);
+}
+
+/// Adds `other`'s series bucket by bucket; a series that ends earlier (a replica read a moment sooner) counts as
+/// empty buckets.
+fn add_series<T: Default + Clone>(into: &mut Vec<T>, other: &[T], add: fn(&mut T, &T)) {
+    if into.len() < other.len() {
+        into.resize(other.len(), T::default());
+    }
+    for (a, b) in into.iter_mut().zip(other) {
+        add(a, b);
+    }
+}
+
+/// One bucket of one route, two replicas: counts and means add, maxima add into an upper bound beside the larger
+/// lower bound, and the first arrivals of the union are the earliest of both lists.
+fn add_bucket(into: &mut RouteBucket, other: &RouteBucket) {
+    into.add(other);
+    add_maxima(
+        (&mut into.in_flight_max, &mut into.in_flight_max_lower_bound),
+        (other.in_flight_max, other.in_flight_max_lower_bound),
+    );
+    into.in_flight_mean += other.in_flight_mean;
+    // Each list holds its replica's earliest arrivals, so the earliest of the union are among them; and every
+    // arrival left untimed came after the last one kept, as `first_arrivals_us` promises.
+    into.first_arrivals_us
+        .extend_from_slice(&other.first_arrivals_us);
+    into.first_arrivals_us.sort_unstable();
+    into.first_arrivals_us.truncate(FIRST_ARRIVALS);
+}
+
+fn add_connections(into: &mut ConnectionBucket, other: &ConnectionBucket) {
+    into.opened += other.opened;
+    into.closed += other.closed;
+    into.max_open += other.max_open;
+    into.shed += other.shed;
+    into.http2_opened += other.http2_opened;
+}
+
+fn add_handshakes(into: &mut TlsBucket, other: &TlsBucket) {
+    for (outcome, n) in &other.handshakes {
+        *into.handshakes.entry(outcome.clone()).or_insert(0) += n;
+    }
+    into.delayed += other.delayed;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use hdrhistogram::Histogram;
+    use tokio::time::Instant;
+
+    use super::*;
+    use crate::recorder::{new_histogram, Outcome, Recorder, StatusClasses};
+    use crate::tls::TlsRecording;
+
+    fn ms(n: u64) -> Dur {
+        Dur(Duration::from_millis(n))
+    }
+
+    fn recording(routes: Vec<(&str, RouteRecording)>) -> Recording {
+        Recording {
+            bucket: ms(100),
+            schedule_started_unix_ms: Some(1_000),
+            phases_entered: vec![PhaseEntry {
+                name: "healthy".into(),
+                at: ms(0),
+            }],
+            routes: routes
+                .into_iter()
+                .map(|(n, r)| (n.to_string(), r))
+                .collect(),
+            connections: Vec::new(),
+            unmatched: 0,
+            tls: None,
+            replicas: 1,
+            in_flight_max_is_upper_bound: false,
+        }
+    }
+
+    fn bucket(arrivals: u64, ok: u64, in_flight_max: u64, in_flight_mean: f64) -> RouteBucket {
+        RouteBucket {
+            arrivals,
+            completed: StatusClasses {
+                c2xx: ok,
+                ..Default::default()
+            },
+            in_flight_max,
+            in_flight_mean,
+            ..Default::default()
+        }
+    }
+
+    fn route(buckets: Vec<RouteBucket>, max_in_flight: u64) -> RouteRecording {
+        let mut totals = RouteBucket::default();
+        for b in &buckets {
+            totals.add(b);
+        }
+        totals.in_flight_max = max_in_flight;
+        RouteRecording {
+            buckets,
+            totals,
+            max_in_flight,
+            max_in_flight_lower_bound: None,
+            in_flight: 0,
+            latency: BTreeMap::new(),
+        }
+    }
+
+    fn histogram(values_ms: &[u64]) -> Histogram<u64> {
+        let mut h = new_histogram();
+        for v in values_ms {
+            h.record(v * 1_000_000 + 123).unwrap();
+        }
+        h
+    }
+
+    /// Asserts that two histograms hold the same counts in every bin, bit for bit, and encode to the same bytes.
+    /// The V2 header also carries the highest trackable value, which depends on the order in which an
+    /// auto-resizing histogram grew (its history, not its content), so the bytes are compared once each histogram
+    /// is added into a fresh one, which grows both to the same range.
+    fn assert_same_bins(a: &Histogram<u64>, b: &Histogram<u64>) {
+        assert_eq!(a, b);
+        let bins = |h: &Histogram<u64>| -> Vec<(u64, u64)> {
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect()
+        };
+        assert_eq!(bins(a), bins(b));
+        assert_eq!((a.len(), a.min(), a.max()), (b.len(), b.min(), b.max()));
+        let fresh = |h: &Histogram<u64>| {
+            let mut f = new_histogram();
+            f.add(h).unwrap();
+            faultline_hdr::encode(&f).unwrap()
+        };
+        assert_eq!(fresh(a), fresh(b));
+    }
+
+    #[test]
+    fn counts_add_exactly_per_route_and_bucket() {
+        let mut a = bucket(10, 7, 3, 1.5);
+        a.resets = 1;
+        a.hangs = 2;
+        a.completed.c5xx = 3;
+        a.grpc_status = BTreeMap::from([("OK".to_string(), 4), ("UNAVAILABLE".to_string(), 1)]);
+        let mut b = bucket(6, 5, 2, 0.5);
+        b.abandoned = 1;
+        b.empty = 1;
+        b.malformed = 2;
+        b.completed.c4xx = 1;
+        b.grpc_status = BTreeMap::from([("OK".to_string(), 2)]);
+        let mut one = recording(vec![
+            ("pricing", route(vec![a.clone(), bucket(1, 1, 1, 0.1)], 3)),
+            ("reviews", route(vec![bucket(2, 2, 1, 0.2)], 1)),
+        ]);
+        one.unmatched = 3;
+        one.connections = vec![ConnectionBucket {
+            opened: 4,
+            closed: 1,
+            max_open: 4,
+            shed: 1,
+            http2_opened: 2,
+        }];
+        let mut two = recording(vec![("pricing", route(vec![b.clone()], 2))]);
+        two.unmatched = 2;
+        two.connections = vec![
+            ConnectionBucket {
+                opened: 2,
+                closed: 2,
+                max_open: 2,
+                shed: 0,
+                http2_opened: 1,
+            },
+            ConnectionBucket {
+                opened: 1,
+                ..Default::default()
+            },
+        ];
+
+        let m = Recording::merge_replicas(&[one, two]).unwrap();
+        let p = &m.routes["pricing"];
+        assert_eq!(p.buckets.len(), 2, "the longer series is kept");
+        let b0 = &p.buckets[0];
+        assert_eq!(b0.arrivals, 16);
+        assert_eq!(b0.completed.c2xx, 12);
+        assert_eq!(b0.completed.c4xx, 1);
+        assert_eq!(b0.completed.c5xx, 3);
+        assert_eq!(
+            (b0.resets, b0.hangs, b0.empty, b0.malformed, b0.abandoned),
+            (1, 2, 1, 2, 1)
+        );
+        assert_eq!(b0.grpc_status["OK"], 6);
+        assert_eq!(b0.grpc_status["UNAVAILABLE"], 1);
+        assert_eq!(b0.departures(), a.departures() + b.departures());
+        assert_eq!(
+            p.buckets[1].arrivals, 1,
+            "a bucket one replica lacks counts as empty there"
+        );
+        assert_eq!(p.totals.arrivals, 17);
+        assert_eq!(p.totals.departures(), a.departures() + 1 + b.departures());
+        // A route only one replica saw is that replica's, and its maximum stays exact (the other held nothing).
+        let r = &m.routes["reviews"];
+        assert_eq!(r.totals.arrivals, 2);
+        assert_eq!(r.max_in_flight, 1);
+        assert_eq!(r.max_in_flight_lower_bound, Some(1));
+        assert_eq!(m.unmatched, 5);
+        assert_eq!(m.connections.len(), 2);
+        assert_eq!(
+            m.connections[0],
+            ConnectionBucket {
+                opened: 6,
+                closed: 3,
+                max_open: 6,
+                shed: 1,
+                http2_opened: 3,
+            }
+        );
+        assert_eq!(m.connections[1].opened, 1);
+        assert_eq!(m.replicas, 2);
+        assert!(m.in_flight_max_is_upper_bound);
+    }
+
+    #[test]
+    fn served_latency_histograms_add_bit_for_bit() {
+        let a_ms = [1, 2, 40, 41, 2_000];
+        let b_ms = [3, 40, 90_000, 7];
+        let mut one = route(Vec::new(), 0);
+        one.latency.insert("healthy".into(), histogram(&a_ms));
+        one.latency.insert("brownout".into(), histogram(&[5]));
+        let mut two = route(Vec::new(), 0);
+        two.latency.insert("healthy".into(), histogram(&b_ms));
+        two.latency.insert("recovered".into(), histogram(&[6]));
+        let m = Recording::merge_replicas(&[
+            recording(vec![("pricing", one)]),
+            recording(vec![("pricing", two)]),
+        ])
+        .unwrap();
+        let together: Vec<u64> = a_ms.iter().chain(&b_ms).copied().collect();
+        let all = histogram(&together);
+        let merged = &m.routes["pricing"].latency;
+        assert_same_bins(&merged["healthy"], &all);
+        assert_eq!(merged["brownout"], histogram(&[5]));
+        assert_eq!(merged["recovered"], histogram(&[6]));
+        // Through JSON (base64 V2+DEFLATE) and back, as the runner reads replicas, the sum is the same.
+        let through_json = |r: &Recording| -> Recording {
+            serde_json::from_str(&serde_json::to_string(r).unwrap()).unwrap()
+        };
+        let mut one = route(Vec::new(), 0);
+        one.latency.insert("healthy".into(), histogram(&a_ms));
+        let mut two = route(Vec::new(), 0);
+        two.latency.insert("healthy".into(), histogram(&b_ms));
+        let m = Recording::merge_replicas(&[
+            through_json(&recording(vec![("pricing", one)])),
+            through_json(&recording(vec![("pricing", two)])),
+        ])
+        .unwrap();
+        assert_same_bins(&m.routes["pricing"].latency["healthy"], &all);
+    }
+
+    #[test]
+    fn means_add_and_maxima_become_a_marked_upper_bound() {
+        let one = recording(vec![(
+            "pricing",
+            route(vec![bucket(5, 5, 3, 1.25), bucket(0, 0, 9, 4.0)], 9),
+        )]);
+        let two = recording(vec![(
+            "pricing",
+            route(vec![bucket(5, 5, 4, 0.75), bucket(0, 0, 2, 1.0)], 4),
+        )]);
+        let three = recording(vec![("pricing", route(vec![bucket(1, 1, 1, 0.5)], 1))]);
+        let m = Recording::merge_replicas(&[one, two, three]).unwrap();
+        let p = &m.routes["pricing"];
+        assert_eq!(p.buckets[0].in_flight_mean, 2.5);
+        assert_eq!(p.buckets[1].in_flight_mean, 5.0);
+        // The sum of the peaks (which may not have coincided) and the busiest replica's own peak.
+        assert_eq!(p.buckets[0].in_flight_max, 8);
+        assert_eq!(p.buckets[0].in_flight_max_lower_bound, Some(4));
+        assert_eq!(p.buckets[1].in_flight_max, 11);
+        assert_eq!(p.buckets[1].in_flight_max_lower_bound, Some(9));
+        assert_eq!(p.max_in_flight, 14);
+        assert_eq!(p.max_in_flight_lower_bound, Some(9));
+        assert_eq!(p.totals.in_flight_max, 14);
+        assert_eq!(p.totals.in_flight_max_lower_bound, Some(9));
+        assert_eq!(m.replicas, 3);
+        assert!(m.in_flight_max_is_upper_bound);
+    }
+
+    #[test]
+    fn merging_merged_recordings_keeps_both_bounds() {
+        let r = |max: u64| recording(vec![("pricing", route(vec![bucket(1, 1, max, 1.0)], max))]);
+        let ab = Recording::merge_replicas(&[r(3), r(7)]).unwrap();
+        let cd = Recording::merge_replicas(&[r(5), r(2)]).unwrap();
+        let all = Recording::merge_replicas(&[ab, cd]).unwrap();
+        let flat = Recording::merge_replicas(&[r(3), r(7), r(5), r(2)]).unwrap();
+        assert_eq!(all, flat);
+        assert_eq!(all.routes["pricing"].buckets[0].in_flight_max, 17);
+        assert_eq!(
+            all.routes["pricing"].buckets[0].in_flight_max_lower_bound,
+            Some(7)
+        );
+        assert_eq!(all.replicas, 4);
+    }
+
+    #[test]
+    fn one_recording_comes_back_unchanged_and_exact() {
+        let one = recording(vec![("pricing", route(vec![bucket(5, 5, 3, 1.0)], 3))]);
+        let m = Recording::merge_replicas(std::slice::from_ref(&one)).unwrap();
+        assert_eq!(m, one);
+        assert_eq!(m.replicas, 1);
+        assert!(!m.in_flight_max_is_upper_bound);
+        assert!(matches!(
+            Recording::merge_replicas(&[]),
+            Err(MergeError::Empty)
+        ));
+    }
+
+    #[test]
+    fn first_arrivals_are_the_earliest_of_the_union() {
+        let mut a = bucket(10, 0, 1, 0.0);
+        a.first_arrivals_us = vec![10, 20, 30, 40, 50, 60, 70, 80];
+        let mut b = bucket(3, 0, 1, 0.0);
+        b.first_arrivals_us = vec![5, 45, 90];
+        let m = Recording::merge_replicas(&[
+            recording(vec![("pricing", route(vec![a], 1))]),
+            recording(vec![("pricing", route(vec![b], 1))]),
+        ])
+        .unwrap();
+        let b0 = &m.routes["pricing"].buckets[0];
+        assert_eq!(b0.first_arrivals_us, vec![5, 10, 20, 30, 40, 45, 50, 60]);
+        assert_eq!(b0.arrivals, 13);
+    }
+
+    #[test]
+    fn phases_must_agree_and_the_furthest_along_is_kept() {
+        let entry = |name: &str, at: u64| PhaseEntry {
+            name: name.into(),
+            at: ms(at),
+        };
+        let mut one = recording(Vec::new());
+        one.phases_entered = vec![entry("healthy", 0), entry("brownout", 2_000)];
+        one.schedule_started_unix_ms = Some(1_005);
+        let mut two = recording(Vec::new());
+        two.phases_entered = vec![
+            entry("healthy", 0),
+            entry("brownout", 2_000),
+            entry("recovered", 4_000),
+        ];
+        two.schedule_started_unix_ms = Some(1_002);
+        let m = Recording::merge_replicas(&[one.clone(), two.clone()]).unwrap();
+        assert_eq!(m.phases_entered, two.phases_entered);
+        assert_eq!(
+            m.schedule_started_unix_ms,
+            Some(1_002),
+            "the earliest origin"
+        );
+        // A reset to healthy lands at each replica's own time: the earliest is kept.
+        one.phases_entered.push(entry(crate::HEALTHY_RESET, 2_500));
+        two.phases_entered = vec![
+            entry("healthy", 0),
+            entry("brownout", 2_000),
+            entry(crate::HEALTHY_RESET, 2_480),
+        ];
+        let m = Recording::merge_replicas(&[one.clone(), two]).unwrap();
+        assert_eq!(m.phases_entered[2], entry(crate::HEALTHY_RESET, 2_480));
+
+        let mut other = recording(Vec::new());
+        other.phases_entered = vec![entry("healthy", 0), entry("outage", 2_000)];
+        let e = Recording::merge_replicas(&[one.clone(), other]).unwrap_err();
+        assert!(matches!(e, MergeError::Phases { replica: 1, .. }), "{e}");
+        let mut coarse = recording(Vec::new());
+        coarse.bucket = ms(200);
+        let e = Recording::merge_replicas(&[one, coarse]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("replica 1 records in buckets of 200ms"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn tls_handshakes_add() {
+        let tls = |ok: u64, expired: u64, delayed: u64| {
+            let b = TlsBucket {
+                handshakes: BTreeMap::from([
+                    ("ok".to_string(), ok),
+                    ("expired".to_string(), expired),
+                ]),
+                delayed,
+            };
+            TlsRecording {
+                buckets: vec![b.clone()],
+                totals: b,
+            }
+        };
+        let mut one = recording(Vec::new());
+        one.tls = Some(tls(3, 1, 0));
+        let mut two = recording(Vec::new());
+        two.tls = Some(tls(4, 0, 2));
+        let m = Recording::merge_replicas(&[one, two, recording(Vec::new())]).unwrap();
+        let t = m.tls.unwrap();
+        assert_eq!(t.totals.handshakes["ok"], 7);
+        assert_eq!(t.totals.handshakes["expired"], 1);
+        assert_eq!(t.totals.delayed, 2);
+        assert_eq!(t.buckets[0].handshakes["ok"], 7);
+    }
+
+    #[test]
+    fn tcp_routes_merge_as_calls() {
+        let tcp = |attempts: u64, max_open: u64, mean_open: f64| {
+            let b = crate::tcp::record::TcpBucket {
+                attempts,
+                max_open,
+                mean_open,
+                closed: attempts,
+                ..Default::default()
+            };
+            crate::tcp::TcpRouteRecording {
+                max_open,
+                totals: b.clone(),
+                buckets: vec![b],
+                ..Default::default()
+            }
+            .as_calls()
+        };
+        let m = Recording::merge_replicas(&[
+            recording(vec![("db", tcp(4, 3, 2.0))]),
+            recording(vec![("db", tcp(6, 5, 1.5))]),
+        ])
+        .unwrap();
+        let db = &m.routes["db"];
+        assert_eq!(db.totals.arrivals, 10);
+        assert_eq!(db.buckets[0].in_flight_mean, 3.5);
+        assert_eq!(db.max_in_flight, 8);
+        assert_eq!(db.max_in_flight_lower_bound, Some(5));
+    }
+
+    #[test]
+    fn older_json_reads_as_one_exact_faultd() {
+        let one = recording(vec![("pricing", route(vec![bucket(1, 1, 1, 1.0)], 1))]);
+        let mut json = serde_json::to_value(&one).unwrap();
+        let map = json.as_object_mut().unwrap();
+        assert_eq!(map.remove("replicas"), Some(serde_json::json!(1)));
+        assert_eq!(
+            map.remove("in_flight_max_is_upper_bound"),
+            Some(serde_json::json!(false))
+        );
+        let text = json.to_string();
+        assert!(
+            !text.contains("lower_bound"),
+            "absent for one faultd: {text}"
+        );
+        let back: Recording = serde_json::from_value(json).unwrap();
+        assert_eq!(back, one);
+        let m = Recording::merge_replicas(&[one.clone(), one]).unwrap();
+        let back: Recording = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert_eq!(back, m);
+    }
+
+    /// Every call recorded by one of two replicas and, at the same instants, by one recorder that saw them all:
+    /// the merge of the two equals the one in everything but the maxima, which bracket the one's.
+    #[tokio::test(start_paused = true)]
+    async fn two_replicas_merge_to_what_one_recorder_of_every_call_saw() {
+        let step = Duration::from_millis(100);
+        let recorders: Vec<Arc<Recorder>> = (0..3).map(|_| Arc::new(Recorder::new(step))).collect();
+        let origin = Instant::now();
+        for r in &recorders {
+            r.set_origin(origin, 1);
+        }
+        let (replicas, together) = (&recorders[..2], &recorders[2]);
+        let phase: Arc<str> = Arc::from("healthy");
+        // (replica, arrival ms, served ms, status): replica 0's calls pile up early, replica 1's later, so their
+        // peaks do not coincide.
+        let calls: Vec<(usize, u64, u64, u16)> = vec![
+            (0, 0, 50, 200),
+            (0, 5, 60, 200),
+            (0, 10, 170, 503),
+            (1, 30, 10, 200),
+            (1, 120, 90, 200),
+            (1, 125, 95, 404),
+            (1, 130, 40, 200),
+            (0, 210, 20, 200),
+        ];
+        let mut events: Vec<(u64, usize, bool)> = Vec::new();
+        for (i, (_, at, served, _)) in calls.iter().enumerate() {
+            events.push((*at, i, true));
+            events.push((at + served, i, false));
+        }
+        events.sort();
+        let mut guards: BTreeMap<usize, (crate::recorder::CallGuard, crate::recorder::CallGuard)> =
+            BTreeMap::new();
+        let mut now = 0;
+        for (at, i, arrives) in events {
+            tokio::time::advance(Duration::from_millis(at - now)).await;
+            now = at;
+            let (replica, _, _, status) = calls[i];
+            if arrives {
+                let arrive = |r: &Arc<Recorder>| r.arrive(r.route("pricing"), phase.clone());
+                guards.insert(i, (arrive(&replicas[replica]), arrive(together)));
+            } else if let Some((mut a, mut b)) = guards.remove(&i) {
+                a.set_outcome(Outcome::Completed(status));
+                b.set_outcome(Outcome::Completed(status));
+            }
+        }
+        tokio::time::advance(Duration::from_millis(400 - now)).await;
+        let m =
+            Recording::merge_replicas(&[replicas[0].snapshot(), replicas[1].snapshot()]).unwrap();
+        let one = together.snapshot();
+        let (mp, op) = (&m.routes["pricing"], &one.routes["pricing"]);
+        assert_eq!(mp.buckets.len(), op.buckets.len());
+        for (i, (mb, ob)) in mp.buckets.iter().zip(&op.buckets).enumerate() {
+            assert_eq!(mb.arrivals, ob.arrivals, "bucket {i}");
+            assert_eq!(mb.completed, ob.completed, "bucket {i}");
+            assert_eq!(mb.first_arrivals_us, ob.first_arrivals_us, "bucket {i}");
+            assert!(
+                (mb.in_flight_mean - ob.in_flight_mean).abs() < 1e-9,
+                "bucket {i}: {mb:?} {ob:?}"
+            );
+            let lower = mb.in_flight_max_lower_bound.unwrap();
+            assert!(
+                lower <= ob.in_flight_max && ob.in_flight_max <= mb.in_flight_max,
+                "bucket {i}: {mb:?} {ob:?}"
+            );
+        }
+        assert_eq!(mp.totals.arrivals, 8);
+        assert!((mp.totals.in_flight_mean - op.totals.in_flight_mean).abs() < 1e-9);
+        // Replica 0 held 3 at once and replica 1 held 3 at once, at different times: 4 at once in truth.
+        assert_eq!(op.max_in_flight, 4);
+        assert_eq!(mp.max_in_flight, 6);
+        assert_eq!(mp.max_in_flight_lower_bound, Some(3));
+        assert_same_bins(&mp.latency["healthy"], &op.latency["healthy"]);
+        assert_eq!(mp.latency["healthy"].len(), 8);
+    }
+}
