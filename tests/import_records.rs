@@ -7,10 +7,10 @@
 //! - arrivals: the requests the replay offered in each second are the record's, within 1% (or one request, for
 //!   one that falls on a bucket's edge);
 //! - the dependency: faultd's served p50 and p99 over each detected phase (its buckets' histograms added up)
-//!   within 5% or 2 ms (p99: 5 ms, for the overshoot of a sleep on a loaded machine) of the record's over the
-//!   phase, widened by the sampling of a draw: faultd draws each call's
+//!   within 5% or 2 ms of the record's over the phase, widened by the sampling of a draw: faultd draws each call's
 //!   latency from its bucket's recorded histogram, so its p99 over n calls lies between the record's values of
-//!   ranks 0.99 n -+ 3 sqrt(0.0099 n) (see `sampling_band`). The brownout's latencies are uniform over
+//!   ranks 0.99 n -+ 3 sqrt(0.0099 n) (see `sampling_band`). The two tests run one at a time, each alone on the
+//!   machine's cores, so that a timer's overshoot stays within what faultd promises. The brownout's latencies are uniform over
 //!   150-170 ms, so that band is narrow where it matters;
 //! - the phases: the detected `degraded-1` and `recovered` begin within one bucket (1 s) of the original's;
 //! - the verdicts: the original scenario's expectations, with its phase names replaced by the detected ones, give
@@ -28,6 +28,14 @@ use std::process::{Command, Stdio};
 use faultline::scenario::{Overrides, Scenario, Validated};
 use hardening::{result_json, Scratch};
 use serde_json::Value;
+
+/// Held by each test for its whole length: the served latencies are compared within 2 ms, so no other test's runs
+/// may share the machine's two cores with one test's.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The original run's shape: brownout from 4 s to 8 s of 12 s.
 const BROWNOUT: f64 = 4.0;
@@ -269,9 +277,9 @@ fn replay_and_check(
                     .unwrap();
             }
         }
-        // 5% or 2 ms; for p99 5% or 5 ms, since a sleep on a loaded 2-core machine overshoots by a few ms now
-        // and then, and p99 is where one overshoot shows (as in tests/import.rs's round trip).
-        for (q, floor) in [(0.5, 2.0), (0.99, 5.0)] {
+        // 5% or 2 ms, as the issue asks of a replay. The tests run one at a time (`one_at_a_time`), so that faultd's
+        // timers are not late for another test's load on the same two cores.
+        for (q, floor) in [(0.5, 2.0), (0.99, 2.0)] {
             let got = served.value_at_quantile(q) as f64 / 1e6;
             let (lo, hi) = sampling_band(&logged, q);
             let slack = |x: f64| (x * 0.05).max(floor);
@@ -385,6 +393,7 @@ fn nginx_truth(log: &str) -> Truth {
 
 #[test]
 fn nginx_access_log_replays_its_arrivals_its_dependency_per_phase_and_its_verdicts() {
+    let _alone = one_at_a_time();
     let first = Scratch::new("import-nginx-record");
     let (started, verdicts) = original(&first, &nginx_sut(&first.0));
     let log = first.path("access.log");
@@ -500,6 +509,7 @@ fn traced_original(dir: &Scratch) -> (PathBuf, PathBuf, f64, Vec<(String, bool)>
 
 #[test]
 fn an_opentelemetry_sdk_trace_export_and_a_har_replay_their_arrivals_dependency_and_verdicts() {
+    let _alone = one_at_a_time();
     let first = Scratch::new("import-traced-record");
     let (trace, har, started, verdicts) = traced_original(&first);
     keep(&trace, "brownout.otlp.jsonl");

@@ -557,7 +557,8 @@ impl prometheus_client::collector::Collector for Snapshot {
             .collect();
         family(
             "faultline_dependency_in_flight_calls",
-            "The most calls in flight at each dependency route over its last bucket, measured by faultd",
+            "The most calls in flight at each dependency route over its last bucket, measured by faultd (with several \
+             faultd replicas, the sum of their peaks: an upper bound)",
             None,
             MetricType::Gauge,
             in_flight,
