@@ -29,9 +29,10 @@ use crate::replay::Arrival;
 use crate::send::{Transport, Wire};
 
 /// At high rates the dispatcher wakes at most once per this interval and sends every arrival due by then, each
-/// stamped with its own intended time. A wake-up is a context switch, which on this machine costs about as much
-/// CPU as a request; coalescing bounds them at 10,000/s for a send lag of at most this much. Rates below
-/// 10,000/s are unaffected.
+/// stamped with its own intended time: arrivals due within this much of each other go out in one batch, at the
+/// last one's time. A wake-up is a context switch, which on this machine costs about as much CPU as a request;
+/// coalescing bounds them at 10,000/s for a send lag of at most this much. Arrivals further apart (every one at
+/// rates below 10,000/s, uniform) are sent each at its own instant.
 const COALESCE: Duration = Duration::from_micros(100);
 
 /// Seeds the request mix apart from the Poisson arrivals, so changing the mix never moves the timetable.
@@ -46,6 +47,54 @@ pub(crate) enum Pacing {
     /// A tokio task on the timer alone. Used under paused tokio time, where only tokio's clock moves.
     #[cfg_attr(not(test), allow(dead_code))]
     Timer,
+}
+
+/// An arrival of the timetable with its place in it: its index (from 0, over the whole timetable) and its batch.
+pub(crate) struct Due {
+    pub(crate) index: u64,
+    pub(crate) batch: u64,
+    pub(crate) arrival: Arrival,
+}
+
+/// Numbers the batches of a timetable (in time order): an arrival opens a new batch unless it is due within
+/// [`COALESCE`] of the first arrival of the current one. The dispatcher sends a batch in one wake-up, at its last
+/// arrival's intended time, so no arrival goes out more than `COALESCE` late for it; and the shares of a
+/// distributed run keep whole batches, so their wake-ups add up to one process's.
+pub(crate) struct Batched<I> {
+    inner: std::iter::Enumerate<I>,
+    batch: u64,
+    first: Option<Duration>,
+}
+
+impl<I: Iterator<Item = Arrival>> Batched<I> {
+    pub(crate) fn new(timetable: I) -> Self {
+        Batched {
+            inner: timetable.enumerate(),
+            batch: 0,
+            first: None,
+        }
+    }
+}
+
+impl<I: Iterator<Item = Arrival>> Iterator for Batched<I> {
+    type Item = Due;
+
+    fn next(&mut self) -> Option<Due> {
+        let (k, arrival) = self.inner.next()?;
+        match self.first {
+            Some(first) if arrival.intended < first + COALESCE => {}
+            Some(_) => {
+                self.batch += 1;
+                self.first = Some(arrival.intended);
+            }
+            None => self.first = Some(arrival.intended),
+        }
+        Some(Due {
+            index: k as u64,
+            batch: self.batch,
+            arrival,
+        })
+    }
 }
 
 /// One arrival on its way to a lane.
@@ -357,14 +406,16 @@ async fn wait_timer(due: Instant, stop: &mut watch::Receiver<bool>) -> bool {
     true
 }
 
-/// The open model: every arrival of `schedule` (a rate's timetable or a replay's, each arrival with its index in
-/// the whole timetable) is dispatched at its intended time, or dropped at the cap.
+/// The open model: every arrival of `schedule` (a rate's timetable or a replay's, each arrival with its index and
+/// batch in the whole timetable) is dispatched at its intended time, or dropped at the cap. With precise pacing a
+/// batch goes out in one wake-up at its last arrival's time (see [`Batched`]); under tokio's timer alone (paused
+/// time in tests) each arrival goes at its own instant.
 /// Each arrival keeps its own intended time even when a wait overshoots: a late wake-up dispatches every due
 /// arrival at once, each stamped with when it should have gone. Returns a handle that yields true if the run
 /// was stopped before the end of `duration`.
 pub(crate) fn run_open<I: Issue>(
     exchanges: Arc<I>,
-    schedule: impl Iterator<Item = (u64, Arrival)> + Send + 'static,
+    schedule: impl Iterator<Item = Due> + Send + 'static,
     max_in_flight: u64,
     duration: Duration,
     seed: u64,
@@ -381,28 +432,39 @@ pub(crate) fn run_open<I: Issue>(
             let origin = exchanges.origin();
             // The origin is usually a little ahead: an arrival due at t = 0 must wait for it, not go at once.
             let mut woke = Instant::now();
-            for (index, arrival) in schedule {
-                let due = origin + arrival.intended;
+            let mut schedule = schedule.peekable();
+            let mut batch: Vec<(u64, Arrival)> = Vec::new();
+            while let Some(first) = schedule.next() {
+                batch.push((first.index, first.arrival));
+                while let Some(next) = schedule.next_if(|d| d.batch == first.batch) {
+                    batch.push((next.index, next.arrival));
+                }
+                let last = batch.last().map_or(Duration::ZERO, |(_, a)| a.intended);
+                let due = origin + last;
                 if due > woke {
+                    // At least COALESCE after the last wake-up: a batch's first arrival is never more than
+                    // COALESCE late (batches start at least COALESCE apart), and wake-ups stay under 10,000/s.
                     if !wait_precisely(alarm.as_ref(), due.max(woke + COALESCE), &mut stop).await {
                         return true;
                     }
                     woke = Instant::now();
                 }
-                exchanges.issue(
-                    index,
-                    arrival.intended,
-                    arrival.request,
-                    &mut rng,
-                    max_in_flight,
-                );
+                for (index, arrival) in batch.drain(..) {
+                    exchanges.issue(
+                        index,
+                        arrival.intended,
+                        arrival.request,
+                        &mut rng,
+                        max_in_flight,
+                    );
+                }
             }
             // The timetable may end before the run does (a rate that falls to zero): the run still lasts.
             !wait_precisely(alarm.as_ref(), origin + duration, &mut stop).await
         }),
         Pacing::Timer => tokio::spawn(async move {
             let origin = exchanges.origin();
-            for (index, arrival) in schedule {
+            for Due { index, arrival, .. } in schedule {
                 if !wait_timer(origin + arrival.intended, &mut stop).await {
                     return true;
                 }

@@ -124,10 +124,13 @@ pub struct RunOptions {
     pub share: Share,
 }
 
-/// One agent's part of a timetable: the arrivals whose index `k` (from 0, over the whole timetable) has
-/// `k % of == index`. The union of the `of` shares is the timetable itself, arrival for arrival, whatever the
-/// arrival process (uniform, Poisson, a replay): each agent walks the same seeded timetable and keeps its own.
-/// Each share of a constant rate R is a constant rate R / `of`.
+/// One agent's part of a timetable: the arrivals of every `of`-th batch, from batch `index` on. A batch is what one
+/// wake-up of the sender sends (the arrivals due within 0.1 ms of the batch's first, see `dispatch`): at rates
+/// below 10,000/s almost every arrival is a batch of its own, so share i holds the arrivals k with
+/// `k % of == i`; above, each share keeps whole batches, so the agents together wake no more often than one
+/// process sending the whole load. The union of the `of` shares is the timetable itself, arrival for arrival,
+/// whatever the arrival process (uniform, Poisson, a replay): each agent walks the same seeded timetable, numbers
+/// its batches the same way and keeps its own. Each share of a constant rate R is a constant rate R / `of`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Share {
     /// This part, from 0.
@@ -140,9 +143,9 @@ impl Share {
     /// The whole timetable.
     pub const WHOLE: Share = Share { index: 0, of: 1 };
 
-    /// Whether arrival `k` of the whole timetable is in this share.
-    pub fn holds(&self, k: u64) -> bool {
-        self.of <= 1 || k % u64::from(self.of) == u64::from(self.index)
+    /// Whether batch `b` of the whole timetable is in this share.
+    pub fn holds(&self, b: u64) -> bool {
+        self.of <= 1 || b % u64::from(self.of) == u64::from(self.index)
     }
 }
 
@@ -406,15 +409,15 @@ fn launch<T: Transport>(
 #[cfg(test)]
 mod tests;
 
-/// The arrivals of a validated spec that fall in `share`, each with its index in the whole timetable: its
-/// replay's timetable, or the intended times of its rate.
+/// The arrivals of a validated spec that fall in `share`, each with its index and its batch in the whole
+/// timetable: its replay's timetable, or the intended times of its rate.
 fn arrivals(
     spec: &LoadSpec,
     target: &target::Target,
     seed: u64,
     duration: Duration,
     share: Share,
-) -> Result<Box<dyn Iterator<Item = (u64, replay::Arrival)> + Send>, LoadError> {
+) -> Result<Box<dyn Iterator<Item = dispatch::Due> + Send>, LoadError> {
     let whole: Box<dyn Iterator<Item = replay::Arrival> + Send> = match &spec.replay {
         Some(r) => Box::new(replay::Player::open(r, target, seed, duration)?),
         None => {
@@ -429,11 +432,11 @@ fn arrivals(
             }))
         }
     };
-    let indexed = whole.enumerate().map(|(k, a)| (k as u64, a));
+    let batched = dispatch::Batched::new(whole);
     if share == Share::WHOLE {
-        return Ok(Box::new(indexed));
+        return Ok(Box::new(batched));
     }
-    Ok(Box::new(indexed.filter(move |(k, _)| share.holds(*k))))
+    Ok(Box::new(batched.filter(move |due| share.holds(due.batch))))
 }
 
 /// How many arrivals the whole timetable of `spec` holds over `duration`: what the shares of a distributed run

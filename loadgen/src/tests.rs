@@ -303,7 +303,7 @@ fn timetable(spec: &LoadSpec, share: Share) -> Vec<(u64, Duration)> {
     let target = target::Target::parse("http://127.0.0.1:9", &[]).unwrap();
     arrivals(spec, &target, 42, ms(20_000), share)
         .unwrap()
-        .map(|(k, a)| (k, a.intended))
+        .map(|d| (d.index, d.arrival.intended))
         .collect()
 }
 
@@ -349,14 +349,52 @@ fn the_shares_of_a_timetable_add_up_to_it_arrival_for_arrival() {
                 .collect();
             union.sort();
             assert_eq!(union, whole, "{name}: {of} shares");
-            let first = timetable(&spec, Share { index: 0, of });
+            let sizes: Vec<usize> = (0..of)
+                .map(|index| timetable(&spec, Share { index, of }).len())
+                .collect();
+            let (least, most) = (sizes.iter().min().unwrap(), sizes.iter().max().unwrap());
             assert!(
-                first.iter().all(|(k, _)| k % u64::from(of) == 0),
-                "{name}: share 0 of {of} holds every {of}th arrival"
+                most - least <= whole.len() / 20,
+                "{name}: {of} shares of about equal size: {sizes:?}"
             );
+        }
+        // At 250/s every arrival is a batch of its own: share i of N holds the arrivals k with k % N == i.
+        if name == "uniform" {
+            let first = timetable(&spec, Share { index: 1, of: 3 });
+            assert!(first.iter().all(|(k, _)| k % 3 == 1), "{name}");
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn above_10000_per_second_each_share_keeps_whole_batches_of_arrivals_one_wake_up_apart() {
+    // 20,000/s: arrivals 50 us apart, two to a batch (due within 0.1 ms of the batch's first).
+    let spec = LoadSpec::constant("20000/s".parse().unwrap(), "/");
+    let target = target::Target::parse("http://127.0.0.1:9", &[]).unwrap();
+    let whole: Vec<dispatch::Due> = arrivals(&spec, &target, 1, ms(1000), Share::WHOLE)
+        .unwrap()
+        .collect();
+    assert_eq!(whole.len(), 20_000);
+    assert_eq!(whole.last().unwrap().batch, 9_999, "two arrivals a batch");
+    let share: Vec<dispatch::Due> =
+        arrivals(&spec, &target, 1, ms(1000), Share { index: 2, of: 4 })
+            .unwrap()
+            .collect();
+    assert_eq!(share.len(), 5_000, "a quarter of the arrivals");
+    for pair in share.chunks(2) {
+        // Whole batches: batch b = 4m + 2 holds arrivals 2b and 2b + 1, 0.05 ms apart.
+        assert_eq!(pair[0].batch, pair[1].batch);
+        assert_eq!(pair[0].batch % 4, 2);
+        assert_eq!(
+            (pair[0].index, pair[1].index),
+            (2 * pair[0].batch, 2 * pair[0].batch + 1)
+        );
+        assert_eq!(
+            pair[1].arrival.intended - pair[0].arrival.intended,
+            Duration::from_micros(50)
+        );
+    }
 }
 
 /// Runs `share` of a Poisson load under paused time against a service whose answer depends only on the instant
