@@ -109,6 +109,25 @@ impl Peer {
     }
 }
 
+impl Drop for Peer {
+    /// Asks the server to stop (SIGTERM) and waits for it, so that it stops its own children (nginx's master takes
+    /// its workers down with it; killed outright, it would leave them running); kills it after 5 s.
+    fn drop(&mut self) {
+        let pid = self.process.pid();
+        // SAFETY: kill only sends a signal to the server this peer started.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.process.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// `text` as a URL query value: everything but the unreserved characters percent-encoded.
 pub fn query_value(text: &str) -> String {
     text.bytes()
