@@ -391,3 +391,79 @@ async fn toxicity_takes_the_same_connections_under_the_same_seed() {
     let taken = first.iter().filter(|t| **t).count();
     assert!(taken > 0 && taken < 12, "{first:?}");
 }
+
+/// An upstream that writes without pause to whoever connects, until the connection breaks.
+async fn firehose() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let chunk = vec![b'x'; 16 * 1024];
+                while s.write_all(&chunk).await.is_ok() {}
+            });
+        }
+    });
+    addr
+}
+
+/// Reads until EOF or reset, counting bytes: (whether it was a reset, bytes read). Panics after `wait`.
+async fn drain(s: &mut tokio::net::TcpStream, wait: Duration) -> (bool, u64) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut bytes = 0u64;
+    let deadline = Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Err(_) => panic!("still streaming {wait:?} later ({bytes} bytes read)"),
+            Ok(Ok(0)) => return (false, bytes),
+            Ok(Ok(n)) => bytes += n as u64,
+            Ok(Err(e)) if e.kind() == std::io::ErrorKind::ConnectionReset => return (true, bytes),
+            Ok(Err(e)) => panic!("read failed: {e}"),
+        }
+    }
+}
+
+/// Reads `n` bytes at least, so that the direction is busy moving data when the test changes something.
+async fn read_some(s: &mut tokio::net::TcpStream, n: usize) {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0;
+    while got < n {
+        let r = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+            .await
+            .expect("the firehose streams")
+            .unwrap();
+        assert!(r > 0, "the firehose closed");
+        got += r;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_never_goes_idle_sees_a_new_toxic_and_the_route_going_down() {
+    let upstream = firehose().await;
+    let f = faultd(7).await;
+    let addr = route(&f, "db", upstream);
+
+    // A toxic added while bytes flow without pause acts on the open connection.
+    let mut busy = connect(addr).await.unwrap();
+    read_some(&mut busy, 1 << 20).await;
+    toxic(
+        &f,
+        "db",
+        json!({"type": "reset_peer", "attributes": {"timeout": 0}}),
+    );
+    let (reset, _) = drain(&mut busy, Duration::from_secs(5)).await;
+    assert!(reset, "a reset_peer added mid-stream resets the connection");
+    f.tcp().remove_toxic("db", "reset_peer_downstream").unwrap();
+
+    // The route going down closes a connection that is moving bytes.
+    let mut busy = connect(addr).await.unwrap();
+    read_some(&mut busy, 1 << 20).await;
+    let update = faultd::tcp::ProxyUpdate {
+        enabled: Some(false),
+        ..Default::default()
+    };
+    f.tcp().update("db", update).unwrap();
+    drain(&mut busy, Duration::from_secs(5)).await;
+    tcp::wait_open(&f, "db", 0).await;
+    f.shutdown().await;
+}

@@ -383,17 +383,27 @@ async fn direct(
 ) -> bool {
     let mut toxics_rx = ctx.shared.toxics.subscribe();
     let mut end_rx = ctx.end.subscribe();
+    // Compared between chunks, where the futures above are not polled: a version check is an atomic load.
+    let mut toxics_seen = ctx.shared.toxics.subscribe();
+    let end_seen = ctx.end.subscribe();
     loop {
         if acting(ctx, stream, &toxics_rx.borrow_and_update()) {
             return true;
         }
+        toxics_seen.mark_unchanged();
         let end = ended(&mut end_rx);
         tokio::pin!(end);
         let changed = toxics_rx.changed();
         tokio::pin!(changed);
         loop {
+            // Data first: a ready chunk is moved without polling the two signals, whose futures (registered for a
+            // wake-up on their first poll) are polled only when the socket has nothing. Between chunks their
+            // versions are compared instead, so a connection that never goes idle still sees its end or a new
+            // toxic within one chunk. Polling both futures on every chunk cost about a tenth of the instructions
+            // of a chunk moved (callgrind).
             let ready = tokio::select! {
                 biased;
+                r = src.readable() => r,
                 _ = &mut end => return false,
                 c = &mut changed => {
                     if c.is_err() {
@@ -401,7 +411,6 @@ async fn direct(
                     }
                     break;
                 }
-                r = src.readable() => r,
             };
             let moved = ready.and_then(|()| {
                 with_scratch(|scratch| {
@@ -451,6 +460,12 @@ async fn direct(
                 }
                 *sent += rest.len() as u64;
                 ctx.shared.recorder.bytes(stream, rest.len());
+            }
+            if end_seen.has_changed().unwrap_or(true) && ctx.ending() != Ending::Open {
+                return false;
+            }
+            if toxics_seen.has_changed().unwrap_or(true) {
+                break;
             }
         }
     }
