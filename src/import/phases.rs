@@ -113,6 +113,12 @@ pub fn find_phases(t: &Timeline) -> Vec<PhaseSpan> {
             states[k] = states[k - 1];
         }
     }
+    // So is a lone degraded last bucket after healthy ones: the record ends before a second bucket could confirm
+    // the change, and the last bucket is often a partial one, whose few calls make one slow call its p99. A lone
+    // healthy last bucket after a degraded stretch stays a recovery: one slow call cannot make a bucket healthy.
+    if n >= 3 && states[n - 1] && !states[n - 2] && !states[n - 3] {
+        states[n - 1] = false;
+    }
     let mut spans: Vec<(usize, bool)> = Vec::new();
     let mut level: Option<Signal> = None;
     for k in 0..n {
@@ -193,45 +199,34 @@ mod tests {
             for i in 0..100u64 {
                 let at = 1000.0 + s as f64 + i as f64 / 100.0;
                 let jitter = 1.0 + (i % 10) as f64 / 100.0;
-                t.add(&Record {
-                    arrival: at,
-                    method: "GET".into(),
-                    target: "/p/1".into(),
-                    status: Some(200),
-                    duration: None,
-                    calls: vec![DependencyCall {
-                        peer: "dep".into(),
-                        at,
-                        duration: Some(latency(s) * jitter / 1e3),
-                        outcome: if i < failed(s) {
-                            CallOutcome::Status(503)
-                        } else {
-                            CallOutcome::Status(200)
-                        },
-                    }],
-                });
+                let status = if i < failed(s) { 503 } else { 200 };
+                call_at(&mut t, at, latency(s) * jitter / 1e3, status);
             }
         }
         t
     }
 
+    /// One request at `at` whose dependency call took `duration` seconds and answered `status`.
+    fn call_at(t: &mut Timeline, at: f64, duration: f64, status: u16) {
+        t.add(&Record {
+            arrival: at,
+            method: "GET".into(),
+            target: "/p/1".into(),
+            status: Some(200),
+            duration: None,
+            calls: vec![DependencyCall {
+                peer: "dep".into(),
+                at,
+                duration: Some(duration),
+                outcome: CallOutcome::Status(status),
+            }],
+        });
+    }
+
     /// `n` calls of 800 ms from `from` on, 10 ms apart: a brownout's edge inside a bucket.
     fn slow_calls(t: &mut Timeline, from: f64, n: usize) {
         for i in 0..n {
-            let at = from + i as f64 / 100.0;
-            t.add(&Record {
-                arrival: at,
-                method: "GET".into(),
-                target: "/p/1".into(),
-                status: Some(200),
-                duration: None,
-                calls: vec![DependencyCall {
-                    peer: "dep".into(),
-                    at,
-                    duration: Some(0.8),
-                    outcome: CallOutcome::Status(200),
-                }],
-            });
+            call_at(t, from + i as f64 / 100.0, 0.8, 200);
         }
     }
 
@@ -315,6 +310,30 @@ mod tests {
                 ("healthy", 0, 10),
                 ("degraded-1", 10, 21),
                 ("recovered", 21, 30)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_last_bucket_with_one_slow_call_among_few_is_not_a_phase() {
+        // The record's last second is a partial one: a handful of healthy calls and one slow one, whose p99 is
+        // that call.
+        let mut t = timeline(
+            12,
+            |s| if (4..8).contains(&s) { 800.0 } else { 40.0 },
+            |_| 0,
+        );
+        for k in 0..10 {
+            call_at(&mut t, 1012.0 + k as f64 / 20.0, 0.040, 200);
+        }
+        slow_calls(&mut t, 1012.6, 1);
+        assert_eq!(t.buckets(), 13);
+        assert_eq!(
+            summary(&find_phases(&t)),
+            vec![
+                ("healthy", 0, 4),
+                ("degraded-1", 4, 8),
+                ("recovered", 8, 13)
             ]
         );
     }
