@@ -815,7 +815,21 @@ impl AsyncRead for SharedStream {
             std::task::ready!(self.0.poll_read_ready(cx))?;
             // Into the uninitialised space as it is: zeroing it first (`initialize_unfilled`) would make every
             // page of hyper's 8 KiB read buffer resident, though a request usually fills a few hundred bytes.
-            match self.0.try_read_buf(buf) {
+            // A read that left room in the buffer emptied the socket: it is reported to tokio as "would block",
+            // so tokio forgets this readiness (as its own `poll_read` does) and the next read waits for the next
+            // edge, instead of asking the kernel once more only to hear EAGAIN: a system call per request.
+            let room = buf.remaining();
+            let mut drained = false;
+            let read = self.0.try_io(tokio::io::Interest::READABLE, || {
+                let n = self.0.try_read_buf(buf)?;
+                if n > 0 && n < room {
+                    drained = true;
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
+            });
+            match read {
+                _ if drained => return Poll::Ready(Ok(())),
                 Ok(_) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
