@@ -1,5 +1,5 @@
 # Shared by the benchmark scripts (sourced, not run, once $WORK is set): a free loopback port, waiting for a
-# listener, a process's CPU time, a ratio, the median of numbers on stdin, the servers a script started and their cleanup,
+# listener, a process's CPU time, nginx's own request count, a ratio, the median of numbers on stdin, the servers a script started and their cleanup,
 # and the configuration of nginx as the peer (one worker, no logs, keep-alive without a limit, a backlog above
 # tokio's 1,024, 127.0.0.1 only).
 
@@ -18,6 +18,11 @@ cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f\n", ($14 + $15) / hz}' "
 
 # A free TCP port on 127.0.0.1.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+# Requests an nginx has served so far, read from its stub_status at http://127.0.0.1:PORT/ (the third number on
+# the third line counts every request, this one included). Between two readings the clients' requests are
+# (after - before - 1).
+nginx_served() { curl -s "http://127.0.0.1:$1/" | awk 'NR==3 {print $3}'; }
 
 # A / B with two decimals (0 when B is 0).
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }

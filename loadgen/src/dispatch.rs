@@ -9,11 +9,14 @@
 //! Each lane keeps one timer and moves its deadline forward per request (tokio extends a later deadline without
 //! touching the timer wheel), instead of registering a timer per request.
 //!
+//! The dispatcher also tells the lanes when it will wake up next ([`Ticks`]), so that an answer due just before
+//! can wait in the kernel for that wake-up instead of waking the thread on its own.
+//!
 //! Not for building the timetable (`schedule`), the requests (`mix`) or the bytes on the wire (`send`).
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -94,6 +97,73 @@ impl<I: Iterator<Item = Arrival>> Iterator for Batched<I> {
             batch: self.batch,
             arrival,
         })
+    }
+}
+
+/// The dispatcher's wake-ups, told to the lanes: when the next one is due, and each as it happens. A lane whose
+/// answer will arrive shortly before the next wake-up can leave it in the kernel until then (see `send`), so one
+/// wake-up of the thread serves both the answer and the next arrival: on a virtual machine a wake-up from idle
+/// costs about as much CPU as a request (bench/loadgen.md, part d).
+pub(crate) struct Ticks {
+    origin: Instant,
+    /// The next wake-up, in nanoseconds after `origin`; `u64::MAX` when none is planned.
+    next: AtomicU64,
+    woke: Notify,
+}
+
+impl Ticks {
+    pub(crate) fn new(origin: Instant) -> Ticks {
+        Ticks {
+            origin,
+            next: AtomicU64::new(u64::MAX),
+            woke: Notify::new(),
+        }
+    }
+
+    /// The dispatcher will wake up at `at`.
+    pub(crate) fn plan(&self, at: Instant) {
+        let ns = at.saturating_duration_since(self.origin).as_nanos();
+        self.next
+            .store(u64::try_from(ns).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    /// The dispatcher woke up: every lane waiting for it goes on.
+    pub(crate) fn wake(&self) {
+        self.woke.notify_waiters();
+    }
+
+    /// No wake-up will come any more: lanes waiting for one go on, and none waits again.
+    pub(crate) fn end(&self) {
+        self.next.store(u64::MAX, Ordering::Release);
+        self.woke.notify_waiters();
+    }
+
+    /// A future that completes at the next wake-up (or the end). It counts from its creation, polled or not, so
+    /// create it before deciding to wait.
+    pub(crate) fn notified(&self) -> tokio::sync::futures::Notified<'_> {
+        self.woke.notified()
+    }
+
+    /// When the next wake-up is planned, if it is still ahead and no later than `within` after `now`. One already
+    /// past is stale: the dispatcher is issuing the arrivals of that wake-up and has not planned the next one.
+    pub(crate) fn next_within(&self, now: Instant, within: Duration) -> Option<Instant> {
+        let next = self.next.load(Ordering::Acquire);
+        if next == u64::MAX {
+            return None;
+        }
+        let at = self.origin + Duration::from_nanos(next);
+        (at >= now && at <= now + within).then_some(at)
+    }
+}
+
+/// Ends the ticks when the dispatcher's task ends, however it ends.
+struct EndTicks(Option<Arc<Ticks>>);
+
+impl Drop for EndTicks {
+    fn drop(&mut self) {
+        if let Some(t) = &self.0 {
+            t.end();
+        }
     }
 }
 
@@ -185,6 +255,10 @@ impl<T: Transport> Lane<T> {
 pub(crate) trait Issue: Send + Sync + 'static {
     /// The run's origin, from which intended times count.
     fn origin(&self) -> Instant;
+    /// The wake-ups the dispatcher tells its lanes of, if they can use them.
+    fn ticks(&self) -> Option<Arc<Ticks>> {
+        None
+    }
     /// Checks the cap, renders (unless a replay gave `request`) and sends arrival `index` due at `intended`
     /// (from the origin), or counts it dropped.
     fn issue(
@@ -200,6 +274,10 @@ pub(crate) trait Issue: Send + Sync + 'static {
 impl<T: Transport> Issue for Exchanges<T> {
     fn origin(&self) -> Instant {
         self.origin
+    }
+
+    fn ticks(&self) -> Option<Arc<Ticks>> {
+        self.transport.ticks()
     }
 
     fn issue(
@@ -285,7 +363,13 @@ impl<T: Transport> Exchanges<T> {
             r = attempt(&self.transport, &mut lane.conn, &job.request) => Some(r),
             _ = lane.timer.as_mut() => None,
         };
-        let done = Instant::now();
+        // An answer left in the kernel until the dispatcher's wake-up ended when the kernel received it.
+        let done = match (&result, &lane.conn) {
+            (Some(Ok(_)), Some(conn)) => {
+                T::received(conn).map_or_else(Instant::now, |t| t.max(actual))
+            }
+            _ => Instant::now(),
+        };
         let outcome = match result {
             None => {
                 // Mid-exchange: the connection's state is unknown.
@@ -430,6 +514,7 @@ pub(crate) fn run_open<I: Issue>(
             // runtime (a lane is woken like any task, without waking another thread).
             let alarm = faultline_alarm::Alarm::new().ok();
             let origin = exchanges.origin();
+            let ticks = EndTicks(exchanges.ticks());
             // The origin is usually a little ahead: an arrival due at t = 0 must wait for it, not go at once.
             let mut woke = Instant::now();
             let mut schedule = schedule.peekable();
@@ -444,10 +529,17 @@ pub(crate) fn run_open<I: Issue>(
                 if due > woke {
                     // At least COALESCE after the last wake-up: a batch's first arrival is never more than
                     // COALESCE late (batches start at least COALESCE apart), and wake-ups stay under 10,000/s.
-                    if !wait_precisely(alarm.as_ref(), due.max(woke + COALESCE), &mut stop).await {
+                    let at = due.max(woke + COALESCE);
+                    if let Some(t) = &ticks.0 {
+                        t.plan(at);
+                    }
+                    if !wait_precisely(alarm.as_ref(), at, &mut stop).await {
                         return true;
                     }
                     woke = Instant::now();
+                    if let Some(t) = &ticks.0 {
+                        t.wake();
+                    }
                 }
                 for (index, arrival) in batch.drain(..) {
                     exchanges.issue(
@@ -460,6 +552,7 @@ pub(crate) fn run_open<I: Issue>(
                 }
             }
             // The timetable may end before the run does (a rate that falls to zero): the run still lasts.
+            drop(ticks);
             !wait_precisely(alarm.as_ref(), origin + duration, &mut stop).await
         }),
         Pacing::Timer => tokio::spawn(async move {
@@ -525,4 +618,53 @@ pub(crate) async fn run_closed<T: Transport>(
     }
     while loops.join_next().await.is_some() {}
     *stop.borrow()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lane_sees_a_wake_up_only_while_it_is_planned_ahead_and_near() {
+        let now = Instant::now();
+        let ticks = Ticks::new(now);
+        let ms = Duration::from_millis;
+        assert_eq!(ticks.next_within(now, ms(1)), None, "nothing planned");
+        ticks.plan(now + Duration::from_micros(400));
+        assert_eq!(
+            ticks.next_within(now, ms(1)),
+            Some(now + Duration::from_micros(400))
+        );
+        assert_eq!(
+            ticks.next_within(now, Duration::from_micros(100)),
+            None,
+            "too far"
+        );
+        // Once its instant has passed the plan is stale: the dispatcher is busy issuing, not asleep.
+        assert_eq!(ticks.next_within(now + ms(1), ms(1)), None, "stale");
+        ticks.plan(now + ms(2));
+        ticks.end();
+        assert_eq!(ticks.next_within(now + ms(1), ms(5)), None, "ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_begun_before_the_wake_up_ends_with_it_and_the_end_releases_every_wait() {
+        let ticks = Arc::new(Ticks::new(Instant::now()));
+        let first = ticks.notified();
+        // Created before the wake-up and polled only after it: still woken.
+        ticks.wake();
+        tokio::time::timeout(Duration::from_secs(1), first)
+            .await
+            .expect("woken by the wake-up it was created before");
+        let waiting = {
+            let ticks = ticks.clone();
+            tokio::spawn(async move { ticks.notified().await })
+        };
+        tokio::task::yield_now().await;
+        drop(EndTicks(Some(ticks.clone())));
+        tokio::time::timeout(Duration::from_secs(1), waiting)
+            .await
+            .expect("released by the end")
+            .unwrap();
+    }
 }
