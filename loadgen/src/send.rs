@@ -120,6 +120,8 @@ pub(crate) struct HttpTransport {
     default_port: u16,
     /// The dispatcher's wake-ups (see [`HOLD_WITHIN`]).
     ticks: Arc<Ticks>,
+    /// How near the next wake-up must be for an answer to be held: [`HOLD_WITHIN`].
+    hold_within: Duration,
 }
 
 /// A live keep-alive connection and its read buffer (which survives between exchanges to avoid reallocating).
@@ -169,6 +171,7 @@ impl HttpTransport {
             default_port: if target.is_tls() { 443 } else { 80 },
             tls,
             ticks: Arc::new(Ticks::new(Instant::now())),
+            hold_within: HOLD_WITHIN,
         }
     }
 
@@ -248,7 +251,7 @@ impl Transport for HttpTransport {
             false
         } else {
             self.ticks
-                .next_within(Instant::now(), HOLD_WITHIN)
+                .next_within(Instant::now(), self.hold_within)
                 .is_some()
                 && conn.hold()
         };
@@ -315,6 +318,9 @@ impl HttpConn {
         match held::recv_stamped(tcp, &mut self.buffer) {
             // A clean end or a reset before any of the answer: a stale keep-alive connection, as in `read_response`.
             Ok((0, _)) => Err(TransportError(STALE.into())),
+            // No stamp (the first socket of the system to ask for them switches the kernel's stamps on in
+            // deferred work, so the first answers after may carry none): the answer ends at this read, late by
+            // at most the hold, never early.
             Ok((_, stamp)) => {
                 self.received = stamp.map(held::to_instant);
                 Ok(())
@@ -735,8 +741,41 @@ mod tests {
     }
 
     /// Plans the dispatcher's next wake-up within the hold window, and wakes it `late` from now.
+    /// A transport whose exchanges hold their answers for any wake-up planned in the next 10 s: the 1 ms window
+    /// of a real run would race a test thread that a busy machine deschedules between the plan and the exchange.
+    fn holding_transport(target: &Target) -> HttpTransport {
+        let mut t = HttpTransport::new(target, None, None);
+        t.hold_within = Duration::from_secs(10);
+        t
+    }
+
+    /// Turns the kernel's receive timestamps on for the test and keeps them on while the returned pair lives.
+    /// The first socket of the system that asks for them switches them on in deferred kernel work, so an answer
+    /// received just after may carry none: this waits until a byte sent over loopback comes back stamped.
+    async fn kernel_stamps_on() -> (tokio::net::TcpStream, tokio::net::TcpStream) {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut server, _) = listener.accept().await.unwrap();
+        held::set(&client, libc::SO_TIMESTAMPNS, 1).unwrap();
+        let mut buf = BytesMut::with_capacity(64);
+        for _ in 0..1000 {
+            server.write_all(b"x").await.unwrap();
+            client.readable().await.unwrap();
+            if let Ok((_, Some(_))) = held::recv_stamped(&client, &mut buf) {
+                return (client, server);
+            }
+            buf.clear();
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("the kernel stamped none of 1,000 bytes received over loopback (SO_TIMESTAMPNS)");
+    }
+
+    /// Plans a wake-up well inside the hold window and makes it after `late`.
     fn late_wake_up(ticks: &Arc<Ticks>, late: Duration) -> tokio::task::JoinHandle<()> {
-        ticks.plan(Instant::now() + Duration::from_micros(900));
+        ticks.plan(Instant::now() + Duration::from_secs(5));
         let ticks = ticks.clone();
         tokio::spawn(async move {
             tokio::time::sleep(late).await;
@@ -746,17 +785,18 @@ mod tests {
 
     #[tokio::test]
     async fn an_answer_held_for_the_dispatchers_wake_up_ends_when_the_kernel_received_it() {
+        let _stamps = kernel_stamps_on().await;
         let (target, mut wrote) = split_server(
             vec![b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n"],
             Duration::ZERO,
             2,
         )
         .await;
-        let t = HttpTransport::new(&target, None, None);
+        let t = holding_transport(&target);
         let ticks = t.ticks().unwrap();
         let mut conn = t.connect().await.unwrap();
 
-        // The dispatcher plans to wake up within the hold window, then wakes up 50 ms late.
+        // The dispatcher plans a wake-up within the hold window and makes it 50 ms later.
         let waker = late_wake_up(&ticks, Duration::from_millis(50));
         let answer = t.exchange(&mut conn, &get()).await.unwrap();
         let woke = Instant::now();
@@ -802,7 +842,7 @@ mod tests {
             1,
         )
         .await;
-        let t = HttpTransport::new(&target, None, None);
+        let t = holding_transport(&target);
         let ticks = t.ticks().unwrap();
         let mut conn = t.connect().await.unwrap();
         let waker = late_wake_up(&ticks, Duration::from_millis(5));
@@ -843,7 +883,7 @@ mod tests {
             2,
         )
         .await;
-        let t = HttpTransport::new(&target, None, None);
+        let t = holding_transport(&target);
         let ticks = t.ticks().unwrap();
         let mut conn = t.connect().await.unwrap();
         let waker = late_wake_up(&ticks, Duration::from_millis(5));
@@ -856,7 +896,7 @@ mod tests {
         assert_eq!(HttpTransport::received(&conn), None, "ended at its read");
         assert_eq!(conn.skip, SKIP_AFTER_MISS);
         // The next exchange is not held, though a wake-up is near.
-        ticks.plan(Instant::now() + Duration::from_micros(900));
+        ticks.plan(Instant::now() + Duration::from_secs(5));
         t.exchange(&mut conn, &get()).await.unwrap();
         assert!(!conn.holding);
         assert_eq!(conn.skip, SKIP_AFTER_MISS - 1);
