@@ -451,6 +451,43 @@ fn an_empty_file_a_missing_file_and_an_unknown_format_exit_2_with_a_reason() {
 /// The speed of the round trip: the 30 s record plays in 7.5 s, every latency divided by 4.
 const SPEED: f64 = 4.0;
 
+/// How late this machine wakes a sleeping thread while `f` runs: a thread sleeps 1 ms at a time and records each
+/// overshoot. Returns `f`'s result, the median overshoot and the median over whole seconds of each second's
+/// largest, in ms: what any delay served on this machine (faultd's included) can be late by, at its median and
+/// near the top of a second's worth of calls. On a quiet machine both are a fraction of a millisecond; when the
+/// host takes the CPU away (steal time) they grow, and a served latency with them.
+fn with_lateness<T>(f: impl FnOnce() -> T) -> (T, f64, f64) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+    let stop = Arc::new(AtomicBool::new(false));
+    let probe = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut late: Vec<(u64, f64)> = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let before = Instant::now();
+                std::thread::sleep(Duration::from_millis(1));
+                let over = before.elapsed().saturating_sub(Duration::from_millis(1));
+                late.push((start.elapsed().as_secs(), over.as_secs_f64() * 1e3));
+            }
+            late
+        })
+    };
+    let out = f();
+    stop.store(true, Ordering::Relaxed);
+    let late = probe.join().expect("the lateness probe ends");
+    let median = percentile(late.iter().map(|(_, l)| *l).collect(), 0.5);
+    let mut worst_per_second: std::collections::BTreeMap<u64, f64> = Default::default();
+    for (s, l) in late {
+        let w = worst_per_second.entry(s).or_default();
+        *w = w.max(l);
+    }
+    let worst = percentile(worst_per_second.into_values().collect(), 0.5);
+    (out, median, worst)
+}
+
 #[test]
 fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals() {
     let dir = tmp("roundtrip");
@@ -460,15 +497,17 @@ fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals
     let scenario = dir.join("brownout.yaml");
     std::fs::write(&scenario, &imported.yaml).unwrap();
     let report = dir.join("report");
-    let (code, stdout, stderr) = faultline(
-        &[
-            "run",
-            scenario.to_str().unwrap(),
-            "--report-dir",
-            report.to_str().unwrap(),
-        ],
-        &dir,
-    );
+    let ((code, stdout, stderr), late_median, late_worst) = with_lateness(|| {
+        faultline(
+            &[
+                "run",
+                scenario.to_str().unwrap(),
+                "--report-dir",
+                report.to_str().unwrap(),
+            ],
+            &dir,
+        )
+    });
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     let result: Value =
         serde_json::from_str(&std::fs::read_to_string(report.join("result.json")).unwrap())
@@ -477,7 +516,11 @@ fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals
 
     // The dependency, per phase found in the log: faultd's p50 and p99 (the median over the phase's buckets, each
     // a phase of its own) against the log's over the phase, divided by the speed. Tolerance: 5% or 2 ms for the
-    // median; 5% or 5 ms for p99, since a sleep on a loaded 2-core machine overshoots by a few ms now and then.
+    // median; 5% or 5 ms for p99, since a sleep on a loaded 2-core machine overshoots by a few ms now and then;
+    // above, each plus how late this machine woke a sleeping thread during the run (its median for p50, its
+    // typical worst per second for p99, which is near the top of a second's 100 calls): a delay cannot be served
+    // more exactly than the host schedules it.
+    eprintln!("sleep lateness during the run: median {late_median:.2} ms, worst per second (median over seconds) {late_worst:.2} ms");
     let phases = result["phases"].as_array().unwrap();
     for (name, seconds) in [
         ("healthy", 0..10),
@@ -494,15 +537,21 @@ fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals
         let logged: Vec<f64> = seconds
             .flat_map(|s| (0..PER_SECOND).map(move |i| upstream_ms(s, i) / SPEED))
             .collect();
-        for (q, key, slack) in [(0.5, "p50_ms", 2.0), (0.99, "p99_ms", 5.0)] {
+        for (q, key, slack, late) in [
+            (0.5, "p50_ms", 2.0, late_median),
+            (0.99, "p99_ms", 5.0, late_worst),
+        ] {
             let want = percentile(logged.clone(), q);
             let got = percentile(
                 served.iter().map(|v| v[key].as_f64().unwrap()).collect(),
                 0.5,
             );
+            // Lateness only ever adds: it widens the bound above, not below.
+            let tolerance = (want * 0.05).max(slack);
             assert!(
-                (got - want).abs() <= (want * 0.05).max(slack),
-                "{name} {key}: faultd served {got:.2} ms, the log says {want:.2} ms"
+                got >= want - tolerance && got <= want + tolerance + late,
+                "{name} {key}: faultd served {got:.2} ms, the log says {want:.2} ms (sleep lateness: median \
+                 {late_median:.2} ms, worst per second {late_worst:.2} ms)"
             );
         }
     }
