@@ -156,7 +156,6 @@ impl Ticks {
     }
 }
 
-/// Ends the ticks when the dispatcher's task ends, however it ends.
 /// When the dispatcher wakes for each batch: at the batch's last arrival, and at least [`COALESCE`] after the
 /// wake-up planned before it, so a batch's first arrival is never planned more than `COALESCE` late (batches
 /// start at least `COALESCE` apart) and wake-ups stay under 10,000/s. Each is planned from the previous plan,
@@ -176,6 +175,7 @@ impl Wakeups {
     }
 }
 
+/// Ends the ticks when the dispatcher's task ends, however it ends.
 struct EndTicks(Option<Arc<Ticks>>);
 
 impl Drop for EndTicks {

@@ -740,7 +740,6 @@ mod tests {
         (target, rx)
     }
 
-    /// Plans the dispatcher's next wake-up within the hold window, and wakes it `late` from now.
     /// A transport whose exchanges hold their answers for any wake-up planned in the next 10 s: the 1 ms window
     /// of a real run would race a test thread that a busy machine deschedules between the plan and the exchange.
     fn holding_transport(target: &Target) -> HttpTransport {
