@@ -184,16 +184,51 @@ async fn connection(shared: Arc<RouteShared>, client: TcpStream, n: u64) {
         end: watch::channel(Ending::Open).0,
         counted: Mutex::new(HashSet::new()),
     });
+    let kill_seen = shared.kill.subscribe();
     let work = serve(ctx.clone(), client);
     tokio::pin!(work);
-    let ending = tokio::select! {
-        e = &mut work => e,
-        _ = kill.changed() => {
+    let killed = kill.changed();
+    tokio::pin!(killed);
+    // This task also moves the server's bytes to the client: the kill signal is polled again only when its
+    // version moved or the task's waker changed, not on every chunk.
+    let mut registered = Registered::default();
+    let done = std::future::poll_fn(|cx| {
+        if let Poll::Ready(e) = work.as_mut().poll(cx) {
+            return Poll::Ready(Some(e));
+        }
+        if registered.still(cx, !kill_seen.has_changed().unwrap_or(true)) {
+            return Poll::Pending;
+        }
+        killed.as_mut().poll(cx).map(|_| None)
+    })
+    .await;
+    let ending = match done {
+        Some(e) => e,
+        None => {
             ctx.finish(Ending::Close);
             work.await
         }
     };
     shared.recorder.closed(ending == Ending::Reset);
+}
+
+/// The waker a task's signal futures were last polled with. They stay registered with it until a signal fires,
+/// so while the task's waker is the same and no signal's version moved, polling them again can be skipped:
+/// tokio's watch futures cost tens of instructions per poll, and a busy connection's task is polled once per
+/// chunk.
+#[derive(Default)]
+struct Registered(Option<Waker>);
+
+impl Registered {
+    /// True when the signals were last polled with this task's waker and `unmoved` (no version moved since);
+    /// otherwise notes the waker, and the caller polls them.
+    fn still(&mut self, cx: &std::task::Context<'_>, unmoved: bool) -> bool {
+        if unmoved && self.0.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            return true;
+        }
+        self.0 = Some(cx.waker().clone());
+        false
+    }
 }
 
 async fn serve(ctx: Arc<ConnCtx>, client: TcpStream) -> Ending {
@@ -397,37 +432,34 @@ async fn direct(
         tokio::pin!(end);
         let changed = toxics_rx.changed();
         tokio::pin!(changed);
-        // The task's waker the two futures were last polled with: they stay registered for it until a signal
-        // fires, so while neither version moved and the waker is the same, polling them again is skipped.
-        let mut registered: Option<Waker> = None;
+        let mut registered = Registered::default();
         loop {
             // Data first: a ready chunk is moved without looking at the signals. When the socket has nothing,
             // the signals' futures are polled only if they have not registered this task's waker yet or one of
             // their versions moved; between chunks the versions are compared, so a connection that never goes
             // idle still sees its end or a new toxic within one chunk. Polling both futures on every wait cost
-            // about a tenth of the instructions of a chunk moved (callgrind).
-            let ready = tokio::select! {
-                biased;
-                r = src.readable() => r,
-                signal = std::future::poll_fn(|cx| {
-                    let fresh = registered.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
-                    if fresh
-                        && !end_seen.has_changed().unwrap_or(true)
-                        && !toxics_seen.has_changed().unwrap_or(true)
-                    {
-                        return Poll::Pending;
-                    }
-                    registered = Some(cx.waker().clone());
-                    if end.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(false);
-                    }
-                    changed.as_mut().poll(cx).map(|c| c.is_ok())
-                }) => {
-                    if !signal {
-                        return false;
-                    }
-                    break;
+            // about a tenth of the instructions of a chunk moved (callgrind). The socket's readiness is polled in
+            // place (its one reader slot) rather than through a `readable()` future, which joins and leaves the
+            // socket's list of waiters on every chunk.
+            let woke = std::future::poll_fn(|cx| {
+                if let Poll::Ready(r) = src.as_ref().poll_read_ready(cx) {
+                    return Poll::Ready(Woke::Readable(r));
                 }
+                let unmoved = !end_seen.has_changed().unwrap_or(true)
+                    && !toxics_seen.has_changed().unwrap_or(true);
+                if registered.still(cx, unmoved) {
+                    return Poll::Pending;
+                }
+                if end.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Woke::Signal(false));
+                }
+                changed.as_mut().poll(cx).map(|c| Woke::Signal(c.is_ok()))
+            })
+            .await;
+            let ready = match woke {
+                Woke::Readable(r) => r,
+                Woke::Signal(false) => return false,
+                Woke::Signal(true) => break,
             };
             let moved = ready.and_then(|()| {
                 with_scratch(|scratch| {
@@ -488,6 +520,14 @@ async fn direct(
             }
         }
     }
+}
+
+/// What ended a wait of the direct path.
+enum Woke {
+    /// The source socket has (or may have) bytes to read.
+    Readable(io::Result<()>),
+    /// The connection ended (false) or the toxics changed (true).
+    Signal(bool),
 }
 
 /// What one read from a socket gave.
