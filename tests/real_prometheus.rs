@@ -227,9 +227,15 @@ fn prometheus_scraping_a_run_holds_its_totals_its_breaker_opening_and_its_verdic
         .all(|(_, _, s)| *s == Some(1.0)));
 
     // The expectations, over the whole run (query_range, one point per scrape interval): each series ends at its
-    // verdict: 1 held, 2 failed. `pool` can only be judged at the end: pending until then.
-    let start = *elapsed.keys().next().unwrap() as f64 / 1000.0;
-    let end = *elapsed.keys().last().unwrap() as f64 / 1000.0;
+    // verdict: 1 held, 2 failed. `pool` can only be judged at the end: pending until then. The points are counted
+    // back from the last scrape, so the last one reads it: a grid counted from the first scrape ends up to an
+    // interval before the last once the scrapes drift from their schedule (a host that stalls Prometheus), and
+    // then reads the scrape before, still pending.
+    let first = *elapsed.keys().next().unwrap();
+    let end_ms = *elapsed.keys().last().unwrap();
+    let step_ms = SCRAPE.as_millis() as i64;
+    let start = (end_ms - (end_ms - first) / step_ms * step_ms) as f64 / 1000.0;
+    let end = end_ms as f64 / 1000.0;
     let range = api(
         &prometheus,
         &format!(
