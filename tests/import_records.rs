@@ -317,13 +317,12 @@ fn replay_and_check(
     assert_eq!(verdicts(&result), original_verdicts);
 }
 
-/// The detected phases (names without a `.k` suffix) with their start and end, seconds of the record.
 /// The record's whole seconds (from `from`) outside the brownout that hold a dependency call slower than twice the
 /// healthy p99 (the calls before the brownout). Calls begun in the half second before the brownout may have met it
 /// and count as neither.
 fn stalled_buckets(truth: &Truth, started: f64, from: f64) -> Vec<i64> {
     let brownout = started + BROWNOUT - 0.5..started + RECOVERED;
-    let mut healthy: Vec<f64> = truth
+    let healthy: Vec<f64> = truth
         .calls
         .iter()
         .filter(|c| c.0 < brownout.start)
@@ -332,8 +331,7 @@ fn stalled_buckets(truth: &Truth, started: f64, from: f64) -> Vec<i64> {
     if healthy.is_empty() {
         return Vec::new();
     }
-    healthy.sort_by(f64::total_cmp);
-    let p99 = healthy[((healthy.len() as f64 * 0.99).ceil() as usize).clamp(1, healthy.len()) - 1];
+    let p99 = percentile(healthy, 0.99);
     let mut seconds: Vec<i64> = truth
         .calls
         .iter()
@@ -354,6 +352,7 @@ fn stalled_run(stalled: &[i64], first: i64, step: i64) -> f64 {
     n as f64
 }
 
+/// The detected phases (names without a `.k` suffix) with their start and end, seconds of the record.
 fn phase_spans(v: &Validated) -> Vec<(String, f64, f64)> {
     let duration = v.scenario.duration.get().as_secs_f64();
     let starts: Vec<(String, f64)> = v
