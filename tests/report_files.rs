@@ -12,7 +12,7 @@ use faultline::breaker::crosscheck::Disagreement;
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
 use faultline::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
 use faultline::report::result::{
-    pool_limits, BreakerSummary, Percentiles, PhaseSummary, PoolLimit, ReplicaRoute,
+    pool_limits, BreakerSummary, GeneratorLate, Percentiles, PhaseSummary, PoolLimit, ReplicaRoute,
     ReplicaSummary, ReplicasSummary, RouteSummary, ScenarioInfo, Series, Totals,
 };
 use faultline::report::{self, compare, html, ResultFile, RESULT_VERSION};
@@ -184,6 +184,7 @@ fn fixture(buckets: usize) -> Fixture {
                     corrected: LatencyHistogram(corrected.clone()),
                     uncorrected: LatencyHistogram(uncorrected.clone()),
                     send_lag: LatencyHistogram::default(),
+                    late: LatencyHistogram::default(),
                 },
             );
             loadgen::PhaseRecording {
@@ -401,6 +402,7 @@ fn fixture(buckets: usize) -> Fixture {
                 "tls: invalid peer certificate: Expired".to_string(),
                 7,
             )]),
+            generator_late: None,
         },
         dependency: [(
             "pricing".to_string(),
@@ -1333,4 +1335,37 @@ fn a_phase_faultd_served_nothing_in_still_gets_an_empty_dependency_hgrm() {
             .total_count,
         f.dependency.routes["pricing"].latency["healthy"].len()
     );
+}
+
+#[test]
+fn the_generators_own_lateness_reaches_result_and_summary_and_an_old_recording_has_none() {
+    let mut f = fixture(40);
+    assert_eq!(
+        GeneratorLate::of(&f.load),
+        None,
+        "a recording without the measure"
+    );
+    // 990 requests on time and 10 that the generator sent 25 ms late (a host stall).
+    let late = &mut f.load.phases[0]
+        .classes
+        .get_mut(&loadgen::Outcome::Ok)
+        .unwrap()
+        .late
+        .0;
+    late.record_n(0, 990).unwrap();
+    late.record_n(25_000_000, 10).unwrap();
+    let g = GeneratorLate::of(&f.load).unwrap();
+    assert_eq!(g.p99_ms, 0.0, "the p99 falls among the 990 on time");
+    assert!((g.max_ms - 25.0).abs() < 0.05, "{}", g.max_ms);
+
+    f.result.totals.generator_late = Some(g);
+    let summary = report::summary::text(&f.result);
+    assert!(
+        summary.contains(
+            "  the load generator's own lateness in sending, left out of these: p99 0.00 ms, max 25.0"
+        ),
+        "{summary}"
+    );
+    let saved = serde_json::to_value(&f.result).unwrap();
+    assert_eq!(saved["totals"]["generator_late"]["p99_ms"], 0.0);
 }

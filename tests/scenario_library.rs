@@ -4,8 +4,8 @@
 //!
 //! On top of what `prove` checks, each test reads the mistaken run's result.json and requires the failing
 //! expectations to be exactly the ones the table below names: the mistake must fail the scenario for the reason
-//! the scenario is about, and for no other (slow-dependency, the founding example, also fails consequences of its
-//! mistake, and is only required to fail its proof's expectation).
+//! the scenario is about, and for no other (the table says which scenarios' mistakes also fail consequences of
+//! the same mistake, and are only required to fail their proof's expectation).
 //!
 //! Runs one scenario at a time (a process-wide lock): two runs at once on a 2-core machine distort the timings
 //! the expectations measure. Each scenario's time scale is chosen so that the counts the expectations rest on
@@ -112,11 +112,15 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["opens"],
         only_these: true,
     },
+    // instant_reconnect also fails the fast-fail p99 whenever CPU is short: each call in flight at the opening
+    // makes six handshakes per attempt, the storm's handshakes take the CPU, and those calls end by timeout inside
+    // the open span (measured with four busy loops beside the run: p99 323-510 ms with the mistake, 5 ms without).
+    // A consequence of the same mistake; only `reconnects` is its proof.
     Entry {
         file: "certificate-expiry.yaml",
         scale: "0.5",
         fails_with_mistake: &["reconnects"],
-        only_these: true,
+        only_these: false,
     },
     Entry {
         file: "grpc-unavailable.yaml",

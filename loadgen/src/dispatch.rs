@@ -191,6 +191,12 @@ struct Job {
     request: Wire,
     /// From the origin.
     intended: Duration,
+    /// When the dispatcher handed it over.
+    dispatched: Instant,
+    /// It found every lane busy with a request and none could be opened: its wait for a lane is the service's
+    /// doing (coordinated omission) and counts in its latency from `dispatched`. Otherwise a lane was free or
+    /// opened for it, and the wait until that lane ran is the generator's own.
+    behind_busy_lanes: bool,
     /// The timeout counts from dispatch, so an arrival waiting for a lane times out like one waiting for the
     /// server, and every arrival ends by its deadline.
     deadline: Instant,
@@ -314,10 +320,10 @@ impl<T: Transport> Issue for Exchanges<T> {
 impl<T: Transport> Exchanges<T> {
     /// Hands an arrival to an idle lane, or opens a lane if fewer than `connections` exist; otherwise it waits in
     /// the queue for the first lane to finish. Never blocks.
-    fn submit(self: &Arc<Self>, job: Job) {
+    fn submit(self: &Arc<Self>, mut job: Job) {
         let lanes = &self.lanes;
-        lanes.jobs().push_back(job);
         if lanes.claim_idle() {
+            lanes.jobs().push_back(job);
             lanes.ready.notify_one();
             return;
         }
@@ -327,8 +333,13 @@ impl<T: Transport> Exchanges<T> {
                 (n < lanes.max).then_some(n + 1)
             })
             .is_ok();
+        job.behind_busy_lanes = !opened;
+        lanes.jobs().push_back(job);
         if opened {
             self.runtime.spawn(self.clone().lane());
+        } else if lanes.claim_idle() {
+            // A lane that went idle after the first claim, and may have found the queue still empty.
+            lanes.ready.notify_one();
         }
     }
 
@@ -371,11 +382,21 @@ impl<T: Transport> Exchanges<T> {
         let from_origin = |t: Instant| t.saturating_duration_since(self.origin);
         if now >= job.deadline {
             // It waited for a lane past its deadline: never sent, charged its whole wait.
-            self.recorder
-                .completed(Outcome::Timeout, job.intended, None, from_origin(now));
+            self.recorder.completed(
+                Outcome::Timeout,
+                job.intended,
+                from_origin(job.dispatched),
+                None,
+                from_origin(now),
+            );
             return;
         }
         let actual = now;
+        let ready = if job.behind_busy_lanes {
+            job.dispatched
+        } else {
+            actual
+        };
         lane.timer.as_mut().reset(job.deadline);
         let result = tokio::select! {
             biased;
@@ -404,6 +425,7 @@ impl<T: Transport> Exchanges<T> {
         self.recorder.completed(
             outcome,
             job.intended,
+            from_origin(ready),
             Some(from_origin(actual)),
             from_origin(done),
         );
@@ -430,6 +452,8 @@ impl<T: Transport> Exchanges<T> {
         self.submit(Job {
             request,
             intended,
+            dispatched: now,
+            behind_busy_lanes: false,
             deadline: now.max(self.origin + intended) + self.timeout,
         });
     }
@@ -627,6 +651,8 @@ pub(crate) async fn run_closed<T: Transport>(
                 let job = Job {
                     request,
                     intended,
+                    dispatched: now,
+                    behind_busy_lanes: false,
                     deadline: now + exchanges.timeout,
                 };
                 exchanges.serve(&mut lane, job).await;

@@ -498,6 +498,9 @@ impl H2Exchanges {
     /// Sends `request` on a stream of slot `slot` (claimed by the caller, released here) and records its outcome;
     /// the client's timeout counts from the later of the intended time and `now`, when it was handed over.
     async fn call(&self, slot: usize, request: H2Request, intended: Duration, now: Instant) {
+        // Its slot was claimed at hand-over, so nothing here waits on the service before it runs: any delay
+        // until then is the generator's own.
+        let ready = Instant::now();
         let timeout = request
             .deadline
             .map_or(self.timeout, |d| d.min(self.timeout));
@@ -520,6 +523,7 @@ impl H2Exchanges {
         self.recorder.completed(
             outcome,
             intended,
+            from_origin(ready),
             Some(from_origin(actual.unwrap_or(now))),
             from_origin(done),
         );

@@ -104,6 +104,7 @@ fn add_class_histograms(into: &mut ClassHistograms, from: &ClassHistograms) {
     add_histogram(&mut into.corrected.0, &from.corrected.0);
     add_histogram(&mut into.uncorrected.0, &from.uncorrected.0);
     add_histogram(&mut into.send_lag.0, &from.send_lag.0);
+    add_histogram(&mut into.late.0, &from.late.0);
 }
 
 impl Recording {

@@ -319,21 +319,25 @@ impl Recorder {
         s.level_changed(now_index, level);
     }
 
-    /// A dispatched request ended with `outcome` at `done`. `actual` is when it got a connection and went out;
-    /// `None` if it timed out before that, in which case only the corrected latency exists.
     /// Counts the reason of one `connect_error` (a refused connect, a failed handshake, a broken exchange).
     pub(crate) fn connect_error(&self, reason: String) {
         *self.lock().connect_errors.entry(reason).or_insert(0) += 1;
     }
 
+    /// A dispatched request ended with `outcome` at `done`. `ready` is when the generator was ready to send it:
+    /// its intended time, or later if the generator itself ran late; latency counts from the later of the two.
+    /// `actual` is when it got a connection and went out; `None` if it timed out before that, in which case only
+    /// the corrected latency exists.
     pub(crate) fn completed(
         &self,
         outcome: Outcome,
         intended: Duration,
+        ready: Duration,
         actual: Option<Duration>,
         done: Duration,
     ) {
-        let corrected = nanos(done.saturating_sub(intended));
+        let start = ready.max(intended);
+        let corrected = nanos(done.saturating_sub(start));
         let mut s = self.lock();
         s.totals.add(outcome);
         let phase = s.phase_index(intended);
@@ -342,6 +346,7 @@ impl Recorder {
         if outcome != Outcome::Dropped {
             let h = p.classes[outcome.index()].get_or_insert_with(Default::default);
             record(&mut h.corrected.0, corrected);
+            record(&mut h.late.0, nanos(start - intended));
             if let Some(actual) = actual {
                 record(&mut h.uncorrected.0, nanos(done.saturating_sub(actual)));
                 record(&mut h.send_lag.0, nanos(actual.saturating_sub(intended)));
@@ -479,8 +484,14 @@ mod tests {
         r.sent(ms(950), ms(951));
         r.sent(ms(1010), ms(1012));
         r.dropped(ms(1020));
-        r.completed(Outcome::Ok, ms(950), Some(ms(951)), ms(1250));
-        r.completed(Outcome::Fallback, ms(1010), Some(ms(1012)), ms(1270));
+        r.completed(Outcome::Ok, ms(950), ms(950), Some(ms(951)), ms(1250));
+        r.completed(
+            Outcome::Fallback,
+            ms(1010),
+            ms(1010),
+            Some(ms(1012)),
+            ms(1270),
+        );
         let rec = r.recording(Model::Open, false);
 
         assert_eq!(rec.phases[0].counts.ok, 1);
@@ -545,7 +556,7 @@ mod tests {
         for i in 0..5 {
             r.sent(ms(i), ms(i));
         }
-        r.completed(Outcome::Timeout, ms(0), None, ms(500));
+        r.completed(Outcome::Timeout, ms(0), ms(0), None, ms(500));
         assert_eq!(r.in_flight(), 4);
         let rec = r.recording(Model::Open, true);
         assert_eq!(
@@ -568,6 +579,38 @@ mod tests {
     }
 
     #[test]
+    fn latency_counts_from_when_the_generator_was_ready_and_its_lateness_is_kept_apart() {
+        let r = Recorder::new(&[], ms(100), ms(2000), Series::Keep);
+        // Due at 100 ms, ready at 140 ms (the generator late by 40 ms), sent at 145 ms, answered at 150 ms.
+        r.sent(ms(100), ms(140));
+        r.completed(Outcome::Ok, ms(100), ms(140), Some(ms(145)), ms(150));
+        // Due at 300 ms and ready on time: every millisecond until the answer at 320 ms counts.
+        r.sent(ms(300), ms(300));
+        r.completed(Outcome::Ok, ms(300), ms(300), Some(ms(310)), ms(320));
+        let rec = r.recording(Model::Open, false);
+        let at = |m, phase_ms: u64| {
+            let h = rec.histogram(m, None, |_| true);
+            h.count_between(0, h.highest_equivalent(phase_ms * 1_000_000))
+        };
+        // Corrected: 10 ms and 20 ms, never the 50 ms from the first one's intended time.
+        let corrected = rec.histogram(Measure::Corrected, None, |_| true);
+        assert_eq!(corrected.max(), corrected.highest_equivalent(20_000_000));
+        assert_eq!(at(Measure::Corrected, 10), 1);
+        let late = rec.histogram(Measure::Late, None, |_| true);
+        assert_eq!(late.max(), late.highest_equivalent(40_000_000));
+        assert_eq!(at(Measure::Late, 0), 1, "the second was on time");
+        // The send lag still shows every delay before the send, the generator's included.
+        let lag = rec.histogram(Measure::SendLag, None, |_| true);
+        assert_eq!(lag.max(), lag.highest_equivalent(45_000_000));
+        // The time series holds the same corrected latencies.
+        let bucket = rec.buckets[1].latency.unwrap();
+        assert_eq!(
+            bucket.max.get(),
+            Duration::from_nanos(corrected.highest_equivalent(10_000_000))
+        );
+    }
+
+    #[test]
     fn progress_reports_the_p99_of_the_last_second_only() {
         let r = Recorder::new(&[], ms(100), ms(10_000), Series::Keep);
         for i in 0..10u64 {
@@ -575,17 +618,18 @@ mod tests {
             r.completed(
                 Outcome::Ok,
                 ms(i * 100),
+                ms(i * 100),
                 Some(ms(i * 100)),
                 ms(i * 100 + 50),
             );
         }
         // A slow one long ago, then only fast ones for more than a second.
         r.sent(ms(1000), ms(1000));
-        r.completed(Outcome::Ok, ms(0), Some(ms(1000)), ms(1020));
+        r.completed(Outcome::Ok, ms(0), ms(0), Some(ms(1000)), ms(1020));
         for i in 0..20u64 {
             let t = ms(2000 + i * 100);
             r.sent(t, t);
-            r.completed(Outcome::Ok, t, Some(t), t + ms(10));
+            r.completed(Outcome::Ok, t, t, Some(t), t + ms(10));
         }
         let p = r.progress(ms(4000));
         assert_eq!(p.completed, 31);
@@ -605,7 +649,7 @@ mod tests {
             for k in 0..20u64 {
                 let t = ms(b * 100 + k * 5);
                 r.sent(t, t);
-                r.completed(Outcome::Ok, t, Some(t), t + ms(30));
+                r.completed(Outcome::Ok, t, t, Some(t), t + ms(30));
             }
             after_each_bucket(r, b);
         }
@@ -687,6 +731,7 @@ mod tests {
             r.completed(
                 Outcome::Ok,
                 ms(i * 100),
+                ms(i * 100),
                 Some(ms(i * 100)),
                 ms(i * 100 + 10),
             );
@@ -695,7 +740,7 @@ mod tests {
         assert!(first_live >= 30, "buckets up to {first_live} are final");
         // A dispatch stamped 4 s ago, from a thread that lost the CPU between its clock and the lock.
         r.sent(ms(1000), ms(1000));
-        r.completed(Outcome::Ok, ms(1000), Some(ms(1000)), ms(1005));
+        r.completed(Outcome::Ok, ms(1000), ms(1000), Some(ms(1000)), ms(1005));
         let rec = r.recording(Model::Open, false);
         assert!(rec.conservation.holds);
         assert_eq!(rec.buckets.iter().map(|b| b.sent).sum::<u64>(), 51);

@@ -37,26 +37,33 @@ pub fn decode_histogram(bytes: &[u8]) -> Result<Histogram<u64>, DecodeError> {
     faultline_hdr::decode(bytes)
 }
 
-/// Which of the three recorded times a histogram holds.
+/// Which of the recorded times a histogram holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Measure {
-    /// From the intended send time to the end of the response: what a user arriving on schedule waited.
+    /// From the intended send time to the end of the response: what a user arriving on schedule waited. When the
+    /// generator itself was late to send (a late wake-up, a starved runtime, a host stall), from when it was ready:
+    /// the wait for a connection the service was still using counts, the generator's own lateness does not.
     Corrected,
     /// From the actual send (a connection in hand) to the end of the response: the service time alone.
     Uncorrected,
-    /// Actual send minus intended send: how far the generator itself fell behind.
+    /// Actual send minus intended send: how far the request's send fell behind, for any reason.
     SendLag,
+    /// How late the generator itself was in getting the request ready to send: left out of `Corrected`.
+    Late,
 }
 
-/// The three histograms of one outcome class in one phase.
+/// The histograms of one outcome class in one phase.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClassHistograms {
-    /// Latency from the intended send time (coordinated-omission free).
+    /// Latency from the intended send time (coordinated-omission free), the generator's own lateness left out.
     pub corrected: LatencyHistogram,
     /// Service time from the actual send.
     pub uncorrected: LatencyHistogram,
     /// Actual minus intended send time.
     pub send_lag: LatencyHistogram,
+    /// The generator's own lateness (absent from recordings made before it was kept: empty).
+    #[serde(default)]
+    pub late: LatencyHistogram,
 }
 
 impl ClassHistograms {
@@ -66,6 +73,7 @@ impl ClassHistograms {
             Measure::Corrected => &self.corrected.0,
             Measure::Uncorrected => &self.uncorrected.0,
             Measure::SendLag => &self.send_lag.0,
+            Measure::Late => &self.late.0,
         }
     }
 }

@@ -44,6 +44,7 @@ pub fn render(recording: &Recording, target: &str) -> String {
     let corrected = recording.histogram(Measure::Corrected, None, answered);
     let uncorrected = recording.histogram(Measure::Uncorrected, None, answered);
     let lag = recording.histogram(Measure::SendLag, None, answered);
+    let late = recording.histogram(Measure::Late, None, answered);
     let duration = recording.duration.get();
     let mut out = String::new();
     let model = match recording.model {
@@ -92,6 +93,13 @@ pub fn render(recording: &Recording, target: &str) -> String {
         at(&lag, 50.0),
         at(&lag, 99.0),
         at(&lag, 100.0)
+    );
+    let _ = writeln!(
+        out,
+        "  Generator's own lateness (left out of corrected): p50 {}, p99 {}, max {}",
+        at(&late, 50.0),
+        at(&late, 99.0),
+        at(&late, 100.0)
     );
     let t = &recording.totals;
     let _ = writeln!(

@@ -160,12 +160,53 @@ async fn queueing_behind_a_stall_goes_into_corrected_latency_and_not_uncorrected
     );
     // Their send lag is the queueing time: it is what the two histograms differ by.
     assert!(r.histogram(Measure::SendLag, Some("stall"), |_| true).max() >= 980_000_000);
+    assert_eq!(
+        r.histogram(Measure::Late, None, |_| true).max(),
+        0,
+        "a wait for the one busy connection is the service's doing, not the generator's"
+    );
     // Before the stall, and once the backlog of ~100 queued requests has drained (1 ms each against arrivals
     // every 10 ms: ~0.11 s after the stall ends), both agree on ~1 ms.
     for phase in ["before", "after"] {
         let c = r.histogram(Measure::Corrected, Some(phase), |_| true);
         assert!(c.max() <= 1_002_000, "{phase}: {}", c.max());
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_generators_own_lateness_is_left_out_of_corrected_latency_and_kept_apart() {
+    // A 1 ms service at 100/s. At 1.005 s the clock jumps 300 ms with nothing run in between, as when the host
+    // stalls the generator's thread: the 30 arrivals due at 1.01-1.30 s go out together at 1.305 s.
+    let origin = Instant::now();
+    let spec = LoadSpec::constant("100/s".parse().unwrap(), "/");
+    let options = RunOptions::new("http://127.0.0.1:9", ms(2000));
+    let mock = service(|_| (ms(1), 200));
+    let run = launch(spec, options, origin, |_, _| mock, Pacing::Timer, None).unwrap();
+    tokio::time::sleep_until(origin + ms(1005)).await;
+    tokio::time::advance(ms(300)).await;
+    let r = run.finish().await;
+    assert_conserved(&r);
+    assert_eq!(r.totals.ok, 200);
+
+    let late = r.histogram(Measure::Late, None, |_| true);
+    assert_eq!(
+        late.count_between(1, u64::MAX),
+        30,
+        "the arrivals due in the stall"
+    );
+    assert!(late.max() >= 290_000_000, "{}", late.max());
+    assert!(r.histogram(Measure::SendLag, None, |_| true).max() >= 290_000_000);
+    // Each was answered in its 1 ms the moment the generator could send it: the stall is not the service's.
+    let corrected = r.histogram(Measure::Corrected, None, |_| true);
+    assert!(corrected.max() <= 1_002_000, "{}", corrected.max());
+    let interval_max = r
+        .buckets
+        .iter()
+        .filter_map(|b| b.latency)
+        .map(|l| l.max.get())
+        .max()
+        .unwrap();
+    assert!(interval_max <= ms(2), "{interval_max:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -389,6 +389,7 @@ mod tests {
                 still_in_flight: 0,
                 conserved: true,
                 connect_errors: BTreeMap::new(),
+                generator_late: None,
             },
             dependency: BTreeMap::new(),
             breakers: BTreeMap::new(),

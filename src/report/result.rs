@@ -275,6 +275,31 @@ pub struct Totals {
     /// expired`, a broken exchange), when there were any.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub connect_errors: BTreeMap<String, u64>,
+    /// How late the load generator itself was in sending (a host stall, a starved runtime), over the requests that
+    /// got an answer or a timeout; left out of every SUT latency. Absent in files written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_late: Option<GeneratorLate>,
+}
+
+/// The load generator's own lateness: from a request's intended send time to when the generator was ready to send
+/// it, not counting a wait for a connection the SUT was still using (that is the SUT's, and in its latency).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct GeneratorLate {
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl GeneratorLate {
+    /// Over every request of `load` that was sent; `None` when nothing was, or the recording predates the measure.
+    pub fn of(load: &loadgen::Recording) -> Option<GeneratorLate> {
+        let late = load.histogram(loadgen::Measure::Late, None, |o| {
+            o != loadgen::Outcome::Dropped
+        });
+        (!late.is_empty()).then(|| GeneratorLate {
+            p99_ms: late.value_at_quantile(0.99) as f64 / 1e6,
+            max_ms: late.max() as f64 / 1e6,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -454,6 +479,7 @@ impl ResultFile {
             still_in_flight: load.still_in_flight,
             conserved: load.conservation.holds,
             connect_errors: rec.connect_errors.clone(),
+            generator_late: GeneratorLate::of(load),
         };
         let limits = pool_limits(&v.expectations);
         let dependency = rec

@@ -86,6 +86,13 @@ pub fn text(r: &ResultFile) -> String {
             num(l.max_ms)
         );
     }
+    if let Some(g) = &r.totals.generator_late {
+        let _ = writeln!(
+            o,
+            "  the load generator's own lateness in sending, left out of these: p99 {:.2} ms, max {:.2} ms",
+            g.p99_ms, g.max_ms
+        );
+    }
 
     let _ = writeln!(o, "\nOutcomes");
     let classes: Vec<(&String, &u64)> = r.totals.outcomes.iter().filter(|(_, n)| **n > 0).collect();
