@@ -10,7 +10,8 @@
 use super::timeline::{DepBucket, Histogram, Timeline};
 
 /// A bucket is degraded when its median latency is over this many times the healthy median (and at least
-/// [`MIN_SHIFT`] above it), or its p99 over this many times the healthy p99.
+/// [`MIN_SHIFT`] above it), or its p99 over this many times the healthy p99 (p99 as [`tail`] takes it: two calls,
+/// never one).
 const LATENCY_FACTOR: f64 = 2.0;
 /// A latency shift smaller than this is noise whatever the ratio (a 1 ms dependency at 2.5 ms is healthy).
 const MIN_SHIFT: f64 = 0.005;
@@ -41,9 +42,22 @@ struct Signal {
 fn signal(latency: &Histogram, failed: f64) -> Option<Signal> {
     Some(Signal {
         p50: latency.quantile(0.5)?,
-        p99: latency.quantile(0.99)?,
+        p99: tail(latency)?,
         failed,
     })
+}
+
+/// The bucket's p99, but never a single call's: over 100 calls or fewer p99 is the slowest call, and one slow call
+/// (a pause of the service's or of the host that wrote the record) is not a change of the dependency. So the tail
+/// is the lower of p99 and the second-slowest call: a bucket is slow by its tail only when two calls are.
+fn tail(latency: &Histogram) -> Option<f64> {
+    let n = latency.count();
+    let p99 = latency.quantile(0.99)?;
+    if n < 2 {
+        return Some(p99);
+    }
+    let second_slowest = latency.quantile((n - 1) as f64 / n as f64)?;
+    Some(p99.min(second_slowest))
 }
 
 fn signals(t: &Timeline) -> Vec<Option<Signal>> {
@@ -334,6 +348,47 @@ mod tests {
                 ("healthy", 0, 4),
                 ("degraded-1", 4, 8),
                 ("recovered", 8, 13)
+            ]
+        );
+    }
+
+    #[test]
+    fn one_slow_call_in_each_of_two_seconds_after_a_recovery_is_not_a_phase() {
+        // 50 calls a second, as a record of a small service: a host stall made one call slow in each of seconds
+        // 10 and 11 after the brownout of 4-9 s. Over 50 calls p99 is the slowest call, so each second would be
+        // degraded by it, the healthy second 9 between the brownout and them would be filled in, and the whole
+        // would be a second degraded level from 9 s.
+        let mut t = Timeline::new(1.0, false);
+        for s in 0..13usize {
+            for i in 0..50u64 {
+                let ms = if (4..9).contains(&s) {
+                    160.0
+                } else {
+                    10.0 + (i % 5) as f64
+                };
+                call_at(&mut t, 1000.0 + s as f64 + i as f64 / 50.0, ms / 1e3, 200);
+            }
+        }
+        call_at(&mut t, 1010.5, 0.038, 200);
+        call_at(&mut t, 1011.5, 0.032, 200);
+        assert_eq!(
+            summary(&find_phases(&t)),
+            vec![
+                ("healthy", 0, 4),
+                ("degraded-1", 4, 9),
+                ("recovered", 9, 13)
+            ]
+        );
+        // Two slow calls in a second are a change, and the same seconds make the phase that one call could not.
+        call_at(&mut t, 1010.6, 0.038, 200);
+        call_at(&mut t, 1011.6, 0.032, 200);
+        assert_eq!(
+            summary(&find_phases(&t)),
+            vec![
+                ("healthy", 0, 4),
+                ("degraded-1", 4, 9),
+                ("degraded-2", 9, 12),
+                ("recovered", 12, 13)
             ]
         );
     }
