@@ -155,15 +155,10 @@ fn sampling_band(record: &[f64], q: f64) -> (f64, f64) {
     let rank = |r: f64| record[(r.ceil() as usize).clamp(1, record.len()) - 1];
     // The importer keeps latency in bins 2% wide and faultd draws anywhere in a call's bin: the band runs from the
     // lower edge of the low rank's bin to the upper edge of the high rank's.
-    let edges = &*faultline::import::BIN_EDGES_US;
-    let us = |ms: f64| ms * 1e3;
-    let bin = |ms: f64| edges.partition_point(|e| (*e as f64) <= us(ms));
-    let lower = |ms: f64| {
-        bin(ms)
-            .checked_sub(1)
-            .map_or(0.0, |i| edges[i] as f64 / 1e3)
-    };
-    let upper = |ms: f64| edges.get(bin(ms)).map_or(ms, |e| *e as f64 / 1e3);
+    use faultline::import::{bin_of, lower_edge_us, BIN_EDGES_US};
+    let bin = |ms: f64| bin_of(ms / 1e3);
+    let lower = |ms: f64| lower_edge_us(bin(ms)) as f64 / 1e3;
+    let upper = |ms: f64| BIN_EDGES_US[bin(ms)] as f64 / 1e3;
     (lower(rank(n * q - spread)), upper(rank(n * q + spread)))
 }
 

@@ -87,19 +87,19 @@ pub fn render(recording: &Recording, target: &str) -> String {
         human(uncorrected.mean() as u64)
     );
     let _ = writeln!(out);
+    let spread = |h: &Histogram<u64>| {
+        format!(
+            "p50 {}, p99 {}, max {}",
+            at(h, 50.0),
+            at(h, 99.0),
+            at(h, 100.0)
+        )
+    };
+    let _ = writeln!(out, "  Send lag (actual - intended): {}", spread(&lag));
     let _ = writeln!(
         out,
-        "  Send lag (actual - intended): p50 {}, p99 {}, max {}",
-        at(&lag, 50.0),
-        at(&lag, 99.0),
-        at(&lag, 100.0)
-    );
-    let _ = writeln!(
-        out,
-        "  Generator's own lateness (left out of corrected): p50 {}, p99 {}, max {}",
-        at(&late, 50.0),
-        at(&late, 99.0),
-        at(&late, 100.0)
+        "  Generator's own lateness (left out of corrected): {}",
+        spread(&late)
     );
     let t = &recording.totals;
     let _ = writeln!(

@@ -27,7 +27,7 @@ mod writer;
 pub use phases::{find_phases, PhaseSpan};
 pub use templates::{Template, Templates};
 pub use time::{parse_duration, parse_time};
-pub use timeline::{DepBucket, Timeline, BIN_EDGES_US};
+pub use timeline::{bin_of, lower_edge_us, DepBucket, Timeline, BIN_EDGES_US};
 
 use std::fmt;
 use std::io::BufRead;
