@@ -4,7 +4,9 @@
 #   (a) throughput: redis-benchmark -t set,get with -P 16 and -P 1 through faultd, through HAProxy and straight to
 #       Redis (the ceiling); requests per second as the client reports them and as Redis counts them
 #       (INFO commandstats before and after: every request must have arrived), and requests per CPU-second of the
-#       proxy (target: faultd >= 1.0x HAProxy's rps).
+#       proxy (target: faultd >= 1.0x HAProxy's rps). Each round prints the host's steal time during it; the
+#       ratios are also given round by round (faultd's round over the HAProxy round right after it), as the
+#       median of those pairs and as the median of the pairs in which both rounds lost under STEAL_MAX percent.
 #   (b) added latency at a fixed 10,000 GET/s (redis_client.py rate: a fixed timetable, latency from the intended
 #       send time) through faultd and HAProxy vs straight to Redis: p50/p99 (target: faultd adds <= 50 us at p50,
 #       <= 200 us at p99).
@@ -17,7 +19,7 @@
 # Usage: bench/tcp/run.sh [a|b|c|d|all]
 #   env: ROUNDS=3 N_P16=2000000 N_P1=300000 CLIENTS=50 LAT_RATE=10000 LAT_SECS=10 LAT_CONNS=8
 #        TOXIC_RATE=1000 TOXIC_SECS=10 IDLE=10000 KINDS="fresh ping" PROXIES="faultd haproxy"
-#        FAULTD=target/release/faultd (another build to compare)
+#        FAULTD=target/release/faultd (another build to compare) STEAL_MAX=5
 # Needs haproxy, redis-server, redis-benchmark (apt-get install -y haproxy redis-server) and python3.
 # Redis, faultd (one tokio worker) and HAProxy (nbthread 1) run on CPU 0, the clients on CPU 1. Rounds alternate
 # (faultd, HAProxy, direct, faultd, ...) and the medians are quoted.
@@ -29,6 +31,7 @@ LAT_RATE=${LAT_RATE:-10000}; LAT_SECS=${LAT_SECS:-10}; LAT_CONNS=${LAT_CONNS:-8}
 TOXIC_RATE=${TOXIC_RATE:-1000}; TOXIC_SECS=${TOXIC_SECS:-10}
 IDLE=${IDLE:-10000}; KINDS=${KINDS:-"fresh ping"}; PROXIES=${PROXIES:-"faultd haproxy"}
 FAULTD=${FAULTD:-target/release/faultd}
+STEAL_MAX=${STEAL_MAX:-5}
 CLIENT=bench/tcp/redis_client.py
 missing=()
 for tool in haproxy redis-server redis-benchmark redis-cli python3; do
@@ -125,14 +128,16 @@ if [[ $WHAT == a || $WHAT == all ]]; then
     N=$N_P16; [ "$P" = 1 ] && N=$N_P1
     echo "== (a) redis-benchmark -c $CLIENTS -t set,get -P $P -n $N, $ROUNDS alternating rounds"
     for who in fd ha direct; do : > "$WORK/rps_$who"; : > "$WORK/srv_$who"; : > "$WORK/eff_$who"; done
+    : > "$WORK/pairs"; : > "$WORK/pairs_calm"
     for i in $(seq "$ROUNDS"); do
       for who in fd ha direct; do
         port=$FD_PORT; pid=$FD_PID
         [ $who = ha ] && port=$HA_PORT && pid=$HA_PID
         [ $who = direct ] && port=$REDIS_PORT && pid=$REDIS_PID
-        s0=$(served); c0=$(cpu_s "$pid"); t0=$(now_s)
+        s0=$(served); c0=$(cpu_s "$pid"); st0=$(steal_ticks); t0=$(now_s)
         out=$(taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -t set,get -P "$P" -n "$N" --csv)
-        t1=$(now_s); c1=$(cpu_s "$pid"); s1=$(served)
+        t1=$(now_s); st1=$(steal_ticks); c1=$(cpu_s "$pid"); s1=$(served)
+        stolen=$(steal_pct "$st0" "$st1")
         set_rps=$(awk -F'"' '$2 == "SET" {print $4}' <<<"$out"); get_rps=$(awk -F'"' '$2 == "GET" {print $4}' <<<"$out")
         arrived=$((s1 - s0))
         # Every request sent must have been served once: a proxy that lost or doubled one is not measured.
@@ -143,8 +148,14 @@ if [[ $WHAT == a || $WHAT == all ]]; then
         busy=$(awk -v a="$c0" -v b="$c1" -v x="$t0" -v y="$t1" 'BEGIN {printf "%.0f", (b - a) / (y - x) * 100}')
         eff=$(awk -v a="$arrived" -v c0="$c0" -v c1="$c1" 'BEGIN {printf "%.0f", (c1 > c0 ? a / (c1 - c0) : 0)}')
         echo "$rps" >> "$WORK/rps_$who"; echo "$srv" >> "$WORK/srv_$who"; echo "$eff" >> "$WORK/eff_$who"
+        [ $who = fd ] && fd_srv=$srv && fd_eff=$eff && fd_stolen=$stolen
+        if [ $who = ha ]; then
+          pair="$(ratio "$fd_srv" "$srv") $(ratio "$fd_eff" "$eff")"
+          echo "$pair" >> "$WORK/pairs"
+          [ "$fd_stolen" -lt "$STEAL_MAX" ] && [ "$stolen" -lt "$STEAL_MAX" ] && echo "$pair" >> "$WORK/pairs_calm"
+        fi
         name=faultd; [ $who = ha ] && name=haproxy; [ $who = direct ] && name=redis
-        echo "  round $i $who: client SET $set_rps GET $get_rps rps (pair $rps); Redis served $arrived in $(awk -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", y - x}') s = $srv rps; $name used ${busy}% of CPU 0, $eff requests per CPU-second"
+        echo "  round $i $who: client SET $set_rps GET $get_rps rps (pair $rps); Redis served $arrived in $(awk -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", y - x}') s = $srv rps; $name used ${busy}% of CPU 0, $eff requests per CPU-second; steal ${stolen}%"
       done
     done
     F=$(median < "$WORK/rps_fd"); H=$(median < "$WORK/rps_ha"); D=$(median < "$WORK/rps_direct")
@@ -153,6 +164,12 @@ if [[ $WHAT == a || $WHAT == all ]]; then
     echo "  -P $P median client rps: faultd $F, haproxy $H, direct $D; faultd/haproxy $(ratio "$F" "$H")x (target >= 1.0x), faultd/direct $(ratio "$F" "$D")x"
     echo "  -P $P median rps counted at Redis: faultd $FS, haproxy $HS, direct $DS; faultd/haproxy $(ratio "$FS" "$HS")x"
     echo "  -P $P median requests per CPU-second of the proxy: faultd $FE, haproxy $HE; faultd/haproxy $(ratio "$FE" "$HE")x"
+    echo "  -P $P round by round (at Redis), faultd/haproxy: $(cut -d' ' -f1 "$WORK/pairs" | tr '\n' ' ')-> median $(cut -d' ' -f1 "$WORK/pairs" | median)x; per CPU-second median $(cut -d' ' -f2 "$WORK/pairs" | median)x"
+    if [ -s "$WORK/pairs_calm" ]; then
+      echo "  -P $P the $(wc -l < "$WORK/pairs_calm") pairs with steal under ${STEAL_MAX}% in both rounds: $(cut -d' ' -f1 "$WORK/pairs_calm" | tr '\n' ' ')-> median $(cut -d' ' -f1 "$WORK/pairs_calm" | median)x; per CPU-second median $(cut -d' ' -f2 "$WORK/pairs_calm" | median)x"
+    else
+      echo "  -P $P no pair of rounds had steal under ${STEAL_MAX}% in both"
+    fi
   done
 fi
 

@@ -470,7 +470,7 @@ async fn direct(
                     };
                     let mut written = 0;
                     while written < n {
-                        match dst.try_write(&scratch[written..n]) {
+                        match send_now(dst, &scratch[written..n]) {
                             Ok(w) => written += w,
                             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                             Err(e) => return Err(e),
@@ -551,11 +551,13 @@ fn with_scratch<T>(f: impl FnOnce(&mut [u8]) -> T) -> T {
 
 /// Reads what `src` holds now into `buf`. A read shorter than the buffer emptied the socket: its readiness is
 /// cleared there and then, so the next wait goes to epoll instead of first trying a read that fails with EAGAIN
-/// (one system call less per chunk).
+/// (one system call less per chunk). The read itself goes to the socket: `try_io` has checked the readiness
+/// already, which `TcpStream::try_read` would do a second time.
 fn read_into(src: &TcpStream, buf: &mut [u8]) -> io::Result<Read> {
     let mut drained = None;
+    let socket = socket2::SockRef::from(src);
     let read = src.try_io(Interest::READABLE, || {
-        let n = src.try_read(buf)?;
+        let n = io::Read::read(&mut &*socket, buf)?;
         if n > 0 && n < buf.len() {
             drained = Some(n);
             return Err(io::ErrorKind::WouldBlock.into());
@@ -569,6 +571,13 @@ fn read_into(src: &TcpStream, buf: &mut [u8]) -> io::Result<Read> {
         (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
         (Err(e), None) => Err(e),
     }
+}
+
+/// Writes what the socket takes of `bytes` now, straight to the socket. The direct path writes right after a read
+/// and only rarely finds the socket full; tokio's readiness for writing is then left as it was, and the rest goes
+/// through `write_all`, whose first attempt meets the full socket (EAGAIN) and waits for room.
+fn send_now(dst: &OwnedWriteHalf, bytes: &[u8]) -> io::Result<usize> {
+    socket2::SockRef::from(dst.as_ref()).send_with_flags(bytes, libc::MSG_NOSIGNAL)
 }
 
 async fn write_loop(
