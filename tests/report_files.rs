@@ -1359,12 +1359,27 @@ fn the_generators_own_lateness_reaches_result_and_summary_and_an_old_recording_h
     assert!((g.max_ms - 25.0).abs() < 0.05, "{}", g.max_ms);
 
     f.result.totals.generator_late = Some(g);
+    let said = "the load generator's own lateness in sending, left out of these latencies: p99 0.00 ms, max 25.0";
     let summary = report::summary::text(&f.result);
+    assert!(summary.contains(&format!("  {said}")), "{summary}");
+    // The HTML page says it under the phases' latencies (its apostrophe escaped), the step summary after its table.
+    let page = html::page(&f.result, &f.load, &f.dependency);
+    let phases =
+        &page[page.find("<h2>Phases</h2>").unwrap()..page.find("<h2>Over time</h2>").unwrap()];
     assert!(
-        summary.contains(
-            "  the load generator's own lateness in sending, left out of these: p99 0.00 ms, max 25.0"
-        ),
-        "{summary}"
+        phases.contains(&format!(
+            "<p class=\"note\">Latencies are from the intended send time; {}",
+            html::escape(said)
+        )),
+        "{phases}"
+    );
+    let dir = TempDir::new("late-md");
+    let md = report::markdown::markdown(&f.result, &dir.0);
+    assert!(
+        md.contains(&format!(
+            "\nLatencies are from the intended send time; {said}"
+        )),
+        "{md}"
     );
     let saved = serde_json::to_value(&f.result).unwrap();
     assert_eq!(saved["totals"]["generator_late"]["p99_ms"], 0.0);

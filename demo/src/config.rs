@@ -315,9 +315,9 @@ pub enum Mistake {
     UnbudgetedRetries,
     /// Seed 004's half-open gotcha: the first successful probe closes the breaker.
     CloseOnFirstSuccess,
-    /// Seed 000's retry storm on the TLS handshake: a failed handshake is retried at once, up to
-    /// [`crate::layers::retry::INSTANT_RECONNECTS`] times per attempt, with no backoff and no budget, so an expired
-    /// certificate is met with a handful of new handshakes for every call.
+    /// Seed 000's retry storm on the TLS handshake: a failed handshake is retried at once, up to 5 times per
+    /// attempt, with no backoff and no budget, so an expired certificate is met with a handful of new handshakes for
+    /// every call.
     InstantReconnect,
 }
 
@@ -618,6 +618,18 @@ mod tests {
 
     fn ms(v: u64) -> Dur {
         Dur::from_millis(v)
+    }
+
+    #[test]
+    fn the_mistakes_help_says_how_many_instant_reconnects_in_plain_words() {
+        use clap::ValueEnum;
+        let help = Mistake::InstantReconnect
+            .to_possible_value()
+            .and_then(|v| v.get_help().map(|h| h.to_string()))
+            .unwrap_or_default();
+        let times = crate::layers::retry::INSTANT_RECONNECTS;
+        assert!(help.contains(&format!("up to {times} times")), "{help}");
+        assert!(!help.contains('['), "no rustdoc link in --help: {help}");
     }
 
     #[test]

@@ -409,7 +409,15 @@ pub fn page(
             peaks.join(", ")
         );
     }
-    h.push_str("</tbody></table></section>\n");
+    h.push_str("</tbody></table>");
+    if let Some(g) = &r.totals.generator_late {
+        let _ = write!(
+            h,
+            "<p class=\"note\">Latencies are from the intended send time; {}.</p>",
+            escape(&g.words())
+        );
+    }
+    h.push_str("</section>\n");
 
     if let Some(tls) = &r.tls {
         tls_section(&mut h, tls, &r.totals.connect_errors);

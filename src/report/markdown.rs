@@ -141,6 +141,13 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
             ms(l.max_ms)
         );
     }
+    if let Some(g) = &r.totals.generator_late {
+        let _ = writeln!(
+            o,
+            "\nLatencies are from the intended send time; {}.",
+            g.words()
+        );
+    }
     let _ = writeln!(
         o,
         "\n{} sent of {} scheduled; conservation {}.\n",

@@ -300,6 +300,14 @@ impl GeneratorLate {
             max_ms: late.max() as f64 / 1e6,
         })
     }
+
+    /// How the reports say it, beside the latencies it was left out of.
+    pub fn words(&self) -> String {
+        format!(
+            "the load generator's own lateness in sending, left out of these latencies: p99 {:.2} ms, max {:.2} ms",
+            self.p99_ms, self.max_ms
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

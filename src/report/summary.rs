@@ -87,11 +87,7 @@ pub fn text(r: &ResultFile) -> String {
         );
     }
     if let Some(g) = &r.totals.generator_late {
-        let _ = writeln!(
-            o,
-            "  the load generator's own lateness in sending, left out of these: p99 {:.2} ms, max {:.2} ms",
-            g.p99_ms, g.max_ms
-        );
+        let _ = writeln!(o, "  {}", g.words());
     }
 
     let _ = writeln!(o, "\nOutcomes");
