@@ -411,11 +411,7 @@ pub fn page(
     }
     h.push_str("</tbody></table>");
     if let Some(g) = &r.totals.generator_late {
-        let _ = write!(
-            h,
-            "<p class=\"note\">Latencies are from the intended send time; {}.</p>",
-            escape(&g.words())
-        );
+        let _ = write!(h, "<p class=\"note\">{}</p>", escape(&g.note()));
     }
     h.push_str("</section>\n");
 

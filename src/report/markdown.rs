@@ -142,11 +142,7 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
         );
     }
     if let Some(g) = &r.totals.generator_late {
-        let _ = writeln!(
-            o,
-            "\nLatencies are from the intended send time; {}.",
-            g.words()
-        );
+        let _ = writeln!(o, "\n{}", g.note());
     }
     let _ = writeln!(
         o,

@@ -308,6 +308,14 @@ impl GeneratorLate {
             self.p99_ms, self.max_ms
         )
     }
+
+    /// The sentence under a latency table of the HTML page and the CI step summary.
+    pub fn note(&self) -> String {
+        format!(
+            "Latencies are from the intended send time; {}.",
+            self.words()
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
