@@ -12,8 +12,8 @@ use faultline::breaker::crosscheck::Disagreement;
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
 use faultline::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
 use faultline::report::result::{
-    pool_limits, BreakerSummary, GeneratorLate, Percentiles, PhaseSummary, PoolLimit, ReplicaRoute,
-    ReplicaSummary, ReplicasSummary, RouteSummary, ScenarioInfo, Series, Totals,
+    pool_limits, BreakerSummary, FaultdLate, GeneratorLate, Percentiles, PhaseSummary, PoolLimit,
+    ReplicaRoute, ReplicaSummary, ReplicasSummary, RouteSummary, ScenarioInfo, Series, Totals,
 };
 use faultline::report::{self, compare, html, ResultFile, RESULT_VERSION};
 use faultline::run::Ending;
@@ -237,6 +237,7 @@ fn fixture(buckets: usize) -> Fixture {
             max_in_flight_lower_bound: None,
             in_flight: 0,
             latency,
+            late: BTreeMap::new(),
         },
     );
     let dependency = faultd::Recording {
@@ -415,6 +416,7 @@ fn fixture(buckets: usize) -> Fixture {
                     bound: 200,
                     inclusive: false,
                 }),
+                faultd_late: None,
             },
         )]
         .into_iter()
@@ -1383,4 +1385,61 @@ fn the_generators_own_lateness_reaches_result_and_summary_and_an_old_recording_h
     );
     let saved = serde_json::to_value(&f.result).unwrap();
     assert_eq!(saved["totals"]["generator_late"]["p99_ms"], 0.0);
+}
+
+#[test]
+fn faultds_own_lateness_reaches_result_summary_page_and_step_summary_and_an_old_recording_has_none()
+{
+    let mut f = fixture(40);
+    let route = f.dependency.routes.get_mut("pricing").unwrap();
+    assert_eq!(
+        FaultdLate::of(route),
+        None,
+        "a recording without the measure"
+    );
+    // 198 calls answered 0.1 ms after their draw was due and 2 the host held up for 30 ms, over two phases.
+    let mut healthy = faultline_hdr::new_histogram();
+    healthy.record_n(100_000, 99).unwrap();
+    healthy.record(30_000_000).unwrap();
+    let mut brownout = faultline_hdr::new_histogram();
+    brownout.record_n(100_000, 99).unwrap();
+    brownout.record(30_000_000).unwrap();
+    route.late.insert("healthy".into(), healthy);
+    route.late.insert("brownout".into(), brownout);
+    let l = FaultdLate::of(route).unwrap();
+    assert!(
+        (l.p99_ms - 0.1).abs() < 0.001,
+        "the p99 falls among the 198: {}",
+        l.p99_ms
+    );
+    assert!((l.max_ms - 30.0).abs() < 0.05, "{}", l.max_ms);
+
+    f.result.dependency.get_mut("pricing").unwrap().faultd_late = Some(l);
+    let summary = report::summary::text(&f.result);
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("  pricing: "))
+        .unwrap_or_else(|| panic!("{summary}"));
+    assert!(
+        line.contains("; faultd's own lateness in answering, part of its served latency: p99 0.10 ms, max 30.0")
+            && line.ends_with(" ms"),
+        "{line}"
+    );
+    let said = "faultd's own lateness in answering once a call's delay was over (a host stall shows here), part \
+                of its served latency: pricing p99 0.10 ms, max 30.0";
+    let page = html::page(&f.result, &f.load, &f.dependency);
+    let phases =
+        &page[page.find("<h2>Phases</h2>").unwrap()..page.find("<h2>Over time</h2>").unwrap()];
+    assert!(
+        phases.contains(&format!("<p class=\"note\">{}", html::escape(said))),
+        "{phases}"
+    );
+    let dir = TempDir::new("faultd-late-md");
+    let md = report::markdown::markdown(&f.result, &dir.0);
+    assert!(md.contains(&format!("\n{said}")), "{md}");
+    let saved = serde_json::to_value(&f.result).unwrap();
+    assert_eq!(
+        saved["dependency"]["pricing"]["faultd_late"]["max_ms"],
+        l.max_ms
+    );
 }

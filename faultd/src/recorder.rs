@@ -129,6 +129,7 @@ pub struct RouteRecorder {
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
     latency: Mutex<BTreeMap<Arc<str>, Histogram<u64>>>,
+    late: Mutex<BTreeMap<Arc<str>, Histogram<u64>>>,
 }
 
 /// The run's clock as the recorder sees it: times are nanoseconds since the schedule's origin, and everything
@@ -240,6 +241,7 @@ impl Recorder {
                     in_flight: AtomicU64::new(0),
                     max_in_flight: AtomicU64::new(0),
                     latency: Mutex::new(BTreeMap::new()),
+                    late: Mutex::new(BTreeMap::new()),
                 })
             })
             .clone()
@@ -310,6 +312,7 @@ impl Recorder {
             arrival,
             outcome: Outcome::Abandoned,
             grpc_status: None,
+            due: None,
         }
     }
 
@@ -478,18 +481,19 @@ impl RouteRecorder {
         } else {
             0.0
         };
-        let latency = self
-            .latency
-            .lock()
-            .map(|h| h.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
-            .unwrap_or_default();
+        let per_phase = |m: &Mutex<BTreeMap<Arc<str>, Histogram<u64>>>| {
+            m.lock()
+                .map(|h| h.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+                .unwrap_or_default()
+        };
         RouteRecording {
             buckets,
             totals,
             max_in_flight: self.max_in_flight(),
             max_in_flight_lower_bound: None,
             in_flight: self.in_flight(),
-            latency,
+            latency: per_phase(&self.latency),
+            late: per_phase(&self.late),
         }
     }
 }
@@ -518,9 +522,17 @@ pub struct CallGuard {
     arrival: Instant,
     outcome: Outcome,
     grpc_status: Option<GrpcCode>,
+    due: Option<Instant>,
 }
 
 impl CallGuard {
+    /// Sets when the call's whole answer was due (its arrival plus its delay): the call's departure past it is
+    /// recorded as faultd's own lateness ([`RouteRecording::late`]). Not set for an answer that takes time of its
+    /// own (a trickled body, a paced stream, a proxied call).
+    pub fn set_due(&mut self, due: Instant) {
+        self.due = Some(due);
+    }
+
     /// Sets the gRPC status the call's answer carries, counted when the answer is complete.
     pub fn set_grpc_status(&mut self, code: GrpcCode) {
         self.grpc_status = Some(code);
@@ -561,16 +573,9 @@ impl Drop for CallGuard {
                 if let Some(code) = self.grpc_status {
                     cell.grpc[code.number() as usize].fetch_add(1, Ordering::Relaxed);
                 }
-                let served = now
-                    .saturating_duration_since(self.arrival)
-                    .as_nanos()
-                    .min(u128::from(u64::MAX)) as u64;
-                if let Ok(mut h) = route.latency.lock() {
-                    let histogram = h.entry(self.phase.clone()).or_insert_with(new_histogram);
-                    // `record` grows the histogram; it can only fail past u64 range, where saturating is right.
-                    if histogram.record(served.max(1)).is_err() {
-                        histogram.saturating_record(served.max(1));
-                    }
+                record_since(&route.latency, &self.phase, self.arrival, now);
+                if let Some(due) = self.due {
+                    record_since(&route.late, &self.phase, due, now);
                 }
             }
             Outcome::Reset => {
@@ -593,6 +598,26 @@ impl Drop for CallGuard {
         cell.departure_residual
             .fetch_add(b - t % b, Ordering::Relaxed);
         route.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Records the nanoseconds from `from` to `now` (at least 1) in `phase`'s histogram.
+fn record_since(
+    histograms: &Mutex<BTreeMap<Arc<str>, Histogram<u64>>>,
+    phase: &Arc<str>,
+    from: Instant,
+    now: Instant,
+) {
+    let ns = now
+        .saturating_duration_since(from)
+        .as_nanos()
+        .clamp(1, u128::from(u64::MAX)) as u64;
+    if let Ok(mut h) = histograms.lock() {
+        let histogram = h.entry(phase.clone()).or_insert_with(new_histogram);
+        // `record` grows the histogram; it can only fail past u64 range, where saturating is right.
+        if histogram.record(ns).is_err() {
+            histogram.saturating_record(ns);
+        }
     }
 }
 
@@ -657,6 +682,16 @@ pub struct RouteRecording {
     /// in JSON, base64 of the HdrHistogram V2+DEFLATE encoding.
     #[serde(with = "faultline_hdr::as_base64::histogram_map")]
     pub latency: BTreeMap<String, Histogram<u64>>,
+    /// faultd's own lateness in ns, per phase, in the same encoding: how long after its answer was due (arrival
+    /// plus the delay drawn) each completed call left, for calls answered whole when their delay ended (not a
+    /// trickled body, a paced stream or a proxied call). The host's scheduling of faultd is in it: a call the host
+    /// held up shows here, not as a longer draw. Absent in older recordings.
+    #[serde(
+        default,
+        with = "faultline_hdr::as_base64::histogram_map",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub late: BTreeMap<String, Histogram<u64>>,
 }
 
 /// Completed calls by status class.
@@ -810,6 +845,46 @@ mod tests {
             p.latency["healthy"].max(),
             recorder_ns(Duration::from_millis(50))
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_outlasts_its_due_instant_records_faultds_lateness() {
+        let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+        recorder.set_origin(Instant::now(), 1);
+        let route = recorder.route("pricing");
+        let phase: Arc<str> = Arc::from("healthy");
+        // Due at 30 ms, left at 37 ms: served 37 ms, 7 ms of it faultd's own.
+        let mut late = recorder.arrive(route.clone(), phase.clone());
+        late.set_due(late.arrival() + Duration::from_millis(30));
+        // A call with no due instant (a paced answer) and one that hangs with one add nothing.
+        let paced = recorder.arrive(route.clone(), phase.clone());
+        let mut hung = recorder.arrive(route.clone(), phase.clone());
+        hung.set_due(hung.arrival());
+        tokio::time::advance(Duration::from_millis(37)).await;
+        for mut guard in [late, paced] {
+            guard.set_outcome(Outcome::Completed(200));
+        }
+        hung.set_outcome(Outcome::Hang);
+        drop(hung);
+        let r = recorder.snapshot();
+        let p = &r.routes["pricing"];
+        assert_eq!(p.latency["healthy"].len(), 2);
+        assert_eq!(p.late["healthy"].len(), 1);
+        assert_eq!(
+            p.late["healthy"].max(),
+            recorder_ns(Duration::from_millis(7))
+        );
+        let json = serde_json::to_string(&r).unwrap();
+        let back: Recording = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.routes["pricing"].late, p.late);
+        // A recording from before faultd kept its lateness reads with none.
+        let mut older: serde_json::Value = serde_json::from_str(&json).unwrap();
+        older["routes"]["pricing"]
+            .as_object_mut()
+            .unwrap()
+            .remove("late");
+        let older: Recording = serde_json::from_value(older).unwrap();
+        assert!(older.routes["pricing"].late.is_empty());
     }
 
     fn recorder_ns(d: Duration) -> u64 {

@@ -556,6 +556,13 @@ async fn call(
         None => tokio::time::sleep_until(deadline).await,
     }
     drop(body);
+    // The answer is due now, unless it takes time of its own: faultd's lateness is what the call outlasts it by.
+    let paced = resolved.to.behaviour.proxy.is_some()
+        || resolved.to.behaviour.slow_body.is_some()
+        || grpc_response.is_some_and(|r| !r.stream().1.is_zero());
+    if !paced {
+        guard.set_due(deadline);
+    }
     if grpc_deadline.is_some() {
         guard.set_grpc_status(GrpcCode::DEADLINE_EXCEEDED);
         let trailers = grpc::trailers(

@@ -72,6 +72,17 @@ async fn fixed_latency_delays_the_answer_by_at_least_the_delay() {
         "served {}",
         h.min()
     );
+    // faultd's own lateness is what the call outlasted its delay by: the served latency less 150 ms.
+    let late = &f.recording().routes["pricing"].late["before-start"];
+    assert_eq!(late.len(), 1);
+    let outlasted = h.max().saturating_sub(150_000_000);
+    assert!(
+        late.lowest_equivalent(late.max()) <= outlasted
+            && late.highest_equivalent(late.max()) + h.max() / 1_000 >= outlasted,
+        "late {} ns, served {} ns",
+        late.max(),
+        h.max()
+    );
     f.shutdown().await;
 }
 
@@ -105,6 +116,14 @@ async fn slow_body_takes_size_over_rate() {
     // 1 KiB at 4 KiB/s: the last byte leaves at 250 ms.
     assert!(took >= Duration::from_millis(250), "{took:?}");
     assert!(took < Duration::from_millis(2000), "{took:?}");
+    // The trickle is the answer's own time, not faultd's lateness.
+    let r = f.recording();
+    assert_eq!(r.routes["report"].totals.completed.c2xx, 1);
+    assert!(
+        r.routes["report"].late.is_empty(),
+        "{:?}",
+        r.routes["report"].late
+    );
     f.shutdown().await;
 }
 

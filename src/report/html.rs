@@ -413,6 +413,9 @@ pub fn page(
     if let Some(g) = &r.totals.generator_late {
         let _ = write!(h, "<p class=\"note\">{}</p>", escape(&g.note()));
     }
+    if let Some(note) = r.faultd_late_note() {
+        let _ = write!(h, "<p class=\"note\">{}</p>", escape(&note));
+    }
     h.push_str("</section>\n");
 
     if let Some(tls) = &r.tls {

@@ -144,6 +144,9 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
     if let Some(g) = &r.totals.generator_late {
         let _ = writeln!(o, "\n{}", g.note());
     }
+    if let Some(note) = r.faultd_late_note() {
+        let _ = writeln!(o, "\n{note}");
+    }
     let _ = writeln!(
         o,
         "\n{} sent of {} scheduled; conservation {}.\n",

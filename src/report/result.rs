@@ -295,10 +295,7 @@ impl GeneratorLate {
         let late = load.histogram(loadgen::Measure::Late, None, |o| {
             o != loadgen::Outcome::Dropped
         });
-        (!late.is_empty()).then(|| GeneratorLate {
-            p99_ms: late.value_at_quantile(0.99) as f64 / 1e6,
-            max_ms: late.max() as f64 / 1e6,
-        })
+        p99_and_max(&late).map(|(p99_ms, max_ms)| GeneratorLate { p99_ms, max_ms })
     }
 
     /// How the reports say it, beside the latencies it was left out of.
@@ -318,6 +315,40 @@ impl GeneratorLate {
     }
 }
 
+/// The p99 and maximum of a histogram of nanoseconds, in ms; `None` when it is empty.
+fn p99_and_max(h: &hdrhistogram::Histogram<u64>) -> Option<(f64, f64)> {
+    (!h.is_empty()).then(|| (h.value_at_quantile(0.99) as f64 / 1e6, h.max() as f64 / 1e6))
+}
+
+/// faultd's own lateness on a route: how long after its answer was due (arrival plus the delay drawn) each call
+/// left, over the calls answered whole when their delay ended. A host stall or a starved runtime shows here, and
+/// in the served latency, where it is not the scenario's.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct FaultdLate {
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl FaultdLate {
+    /// Over every phase of `route`; `None` when no call was timed, or the recording predates the measure.
+    pub fn of(route: &faultd::RouteRecording) -> Option<FaultdLate> {
+        let mut all = faultline_hdr::new_histogram();
+        for h in route.late.values() {
+            // Histograms of one codec add; one that did not would only leave the figure short.
+            let _ = all.add(h);
+        }
+        p99_and_max(&all).map(|(p99_ms, max_ms)| FaultdLate { p99_ms, max_ms })
+    }
+
+    /// How the reports say it, after the route's name.
+    pub fn words(&self) -> String {
+        format!(
+            "faultd's own lateness in answering, part of its served latency: p99 {:.2} ms, max {:.2} ms",
+            self.p99_ms, self.max_ms
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RouteSummary {
     pub arrivals: u64,
@@ -332,6 +363,10 @@ pub struct RouteSummary {
     /// The pool limit the scenario's in-flight expectations put on the route (the tightest), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool_limit: Option<PoolLimit>,
+    /// faultd's own lateness in answering the route's calls; absent when none was timed, and in files written
+    /// before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub faultd_late: Option<FaultdLate>,
 }
 
 /// The limit a `max_in_flight_below` / `max_in_flight_at_most` expectation puts on a route's calls in flight.
@@ -415,6 +450,29 @@ pub struct Series {
 }
 
 impl ResultFile {
+    /// The sentence on faultd's own lateness per route under a latency table of the HTML page and the CI step
+    /// summary; `None` when no route timed it.
+    pub fn faultd_late_note(&self) -> Option<String> {
+        let routes: Vec<String> = self
+            .dependency
+            .iter()
+            .filter_map(|(route, d)| {
+                let l = d.faultd_late?;
+                Some(format!(
+                    "{route} p99 {:.2} ms, max {:.2} ms",
+                    l.p99_ms, l.max_ms
+                ))
+            })
+            .collect();
+        (!routes.is_empty()).then(|| {
+            format!(
+                "faultd's own lateness in answering once a call's delay was over (a host stall shows here), part \
+                 of its served latency: {}.",
+                routes.join("; ")
+            )
+        })
+    }
+
     pub fn build(v: &Validated, out: &RunOutput, time_scale: f64, exit_code: i32) -> Self {
         let s = &v.scenario;
         let rec = &out.record;
@@ -513,6 +571,7 @@ impl ResultFile {
                             .filter_map(|b| b.in_flight_max_at_least)
                             .max(),
                         pool_limit: limits.get(route).copied(),
+                        faultd_late: out.dependency.routes.get(route).and_then(FaultdLate::of),
                     },
                 )
             })

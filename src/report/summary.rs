@@ -185,11 +185,15 @@ pub fn text(r: &ResultFile) -> String {
                     )
                 })
                 .collect();
+            let late = d
+                .faultd_late
+                .map(|l| format!("; {}", l.words()))
+                .unwrap_or_default();
             match (&r.dependency_replicas, d.max_in_flight_is_upper_bound) {
                 (Some(rs), true) => {
                     let _ = writeln!(
                         o,
-                        "  {route}: {} calls, {} (per phase, at most: {})",
+                        "  {route}: {} calls, {} (per phase, at most: {}){late}",
                         d.arrivals,
                         rs.peak_words(d),
                         per_phase.join(", ")
@@ -198,7 +202,7 @@ pub fn text(r: &ResultFile) -> String {
                 _ => {
                     let _ = writeln!(
                         o,
-                        "  {route}: {} calls, at most {} in flight ({})",
+                        "  {route}: {} calls, at most {} in flight ({}){late}",
                         d.arrivals,
                         d.max_in_flight,
                         per_phase.join(", ")

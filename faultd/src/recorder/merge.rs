@@ -15,6 +15,8 @@
 
 use std::collections::BTreeMap;
 
+use hdrhistogram::Histogram;
+
 use faultline_units::Dur;
 
 use super::{ConnectionBucket, PhaseEntry, Recording, RouteBucket, RouteRecording, FIRST_ARRIVALS};
@@ -151,6 +153,7 @@ fn empty_route() -> RouteRecording {
         max_in_flight_lower_bound: None,
         in_flight: 0,
         latency: BTreeMap::new(),
+        late: BTreeMap::new(),
     }
 }
 
@@ -166,15 +169,25 @@ fn add_route(
         (other.max_in_flight, other.max_in_flight_lower_bound),
     );
     into.in_flight += other.in_flight;
-    for (phase, h) in &other.latency {
-        match into.latency.get_mut(phase) {
+    add_histograms(&mut into.latency, &other.latency, name)?;
+    add_histograms(&mut into.late, &other.late, name)
+}
+
+/// Adds `other`'s histograms into `into`'s, phase by phase.
+fn add_histograms(
+    into: &mut BTreeMap<String, Histogram<u64>>,
+    other: &BTreeMap<String, Histogram<u64>>,
+    route: &str,
+) -> Result<(), MergeError> {
+    for (phase, h) in other {
+        match into.get_mut(phase) {
             Some(mine) => mine.add(h).map_err(|e| MergeError::Histogram {
-                route: name.to_string(),
+                route: route.to_string(),
                 phase: phase.clone(),
                 message: format!("{e:?}"),
             })?,
             None => {
-                into.latency.insert(phase.clone(), h.clone());
+                into.insert(phase.clone(), h.clone());
             }
         }
     }
@@ -295,6 +308,7 @@ mod tests {
             max_in_flight_lower_bound: None,
             in_flight: 0,
             latency: BTreeMap::new(),
+            late: BTreeMap::new(),
         }
     }
 
@@ -418,9 +432,11 @@ mod tests {
         let mut one = route(Vec::new(), 0);
         one.latency.insert("healthy".into(), histogram(&a_ms));
         one.latency.insert("brownout".into(), histogram(&[5]));
+        one.late.insert("healthy".into(), histogram(&[1]));
         let mut two = route(Vec::new(), 0);
         two.latency.insert("healthy".into(), histogram(&b_ms));
         two.latency.insert("recovered".into(), histogram(&[6]));
+        two.late.insert("healthy".into(), histogram(&[4]));
         let m = Recording::merge_replicas(&[
             recording(vec![("pricing", one)]),
             recording(vec![("pricing", two)]),
@@ -432,6 +448,8 @@ mod tests {
         assert_same_bins(&merged["healthy"], &all);
         assert_eq!(merged["brownout"], histogram(&[5]));
         assert_eq!(merged["recovered"], histogram(&[6]));
+        // faultd's own lateness adds the same way.
+        assert_same_bins(&m.routes["pricing"].late["healthy"], &histogram(&[1, 4]));
         // Through JSON (base64 V2+DEFLATE) and back, as the runner reads replicas, the sum is the same.
         let through_json = |r: &Recording| -> Recording {
             serde_json::from_str(&serde_json::to_string(r).unwrap()).unwrap()

@@ -90,6 +90,7 @@ impl TcpRouteRecording {
             max_in_flight_lower_bound: None,
             in_flight: self.open,
             latency: BTreeMap::new(),
+            late: BTreeMap::new(),
         }
     }
 }
