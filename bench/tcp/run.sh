@@ -7,6 +7,8 @@
 #       proxy (target: faultd >= 1.0x HAProxy's rps). Each round prints the host's steal time during it; the
 #       ratios are also given round by round (faultd's round over the HAProxy round right after it), as the
 #       median of those pairs and as the median of the pairs in which both rounds lost under STEAL_MAX percent.
+#       Each round also prints Redis's CPU per request behind the proxy, Redis's sleeps and the proxy's preemptions per
+#       1,000 requests, and CPU 0's idle share: both share CPU 0, so the rate depends on both.
 #   (b) added latency at a fixed 10,000 GET/s (redis_client.py rate: a fixed timetable, latency from the intended
 #       send time) through faultd and HAProxy vs straight to Redis: p50/p99 (target: faultd adds <= 50 us at p50,
 #       <= 200 us at p99).
@@ -51,6 +53,10 @@ trap cleanup EXIT
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; local p keep=(); for p in "${PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done; PIDS=("${keep[@]}"); }
 
 now_s() { date +%s.%N; }
+# A process's context switches so far, summed over its threads: "VOLUNTARY INVOLUNTARY".
+switches() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt/ {v += $2} /^nonvoluntary_ctxt/ {n += $2} END {print v, n}'; }
+# CPU 0's idle and total clock ticks so far ("IDLE TOTAL", idle including iowait), from /proc/stat.
+cpu0_idle() { awk '$1 == "cpu0" {for (i = 2; i <= 9; i++) t += $i; print $5 + $6, t}' /proc/stat; }
 minus() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a - b}'; }
 # Field $1 of the client's one-line answer ("sent N answered A p50_us X ...").
 field() { awk -v k="$1" '{for (i = 1; i < NF; i++) if ($i == k) print $(i + 1)}'; }
@@ -134,9 +140,9 @@ if [[ $WHAT == a || $WHAT == all ]]; then
         port=$FD_PORT; pid=$FD_PID
         [ $who = ha ] && port=$HA_PORT && pid=$HA_PID
         [ $who = direct ] && port=$REDIS_PORT && pid=$REDIS_PID
-        s0=$(served); c0=$(cpu_s "$pid"); st0=$(steal_ticks); t0=$(now_s)
+        s0=$(served); c0=$(cpu_s "$pid"); r0=$(cpu_s "$REDIS_PID"); w0=$(switches "$REDIS_PID"); x0=$(switches "$pid"); i0=$(cpu0_idle); st0=$(steal_ticks); t0=$(now_s)
         out=$(taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -t set,get -P "$P" -n "$N" --csv)
-        t1=$(now_s); st1=$(steal_ticks); c1=$(cpu_s "$pid"); s1=$(served)
+        t1=$(now_s); st1=$(steal_ticks); i1=$(cpu0_idle); x1=$(switches "$pid"); w1=$(switches "$REDIS_PID"); r1=$(cpu_s "$REDIS_PID"); c1=$(cpu_s "$pid"); s1=$(served)
         stolen=$(steal_pct "$st0" "$st1")
         set_rps=$(awk -F'"' '$2 == "SET" {print $4}' <<<"$out"); get_rps=$(awk -F'"' '$2 == "GET" {print $4}' <<<"$out")
         arrived=$((s1 - s0))
@@ -147,6 +153,13 @@ if [[ $WHAT == a || $WHAT == all ]]; then
         srv=$(awk -v a="$arrived" -v x="$t0" -v y="$t1" 'BEGIN {printf "%.0f", a / (y - x)}')
         busy=$(awk -v a="$c0" -v b="$c1" -v x="$t0" -v y="$t1" 'BEGIN {printf "%.0f", (b - a) / (y - x) * 100}')
         eff=$(awk -v a="$arrived" -v c0="$c0" -v c1="$c1" 'BEGIN {printf "%.0f", (c1 > c0 ? a / (c1 - c0) : 0)}')
+        # Redis's CPU per request (ns), its sleeps (voluntary switches) and the proxy's preemptions (involuntary
+        # ones) per 1,000 requests, and CPU 0's idle share: with both at work on CPU 0, the proxy's rate depends on
+        # what Redis spends per request behind it as much as on its own cost.
+        redis_ns=$(awk -v a="$arrived" -v r0="$r0" -v r1="$r1" 'BEGIN {printf "%.0f", (r1 - r0) / a * 1e9}')
+        sleeps=$(awk -v a="$w0" -v b="$w1" -v n="$arrived" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.0f", (y[1] - x[1]) / n * 1000}')
+        preempted=$(awk -v a="$x0" -v b="$x1" -v n="$arrived" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.0f", (y[2] - x[2]) / n * 1000}')
+        idle=$(awk -v a="$i0" -v b="$i1" 'BEGIN {split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%.0f", (d > 0 ? (y[1] - x[1]) / d * 100 : 0)}')
         echo "$rps" >> "$WORK/rps_$who"; echo "$srv" >> "$WORK/srv_$who"; echo "$eff" >> "$WORK/eff_$who"
         [ $who = fd ] && fd_srv=$srv && fd_eff=$eff && fd_stolen=$stolen
         if [ $who = ha ]; then
@@ -155,7 +168,7 @@ if [[ $WHAT == a || $WHAT == all ]]; then
           [ "$fd_stolen" -lt "$STEAL_MAX" ] && [ "$stolen" -lt "$STEAL_MAX" ] && echo "$pair" >> "$WORK/pairs_calm"
         fi
         name=faultd; [ $who = ha ] && name=haproxy; [ $who = direct ] && name=redis
-        echo "  round $i $who: client SET $set_rps GET $get_rps rps (pair $rps); Redis served $arrived in $(awk -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", y - x}') s = $srv rps; $name used ${busy}% of CPU 0, $eff requests per CPU-second; steal ${stolen}%"
+        echo "  round $i $who: client SET $set_rps GET $get_rps rps (pair $rps); Redis served $arrived in $(awk -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", y - x}') s = $srv rps; $name used ${busy}% of CPU 0, $eff requests per CPU-second; Redis ${redis_ns} ns of CPU per request and $sleeps sleeps per 1,000 requests, $name preempted $preempted times per 1,000; CPU 0 idle ${idle}%; steal ${stolen}%"
       done
     done
     F=$(median < "$WORK/rps_fd"); H=$(median < "$WORK/rps_ha"); D=$(median < "$WORK/rps_direct")
