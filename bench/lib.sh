@@ -1,7 +1,7 @@
 # Shared by the benchmark scripts (sourced, not run, once $WORK is set): a free loopback port, waiting for a
-# listener, a process's CPU time, the host's steal time, nginx's own request count, a ratio, the median of numbers on stdin, the servers a script started and their cleanup,
-# and the configuration of nginx as the peer (one worker, no logs, keep-alive without a limit, a backlog above
-# tokio's 1,024, 127.0.0.1 only).
+# listener, a process's CPU time, the host's steal time and a share in percent, nginx's own request count, a ratio,
+# the median of numbers on stdin, the servers a script started and their cleanup, and the configuration of nginx
+# as the peer (one worker, no logs, keep-alive without a limit, a backlog above tokio's 1,024, 127.0.0.1 only).
 
 # The servers a script started: append each pid; `trap cleanup EXIT` stops them all and removes $WORK.
 PIDS=()
@@ -25,10 +25,10 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 nginx_served() { curl -s "http://127.0.0.1:$1/" | awk 'NR==3 {print $3}'; }
 
 # The host's steal time so far, summed over both CPUs: "STEAL TOTAL" in clock ticks from /proc/stat (the
-# hypervisor running something else while this guest wanted the CPU). Between two readings, steal_pct gives the
-# share of the time stolen in percent.
+# hypervisor running something else while this guest wanted the CPU).
 steal_ticks() { awk '$1 ~ /^cpu[0-9]+$/ {s += $9; for (i = 2; i <= 9; i++) t += $i} END {print s, t}' /proc/stat; }
-steal_pct() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%.0f", (d > 0 ? (y[1] - x[1]) / d * 100 : 0)}'; }
+# Between two "PART TOTAL" readings (steal_ticks, or any other such pair), the share of PART in percent.
+share_pct() { awk -v a="$1" -v b="$2" 'BEGIN {split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%.0f", (d > 0 ? (y[1] - x[1]) / d * 100 : 0)}'; }
 
 # A / B with two decimals (0 when B is 0).
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}'; }

@@ -55,6 +55,8 @@ stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; local p k
 now_s() { date +%s.%N; }
 # A process's context switches so far, summed over its threads: "VOLUNTARY INVOLUNTARY".
 switches() { cat /proc/"$1"/task/*/status | awk '/^voluntary_ctxt/ {v += $2} /^nonvoluntary_ctxt/ {n += $2} END {print v, n}'; }
+# Field $3 of two "VOLUNTARY INVOLUNTARY" readings, $1 before and $2 after: how many more, per 1,000 of $4.
+per_thousand() { awk -v a="$1" -v b="$2" -v f="$3" -v n="$4" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.0f", (y[f] - x[f]) / n * 1000}'; }
 # CPU 0's idle and total clock ticks so far ("IDLE TOTAL", idle including iowait), from /proc/stat.
 cpu0_idle() { awk '$1 == "cpu0" {for (i = 2; i <= 9; i++) t += $i; print $5 + $6, t}' /proc/stat; }
 minus() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.1f", a - b}'; }
@@ -143,7 +145,7 @@ if [[ $WHAT == a || $WHAT == all ]]; then
         s0=$(served); c0=$(cpu_s "$pid"); r0=$(cpu_s "$REDIS_PID"); w0=$(switches "$REDIS_PID"); x0=$(switches "$pid"); i0=$(cpu0_idle); st0=$(steal_ticks); t0=$(now_s)
         out=$(taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -t set,get -P "$P" -n "$N" --csv)
         t1=$(now_s); st1=$(steal_ticks); i1=$(cpu0_idle); x1=$(switches "$pid"); w1=$(switches "$REDIS_PID"); r1=$(cpu_s "$REDIS_PID"); c1=$(cpu_s "$pid"); s1=$(served)
-        stolen=$(steal_pct "$st0" "$st1")
+        stolen=$(share_pct "$st0" "$st1")
         set_rps=$(awk -F'"' '$2 == "SET" {print $4}' <<<"$out"); get_rps=$(awk -F'"' '$2 == "GET" {print $4}' <<<"$out")
         arrived=$((s1 - s0))
         # Every request sent must have been served once: a proxy that lost or doubled one is not measured.
@@ -157,9 +159,8 @@ if [[ $WHAT == a || $WHAT == all ]]; then
         # ones) per 1,000 requests, and CPU 0's idle share: with both at work on CPU 0, the proxy's rate depends on
         # what Redis spends per request behind it as much as on its own cost.
         redis_ns=$(awk -v a="$arrived" -v r0="$r0" -v r1="$r1" 'BEGIN {printf "%.0f", (r1 - r0) / a * 1e9}')
-        sleeps=$(awk -v a="$w0" -v b="$w1" -v n="$arrived" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.0f", (y[1] - x[1]) / n * 1000}')
-        preempted=$(awk -v a="$x0" -v b="$x1" -v n="$arrived" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.0f", (y[2] - x[2]) / n * 1000}')
-        idle=$(awk -v a="$i0" -v b="$i1" 'BEGIN {split(a, x, " "); split(b, y, " "); d = y[2] - x[2]; printf "%.0f", (d > 0 ? (y[1] - x[1]) / d * 100 : 0)}')
+        sleeps=$(per_thousand "$w0" "$w1" 1 "$arrived"); preempted=$(per_thousand "$x0" "$x1" 2 "$arrived")
+        idle=$(share_pct "$i0" "$i1")
         echo "$rps" >> "$WORK/rps_$who"; echo "$srv" >> "$WORK/srv_$who"; echo "$eff" >> "$WORK/eff_$who"
         [ $who = fd ] && fd_srv=$srv && fd_eff=$eff && fd_stolen=$stolen
         if [ $who = ha ]; then
