@@ -3,7 +3,9 @@
 #   (a) throughput and added latency of a healthy faultd route vs nginx returning the same bytes ({"ok":true},
 #       application/json): wrk -t1 -c50 saturation rps, counted by each server (nginx's stub_status, faultd's
 #       recording) over the run (ratio of medians, target >= 1.0x nginx) and, at a fixed
-#       2000/s from loadgen, the latency faultd adds over nginx (p50/p99, from the actual send).
+#       2000/s from loadgen, the latency faultd adds over nginx (p50/p99, from the actual send). A third server
+#       alternates with them, bench-floor (bench/floor): the same answer on faultd's runtime with nothing but
+#       httparse per request, counted at itself, so the figures say how much of the gap is the runtime's.
 #   (b) delay accuracy: a fixed 50 ms delay at 500/s (DELAY_RATE) from loadgen; error = client-measured latency
 #       - 50 ms at p50/p99/p99.9 (target p99 <= 1 ms), and faultd's CPU time per round; nginx at the same rate
 #       gives the loopback + client floor.
@@ -23,7 +25,8 @@ DELAY_RATE=${DELAY_RATE:-500}
 HELD=${HELD:-"1000 5000 19000"}; KINDS=${KINDS:-"hang delay"}
 FAULTD=${FAULTD:-target/release/faultd}
 LOADGEN=${LOADGEN:-target/release/loadgen}
-[ -x "$FAULTD" ] && [ -x "$LOADGEN" ] || cargo build --release -p faultd -p loadgen
+FLOOR=${FLOOR:-target/release/bench-floor}
+[ -x "$FAULTD" ] && [ -x "$LOADGEN" ] && [ -x "$FLOOR" ] || cargo build --release -p faultd -p loadgen -p bench-floor
 
 WORK=$(mktemp -d /tmp/faultd-bench.XXXXXX)
 source bench/lib.sh
@@ -52,29 +55,35 @@ FAULTD_PORT=$(free_port); FD_CONTROL=$(free_port)
 TOKIO_WORKER_THREADS=1 taskset -c 0 "$FAULTD" --config "$WORK/faultd.yaml" --listen "127.0.0.1:$FAULTD_PORT" \
   --control "127.0.0.1:$FD_CONTROL" 2> "$WORK/faultd.log" &
 FAULTD_PID=$!; PIDS+=($FAULTD_PID)
-wait_port "$NGINX_PORT"; wait_port "$STATUS_PORT"; wait_port "$FAULTD_PORT"; wait_port "$FD_CONTROL"
+FLOOR_PORT=$(free_port)
+taskset -c 0 "$FLOOR" "127.0.0.1:$FLOOR_PORT" &
+FLOOR_PID=$!; PIDS+=($FLOOR_PID)
+wait_port "$NGINX_PORT"; wait_port "$STATUS_PORT"; wait_port "$FAULTD_PORT"; wait_port "$FD_CONTROL"; wait_port "$FLOOR_PORT"
 NGINX_WORKER=$(cat /proc/"$(cat "$WORK/nginx.pid")"/task/*/children | awk '{print $1}')
-NGINX="http://127.0.0.1:$NGINX_PORT"; FD="http://127.0.0.1:$FAULTD_PORT"
+NGINX="http://127.0.0.1:$NGINX_PORT"; FD="http://127.0.0.1:$FAULTD_PORT"; FL="http://127.0.0.1:$FLOOR_PORT"
 [ "$(curl -s "$NGINX/ok")" = "$(curl -s "$FD/ok")" ] || { echo "faultd and nginx answer different bodies" >&2; exit 3; }
+[ "$(curl -s "$NGINX/ok")" = "$(curl -s "$FL/ok")" ] || { echo "bench-floor and nginx answer different bodies" >&2; exit 3; }
 # Requests each server has served so far, by its own count: nginx's stub_status (this status request included,
-# so between two readings nginx served after - before - 1 others), faultd's recording (calls of every route).
+# so between two readings nginx served after - before - 1 others), faultd's recording (calls of every route),
+# bench-floor's /count (which it does not count).
 served() {
   if [ "$1" = ng ]; then nginx_served "$STATUS_PORT"
+  elif [ "$1" = fl ]; then curl -s "$FL/count"
   else curl -s "http://127.0.0.1:$FD_CONTROL/recording" \
     | python3 -c 'import json,sys; r=json.load(sys.stdin); print(sum(v["totals"]["arrivals"] for v in r["routes"].values()))'
   fi
 }
-echo "nginx (1 worker) and faultd (1 tokio worker) on CPU 0; clients on CPU 1; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "nginx (1 worker), faultd (1 tokio worker) and bench-floor on CPU 0; clients on CPU 1; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [[ $WHAT == a || $WHAT == all ]]; then
   echo "== (a) healthy route: wrk -t1 -c50 ${SAT_SECS}s saturation, then loadgen 2000/s ${LAT_SECS}s; $ROUNDS alternating rounds"
-  for f in fd_rps ng_rps fd_p50 ng_p50 fd_p99 ng_p99 fd_eff ng_eff; do : > "$WORK/$f"; done
+  for f in fd_rps ng_rps fl_rps fd_p50 ng_p50 fl_p50 fd_p99 ng_p99 fl_p99 fd_eff ng_eff fl_eff; do : > "$WORK/$f"; done
   for i in $(seq "$ROUNDS"); do
-    for who in fd ng; do
-      url=$FD/ok; pid=$FAULTD_PID; [ $who = ng ] && url=$NGINX/ok && pid=$NGINX_WORKER
-      c0=$(cpu_s "$pid"); n0=$(served $who)
+    for who in fd ng fl; do
+      case $who in fd) url=$FD/ok; pid=$FAULTD_PID;; ng) url=$NGINX/ok; pid=$NGINX_WORKER;; fl) url=$FL/ok; pid=$FLOOR_PID;; esac
+      c0=$(cpu_s "$pid"); n0=$(served $who); st0=$(steal_ticks)
       taskset -c 1 wrk -t1 -c50 -d"${SAT_SECS}s" "$url" > /dev/null
-      n=$(( $(served $who) - n0 )); [ $who = ng ] && n=$((n - 1))
+      st1=$(steal_ticks); n=$(( $(served $who) - n0 )); [ $who = ng ] && n=$((n - 1))
       rps=$(awk -v n="$n" -v t="$SAT_SECS" 'BEGIN {printf "%.0f", n/t}')
       busy=$(awk -v a="$c0" -v b="$(cpu_s "$pid")" -v t="$SAT_SECS" 'BEGIN {printf "%.0f", (b-a)/t*100}')
       out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$url" --rate 2000/s --duration "${LAT_SECS}s" --connections 50)
@@ -83,7 +92,7 @@ if [[ $WHAT == a || $WHAT == all ]]; then
       # Requests per CPU-second of the server: on a shared machine the share of CPU 0 a server gets varies from
       # run to run, and this does not depend on it.
       awk -v r="$rps" -v b="$busy" 'BEGIN {printf "%.0f\n", (b > 0 ? r / (b / 100) : 0)}' >> "$WORK/${who}_eff"
-      echo "  round $i $who: wrk $rps rps by the server's count (server used ${busy}% of its core); at 2000/s p50 $p50 ms, p99 $p99 ms"
+      echo "  round $i $who: wrk $rps rps by the server's count (server used ${busy}% of its core; steal $(share_pct "$st0" "$st1")%); at 2000/s p50 $p50 ms, p99 $p99 ms"
     done
   done
   FR=$(median < "$WORK/fd_rps"); NR=$(median < "$WORK/ng_rps")
@@ -93,6 +102,11 @@ if [[ $WHAT == a || $WHAT == all ]]; then
   echo "  median rps: faultd $FR, nginx $NR, ratio $(awk -v a="$FR" -v b="$NR" 'BEGIN {printf "%.2f", a/b}')x (target >= 1.0x)"
   echo "  median latency at 2000/s: faultd p50 $F50 ms p99 $F99 ms; nginx p50 $N50 ms p99 $N99 ms;" \
        "added p50 $(awk -v a="$F50" -v b="$N50" 'BEGIN {printf "%.3f", a-b}') ms, p99 $(awk -v a="$F99" -v b="$N99" 'BEGIN {printf "%.3f", a-b}') ms"
+  LR=$(median < "$WORK/fl_rps"); LE=$(median < "$WORK/fl_eff")
+  echo "  the floor (bench-floor): median rps $LR, $(ratio "$LR" "$NR")x nginx's; faultd $(ratio "$FR" "$LR")x the floor's;" \
+       "per CPU-second $LE, $(ratio "$LE" "$NE")x nginx's; at 2000/s p50 $(median < "$WORK/fl_p50") ms, p99 $(median < "$WORK/fl_p99") ms"
+  echo "  round by round, faultd/nginx: $(paste -d' ' "$WORK/fd_rps" "$WORK/ng_rps" | awk '{printf "%.2f ", $1/$2}');" \
+       "floor/nginx: $(paste -d' ' "$WORK/fl_rps" "$WORK/ng_rps" | awk '{printf "%.2f ", $1/$2}')"
 fi
 
 if [[ $WHAT == b || $WHAT == all ]]; then
