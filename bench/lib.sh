@@ -15,6 +15,8 @@ wait_port() { for _ in $(seq 200); do (echo > "/dev/tcp/127.0.0.1/$1") 2>/dev/nu
 
 # CPU seconds (user + system, every thread) a running process has used so far.
 cpu_s() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f\n", ($14 + $15) / hz}' "/proc/$1/stat"; }
+# A process's user and system CPU so far, "USER SYSTEM" in seconds (all its threads).
+cpu_user_sys() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f %.2f\n", $14 / hz, $15 / hz}' "/proc/$1/stat"; }
 
 # A free TCP port on 127.0.0.1.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }

@@ -77,13 +77,18 @@ echo "nginx (1 worker), faultd (1 tokio worker) and bench-floor on CPU 0; client
 
 if [[ $WHAT == a || $WHAT == all ]]; then
   echo "== (a) healthy route: wrk -t1 -c50 ${SAT_SECS}s saturation, then loadgen 2000/s ${LAT_SECS}s; $ROUNDS alternating rounds"
-  for f in fd_rps ng_rps fl_rps fd_p50 ng_p50 fl_p50 fd_p99 ng_p99 fl_p99 fd_eff ng_eff fl_eff; do : > "$WORK/$f"; done
+  for who in fd ng fl; do for f in rps p50 p99 eff usr sys; do : > "$WORK/${who}_$f"; done; done
   for i in $(seq "$ROUNDS"); do
     for who in fd ng fl; do
       case $who in fd) url=$FD/ok; pid=$FAULTD_PID;; ng) url=$NGINX/ok; pid=$NGINX_WORKER;; fl) url=$FL/ok; pid=$FLOOR_PID;; esac
-      c0=$(cpu_s "$pid"); n0=$(served $who); st0=$(steal_ticks)
+      c0=$(cpu_s "$pid"); u0=$(cpu_user_sys "$pid"); n0=$(served $who); st0=$(steal_ticks)
       taskset -c 1 wrk -t1 -c50 -d"${SAT_SECS}s" "$url" > /dev/null
       st1=$(steal_ticks); n=$(( $(served $who) - n0 )); [ $who = ng ] && n=$((n - 1))
+      u1=$(cpu_user_sys "$pid")
+      # The server's user and system CPU per request, in microseconds: where its cost per request lies.
+      read -r usr sys < <(awk -v a="$u0" -v b="$u1" -v n="$n" 'BEGIN {split(a, x, " "); split(b, y, " ");
+        printf "%.2f %.2f\n", (y[1] - x[1]) / n * 1e6, (y[2] - x[2]) / n * 1e6}')
+      echo "$usr" >> "$WORK/${who}_usr"; echo "$sys" >> "$WORK/${who}_sys"
       rps=$(awk -v n="$n" -v t="$SAT_SECS" 'BEGIN {printf "%.0f", n/t}')
       busy=$(awk -v a="$c0" -v b="$(cpu_s "$pid")" -v t="$SAT_SECS" 'BEGIN {printf "%.0f", (b-a)/t*100}')
       out=$(TOKIO_WORKER_THREADS=1 taskset -c 1 "$LOADGEN" --url "$url" --rate 2000/s --duration "${LAT_SECS}s" --connections 50)
@@ -92,7 +97,7 @@ if [[ $WHAT == a || $WHAT == all ]]; then
       # Requests per CPU-second of the server: on a shared machine the share of CPU 0 a server gets varies from
       # run to run, and this does not depend on it.
       awk -v r="$rps" -v b="$busy" 'BEGIN {printf "%.0f\n", (b > 0 ? r / (b / 100) : 0)}' >> "$WORK/${who}_eff"
-      echo "  round $i $who: wrk $rps rps by the server's count (server used ${busy}% of its core; steal $(share_pct "$st0" "$st1")%); at 2000/s p50 $p50 ms, p99 $p99 ms"
+      echo "  round $i $who: wrk $rps rps by the server's count (server used ${busy}% of its core, user $usr us + system $sys us per request; steal $(share_pct "$st0" "$st1")%); at 2000/s p50 $p50 ms, p99 $p99 ms"
     done
   done
   FR=$(median < "$WORK/fd_rps"); NR=$(median < "$WORK/ng_rps")
@@ -105,6 +110,8 @@ if [[ $WHAT == a || $WHAT == all ]]; then
   LR=$(median < "$WORK/fl_rps"); LE=$(median < "$WORK/fl_eff")
   echo "  the floor (bench-floor): median rps $LR, $(ratio "$LR" "$NR")x nginx's; faultd $(ratio "$FR" "$LR")x the floor's;" \
        "per CPU-second $LE, $(ratio "$LE" "$NE")x nginx's; at 2000/s p50 $(median < "$WORK/fl_p50") ms, p99 $(median < "$WORK/fl_p99") ms"
+  echo "  median CPU per request, user + system: faultd $(median < "$WORK/fd_usr") + $(median < "$WORK/fd_sys") us," \
+       "nginx $(median < "$WORK/ng_usr") + $(median < "$WORK/ng_sys") us, the floor $(median < "$WORK/fl_usr") + $(median < "$WORK/fl_sys") us"
   echo "  round by round, faultd/nginx: $(paste -d' ' "$WORK/fd_rps" "$WORK/ng_rps" | awk '{printf "%.2f ", $1/$2}');" \
        "floor/nginx: $(paste -d' ' "$WORK/fl_rps" "$WORK/ng_rps" | awk '{printf "%.2f ", $1/$2}')"
 fi
