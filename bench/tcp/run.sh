@@ -8,7 +8,9 @@
 #       ratios are also given round by round (faultd's round over the HAProxy round right after it), as the
 #       median of those pairs and as the median of the pairs in which both rounds lost under STEAL_MAX percent.
 #       Each round also prints Redis's CPU per request behind the proxy, Redis's sleeps and the proxy's preemptions per
-#       1,000 requests, and CPU 0's idle share: both share CPU 0, so the rate depends on both.
+#       1,000 requests, and CPU 0's idle share: both share CPU 0, so the rate depends on both. A third proxy
+#       alternates with them, bench-relay (bench/floor): tokio's copy_bidirectional on faultd's runtime and nothing
+#       else, so the figures say what faultd's routes cost over copying and where a plain tokio relay stands.
 #   (b) added latency at a fixed 10,000 GET/s (redis_client.py rate: a fixed timetable, latency from the intended
 #       send time) through faultd and HAProxy vs straight to Redis: p50/p99 (target: faultd adds <= 50 us at p50,
 #       <= 200 us at p99).
@@ -21,10 +23,10 @@
 # Usage: bench/tcp/run.sh [a|b|c|d|all]
 #   env: ROUNDS=3 N_P16=2000000 N_P1=300000 CLIENTS=50 LAT_RATE=10000 LAT_SECS=10 LAT_CONNS=8
 #        TOXIC_RATE=1000 TOXIC_SECS=10 IDLE=10000 KINDS="fresh ping" PROXIES="faultd haproxy"
-#        FAULTD=target/release/faultd (another build to compare) STEAL_MAX=5
+#        FAULTD=target/release/faultd (another build to compare) RELAY=target/release/bench-relay STEAL_MAX=5
 # Needs haproxy, redis-server, redis-benchmark (apt-get install -y haproxy redis-server) and python3.
 # Redis, faultd (one tokio worker) and HAProxy (nbthread 1) run on CPU 0, the clients on CPU 1. Rounds alternate
-# (faultd, HAProxy, direct, faultd, ...) and the medians are quoted.
+# (faultd, HAProxy, relay, direct, faultd, ...) and the medians are quoted.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WHAT=${1:-all}
@@ -33,6 +35,7 @@ LAT_RATE=${LAT_RATE:-10000}; LAT_SECS=${LAT_SECS:-10}; LAT_CONNS=${LAT_CONNS:-8}
 TOXIC_RATE=${TOXIC_RATE:-1000}; TOXIC_SECS=${TOXIC_SECS:-10}
 IDLE=${IDLE:-10000}; KINDS=${KINDS:-"fresh ping"}; PROXIES=${PROXIES:-"faultd haproxy"}
 FAULTD=${FAULTD:-target/release/faultd}
+RELAY=${RELAY:-target/release/bench-relay}
 STEAL_MAX=${STEAL_MAX:-5}
 CLIENT=bench/tcp/redis_client.py
 missing=()
@@ -43,7 +46,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "missing: ${missing[*]} (apt-get install -y haproxy redis-server python3)" >&2
   exit 2
 fi
-[ -x "$FAULTD" ] || cargo build --release -p faultd
+[ -x "$FAULTD" ] && [ -x "$RELAY" ] || cargo build --release -p faultd -p bench-floor
 
 WORK=$(mktemp -d /tmp/tcp-bench.XXXXXX)
 source bench/lib.sh
@@ -132,15 +135,21 @@ if [[ $WHAT =~ ^(a|b|c|all)$ ]]; then
 fi
 
 if [[ $WHAT == a || $WHAT == all ]]; then
+  RELAY_PORT=$(free_port)
+  taskset -c 0 "$RELAY" "127.0.0.1:$RELAY_PORT" "127.0.0.1:$REDIS_PORT" &
+  RELAY_PID=$!; PIDS+=($RELAY_PID)
+  wait_port "$RELAY_PORT"
+  [ "$(redis-cli -h 127.0.0.1 -p "$RELAY_PORT" ping)" = PONG ] || { echo "no PONG through bench-relay" >&2; exit 3; }
   for P in 16 1; do
     N=$N_P16; [ "$P" = 1 ] && N=$N_P1
     echo "== (a) redis-benchmark -c $CLIENTS -t set,get -P $P -n $N, $ROUNDS alternating rounds"
-    for who in fd ha direct; do : > "$WORK/rps_$who"; : > "$WORK/srv_$who"; : > "$WORK/eff_$who"; done
+    for who in fd ha relay direct; do : > "$WORK/rps_$who"; : > "$WORK/srv_$who"; : > "$WORK/eff_$who"; done
     : > "$WORK/pairs"; : > "$WORK/pairs_calm"
     for i in $(seq "$ROUNDS"); do
-      for who in fd ha direct; do
+      for who in fd ha relay direct; do
         port=$FD_PORT; pid=$FD_PID
         [ $who = ha ] && port=$HA_PORT && pid=$HA_PID
+        [ $who = relay ] && port=$RELAY_PORT && pid=$RELAY_PID
         [ $who = direct ] && port=$REDIS_PORT && pid=$REDIS_PID
         s0=$(served); c0=$(cpu_s "$pid"); r0=$(cpu_s "$REDIS_PID"); w0=$(switches "$REDIS_PID"); x0=$(switches "$pid"); i0=$(cpu0_idle); st0=$(steal_ticks); t0=$(now_s)
         out=$(taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -t set,get -P "$P" -n "$N" --csv)
@@ -168,16 +177,19 @@ if [[ $WHAT == a || $WHAT == all ]]; then
           echo "$pair" >> "$WORK/pairs"
           [ "$fd_stolen" -lt "$STEAL_MAX" ] && [ "$stolen" -lt "$STEAL_MAX" ] && echo "$pair" >> "$WORK/pairs_calm"
         fi
-        name=faultd; [ $who = ha ] && name=haproxy; [ $who = direct ] && name=redis
+        name=faultd; [ $who = ha ] && name=haproxy; [ $who = relay ] && name=bench-relay; [ $who = direct ] && name=redis
         echo "  round $i $who: client SET $set_rps GET $get_rps rps (pair $rps); Redis served $arrived in $(awk -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", y - x}') s = $srv rps; $name used ${busy}% of CPU 0, $eff requests per CPU-second; Redis ${redis_ns} ns of CPU per request and $sleeps sleeps per 1,000 requests, $name preempted $preempted times per 1,000; CPU 0 idle ${idle}%; steal ${stolen}%"
       done
     done
     F=$(median < "$WORK/rps_fd"); H=$(median < "$WORK/rps_ha"); D=$(median < "$WORK/rps_direct")
     FS=$(median < "$WORK/srv_fd"); HS=$(median < "$WORK/srv_ha"); DS=$(median < "$WORK/srv_direct")
     FE=$(median < "$WORK/eff_fd"); HE=$(median < "$WORK/eff_ha")
+    RS=$(median < "$WORK/srv_relay"); RE=$(median < "$WORK/eff_relay")
     echo "  -P $P median client rps: faultd $F, haproxy $H, direct $D; faultd/haproxy $(ratio "$F" "$H")x (target >= 1.0x), faultd/direct $(ratio "$F" "$D")x"
     echo "  -P $P median rps counted at Redis: faultd $FS, haproxy $HS, direct $DS; faultd/haproxy $(ratio "$FS" "$HS")x"
     echo "  -P $P median requests per CPU-second of the proxy: faultd $FE, haproxy $HE; faultd/haproxy $(ratio "$FE" "$HE")x"
+    echo "  -P $P bench-relay: median rps counted at Redis $RS, $(ratio "$RS" "$HS")x haproxy's; faultd $(ratio "$FS" "$RS")x the relay's;" \
+         "requests per CPU-second $RE, $(ratio "$RE" "$HE")x haproxy's"
     echo "  -P $P round by round (at Redis), faultd/haproxy: $(cut -d' ' -f1 "$WORK/pairs" | tr '\n' ' ')-> median $(cut -d' ' -f1 "$WORK/pairs" | median)x; per CPU-second median $(cut -d' ' -f2 "$WORK/pairs" | median)x"
     if [ -s "$WORK/pairs_calm" ]; then
       echo "  -P $P the $(wc -l < "$WORK/pairs_calm") pairs with steal under ${STEAL_MAX}% in both rounds: $(cut -d' ' -f1 "$WORK/pairs_calm" | tr '\n' ' ')-> median $(cut -d' ' -f1 "$WORK/pairs_calm" | median)x; per CPU-second median $(cut -d' ' -f2 "$WORK/pairs_calm" | median)x"

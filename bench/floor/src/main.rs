@@ -8,11 +8,10 @@
 //! so the benchmark counts requests at the server, as it does for nginx and faultd. Loopback addresses only.
 
 use std::io::{self, Write};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 const BODY: &[u8] = b"{\"ok\":true}";
 
@@ -119,38 +118,19 @@ async fn serve(tcp: TcpStream) -> io::Result<()> {
 /// One thread, as faultd runs with one worker in the benchmark (a single-threaded runtime).
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), String> {
-    let addr: SocketAddr = std::env::args()
-        .nth(1)
-        .ok_or("usage: bench-floor 127.0.0.1:PORT")?
-        .parse()
-        .map_err(|e| format!("bench-floor: the address: {e}"))?;
-    if !addr.ip().is_loopback() {
-        return Err(format!("bench-floor: {addr} is not a loopback address"));
-    }
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }
-    .map_err(|e| format!("bench-floor: socket: {e}"))?;
-    socket
-        .set_reuseaddr(true)
-        .and_then(|()| socket.bind(addr))
-        .map_err(|e| format!("bench-floor: bind {addr}: {e}"))?;
-    // A backlog above tokio's 1,024, which drops connects that arrive in a burst.
-    let listener: TcpListener = socket
-        .listen(4096)
-        .map_err(|e| format!("bench-floor: listen on {addr}: {e}"))?;
+    let addr = bench_floor::loopback(
+        std::env::args().nth(1),
+        "listen",
+        "bench-floor 127.0.0.1:PORT",
+    )
+    .map_err(|e| format!("bench-floor: {e}"))?;
+    let listener = bench_floor::listen(addr).map_err(|e| format!("bench-floor: {e}"))?;
     loop {
         match listener.accept().await {
             Ok((tcp, _)) => {
                 tokio::spawn(serve(tcp));
             }
-            // Out of file descriptors, or a connect that died in the queue: keep serving the others.
-            Err(e) => {
-                eprintln!("bench-floor: accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-            }
+            Err(e) => bench_floor::after_accept_failed("bench-floor", e).await,
         }
     }
 }
@@ -159,6 +139,7 @@ async fn main() -> Result<(), String> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
 
     /// Two pipelined requests are answered in order with the fixed body, and `/count` then says two; a request with
     /// a body closes the connection unanswered.

@@ -1,0 +1,41 @@
+//! What the two floors share: a loopback address from the command line, and a listener with a deep backlog.
+
+use std::net::SocketAddr;
+
+use tokio::net::{TcpListener, TcpSocket};
+
+/// `arg` as a loopback address (`127.0.0.1:PORT` or `[::1]:PORT`); `what` names it in the error.
+pub fn loopback(arg: Option<String>, what: &str, usage: &str) -> Result<SocketAddr, String> {
+    let text = arg.ok_or_else(|| format!("usage: {usage}"))?;
+    let addr: SocketAddr = text
+        .parse()
+        .map_err(|e| format!("the {what} address {text:?}: {e}"))?;
+    if !addr.ip().is_loopback() {
+        return Err(format!("{addr} is not a loopback address"));
+    }
+    Ok(addr)
+}
+
+/// Listens on `addr` with a backlog above tokio's 1,024, which drops connects that arrive in a burst.
+pub fn listen(addr: SocketAddr) -> Result<TcpListener, String> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()
+    } else {
+        TcpSocket::new_v6()
+    }
+    .map_err(|e| format!("socket: {e}"))?;
+    socket
+        .set_reuseaddr(true)
+        .and_then(|()| socket.bind(addr))
+        .map_err(|e| format!("bind {addr}: {e}"))?;
+    socket
+        .listen(4096)
+        .map_err(|e| format!("listen on {addr}: {e}"))
+}
+
+/// Waits before accepting again after an accept failed (out of file descriptors, or a connect that died in the
+/// queue), so that the others keep being served without a busy loop.
+pub async fn after_accept_failed(program: &str, e: std::io::Error) {
+    eprintln!("{program}: accept: {e}");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+}
