@@ -1,8 +1,9 @@
-//! What the two floors share: a loopback address from the command line, and a listener with a deep backlog.
+//! What the two floors share: a loopback address from the command line, and a listener bound as faultd binds
+//! its own.
 
 use std::net::SocketAddr;
 
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::TcpListener;
 
 /// `arg` as a loopback address (`127.0.0.1:PORT` or `[::1]:PORT`); `what` names it in the error.
 pub fn loopback(arg: Option<String>, what: &str, usage: &str) -> Result<SocketAddr, String> {
@@ -16,21 +17,10 @@ pub fn loopback(arg: Option<String>, what: &str, usage: &str) -> Result<SocketAd
     Ok(addr)
 }
 
-/// Listens on `addr` with a backlog above tokio's 1,024, which drops connects that arrive in a burst.
+/// Listens on `addr` as faultd does (`faultd::server::bind`), with a backlog above tokio's 1,024, which drops
+/// connects that arrive in a burst.
 pub fn listen(addr: SocketAddr) -> Result<TcpListener, String> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()
-    } else {
-        TcpSocket::new_v6()
-    }
-    .map_err(|e| format!("socket: {e}"))?;
-    socket
-        .set_reuseaddr(true)
-        .and_then(|()| socket.bind(addr))
-        .map_err(|e| format!("bind {addr}: {e}"))?;
-    socket
-        .listen(4096)
-        .map_err(|e| format!("listen on {addr}: {e}"))
+    faultd::server::bind(addr, 4096).map_err(|e| format!("listen on {addr}: {e}"))
 }
 
 /// Waits before accepting again after an accept failed (out of file descriptors, or a connect that died in the
