@@ -12,8 +12,14 @@
 #   (c) RSS per held call with 1k, 5k, 19k hung calls (target <= 10 KB); a fresh faultd per count, RSS from
 #       /proc/PID/status before and after, the calls confirmed by faultd's own faultd_in_flight. The same for calls
 #       held by a long delay (still served by hyper), for comparison.
-# Usage: bench/faultd/run.sh [a|b|c|all]
+#   (d) user-space instructions per request of the healthy route, counted by valgrind's callgrind under wrk (with
+#       a Host header only, then with four more headers per request): two runs of different lengths, and the
+#       difference of their counts over the difference of their requests (by faultd's recording), so start-up and
+#       shutdown drop out. Counted, not timed, so it tells two builds apart by a few per cent where timings on a
+#       shared host move by ten or more. Needs valgrind; not part of "all".
+# Usage: bench/faultd/run.sh [a|b|c|d|all]
 #   env: ROUNDS=3 SAT_SECS=5 LAT_SECS=5 DELAY_SECS=10 DELAY_RATE=500 HELD="1000 5000 19000" KINDS="hang delay"
+#        IR_SECS="2 6" (the two runs of (d))
 #        FAULTD=target/release/faultd (another build to compare, e.g. one from before a change)
 # The servers (nginx with one worker, faultd with one tokio worker) run on CPU 0, the clients on CPU 1. Runs
 # alternate (faultd, nginx, faultd, nginx, ...) and the medians are quoted.
@@ -23,6 +29,7 @@ WHAT=${1:-all}
 ROUNDS=${ROUNDS:-3}; SAT_SECS=${SAT_SECS:-5}; LAT_SECS=${LAT_SECS:-5}; DELAY_SECS=${DELAY_SECS:-10}
 DELAY_RATE=${DELAY_RATE:-500}
 HELD=${HELD:-"1000 5000 19000"}; KINDS=${KINDS:-"hang delay"}
+read -r -a IR_SECS <<< "${IR_SECS:-2 6}"
 FAULTD=${FAULTD:-target/release/faultd}
 LOADGEN=${LOADGEN:-target/release/loadgen}
 FLOOR=${FLOOR:-target/release/bench-floor}
@@ -167,5 +174,35 @@ if [[ $WHAT == c || $WHAT == all ]]; then
       done
       echo "  $kind $n held: median $(median < "$WORK/per") bytes of RSS per held call (target <= 10240)"
     done
+  done
+fi
+
+if [[ $WHAT == d ]]; then
+  # Instructions are counted, not timed: the same build gives the same figure within a fraction of a per cent on a
+  # host whose timings move by 10-20% from run to run, so two builds can be told apart by a change of a few per cent.
+  command -v valgrind > /dev/null || { echo "(d) needs valgrind (Debian: apt-get install -y valgrind)" >&2; exit 2; }
+  echo "== (d) user-space instructions per request of faultd's healthy route (callgrind; wrk -t1 -c50, ${IR_SECS[*]} s runs)"
+  # wrk's requests carry a Host header and nothing else; the second set adds the four more a client library sends.
+  HEADERS=(-H "accept: */*" -H "accept-encoding: gzip" -H "user-agent: faultline-bench/1" -H "x-request-id: 5f0c2a9e41d7")
+  for set in host headers; do
+    irs=()
+    for secs in "${IR_SECS[@]}"; do
+      port=$(free_port); cport=$(free_port)
+      TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.$secs" "$FAULTD" \
+        --config "$WORK/faultd.yaml" --listen "127.0.0.1:$port" --control "127.0.0.1:$cport" 2> "$WORK/valgrind.$secs" &
+      pid=$!; PIDS+=($pid)
+      for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/ok" && break; sleep 0.1; done
+      FD_CONTROL=$cport
+      extra=(); [ $set = headers ] && extra=("${HEADERS[@]}")
+      taskset -c 1 wrk -t1 -c50 -d"${secs}s" "${extra[@]}" "http://127.0.0.1:$port/ok" > /dev/null
+      n=$(served fd)
+      kill -INT "$pid"; wait "$pid" 2>/dev/null || true; PIDS=()
+      ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$WORK/callgrind.$secs")
+      echo "  $set, ${secs} s: $n requests, $ir instructions in all"
+      irs+=("$n $ir")
+    done
+    # The difference of the two runs leaves out what faultd does once (start-up, shutdown).
+    awk -v s="$set" -v a="${irs[0]}" -v b="${irs[1]}" 'BEGIN {split(a, x, " "); split(b, y, " ");
+      printf "  %s: %.0f instructions per request (from the difference of the runs: %d requests)\n", s, (y[2] - x[2]) / (y[1] - x[1]), y[1] - x[1]}'
   done
 fi
