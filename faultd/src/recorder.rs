@@ -289,7 +289,16 @@ impl Recorder {
 
     /// Records a call's arrival on `route` during phase `phase`; the guard records its departure.
     pub fn arrive(self: &Arc<Self>, route: Arc<RouteRecorder>, phase: Arc<str>) -> CallGuard {
-        let arrival = Instant::now();
+        self.arrive_at(route, phase, Instant::now())
+    }
+
+    /// [`Recorder::arrive`] for a call that arrived at `arrival` (the instant its handler already read).
+    pub fn arrive_at(
+        self: &Arc<Self>,
+        route: Arc<RouteRecorder>,
+        phase: Arc<str>,
+        arrival: Instant,
+    ) -> CallGuard {
         let t = self.time_ns(arrival);
         let level = route.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
         route.max_in_flight.fetch_max(level, Ordering::Relaxed);

@@ -337,7 +337,11 @@ where
             }
         })
     };
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(io), service);
+    // Each answer's head and body go out in one buffer through `write`, where hyper's default gathers them in a
+    // two-part `writev`: the kernel's gathered write costs more per answer than copying the body (bench/faultd.md).
+    let conn = http1::Builder::new()
+        .writev(false)
+        .serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     tokio::select! {
         _ = &mut conn => None,
@@ -471,9 +475,10 @@ async fn call(
     };
     let plan_route = &plan.routes[route];
     let grpc = GrpcCall::of(&request);
-    let mut guard = shared
-        .recorder
-        .arrive(plan_route.recorder.clone(), resolved.phase.clone());
+    let mut guard =
+        shared
+            .recorder
+            .arrive_at(plan_route.recorder.clone(), resolved.phase.clone(), now);
     let n = plan_route
         .calls
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -487,10 +492,19 @@ async fn call(
     // Only a proxied call needs the request's head past this point. The head shares hyper's 8 KiB read buffer,
     // and hyper reserves a fresh one to watch for the caller's close while the call is pending, so keeping the head
     // through a long delay would hold both buffers. The body stays with the call, as it would untouched.
-    let (request, mut body) = if resolved.to.behaviour.proxy.is_some() {
-        (Some(request), None)
+    // A call answered at once keeps the head's header map, emptied, for its answer's headers: hyper hands an
+    // answer's map on to parse the connection's next request into, so on a keep-alive connection one map goes
+    // round from call to call instead of a new one being cloned for each answer and grown for each request.
+    let (request, mut body, mut spare_headers) = if resolved.to.behaviour.proxy.is_some() {
+        (Some(request), None, None)
     } else {
-        (None, Some(request.into_body()))
+        let (head, body) = request.into_parts();
+        let spare = decision.delay.is_zero().then(|| {
+            let mut headers = head.headers;
+            headers.clear();
+            headers
+        });
+        (None, Some(body), spare)
     };
 
     if let (Some(streams), Some(n), Some(goaway)) =
@@ -524,7 +538,9 @@ async fn call(
     let grpc_response = resolved.to.behaviour.grpc_response.as_ref();
     let echoed = match (&grpc, decision.action, body.take()) {
         (Some(_), CallAction::Healthy, Some(b)) if grpc_response.is_some_and(|r| r.echo()) => {
-            Some(grpc::first_message(b).await)
+            // Boxed, as the proxy's forward below: the call's future is moved into hyper's slot on every call,
+            // so it stays the size of the healthy path's state rather than that of its rarest await.
+            Some(Box::pin(grpc::first_message(b)).await)
         }
         (_, _, b) => {
             body = b;
@@ -551,9 +567,12 @@ async fn call(
     if let Some(d) = grpc_deadline {
         deadline = d;
     }
-    match &shared.deadlines {
-        Some(deadlines) => deadlines.wait_until(deadline).await,
-        None => tokio::time::sleep_until(deadline).await,
+    // A call with no delay is due at its arrival: answered at once, without reading the clock again.
+    if deadline > guard.arrival() {
+        match &shared.deadlines {
+            Some(deadlines) => deadlines.wait_until(deadline).await,
+            None => tokio::time::sleep_until(deadline).await,
+        }
     }
     drop(body);
     // The answer is due now, unless it takes time of its own: faultd's lateness is what the call outlasts it by.
@@ -662,15 +681,16 @@ async fn call(
             guarded(response.map(BodyExt::boxed_unsync), guard)
         }
         _ => match (&behaviour.behaviour.proxy, request) {
-            (Some(upstream), Some(request)) => match upstream.forward(&shared.proxy, request).await
-            {
-                Ok(upstream_response) => guarded(
-                    upstream_response
-                        .map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()),
-                    guard,
-                ),
-                Err((status, message)) => guarded(plain(status, message), guard),
-            },
+            (Some(upstream), Some(request)) => {
+                match Box::pin(upstream.forward(&shared.proxy, request)).await {
+                    Ok(upstream_response) => guarded(
+                        upstream_response
+                            .map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()),
+                        guard,
+                    ),
+                    Err((status, message)) => guarded(plain(status, message), guard),
+                }
+            }
             _ => {
                 let healthy = &behaviour.healthy;
                 let body = match behaviour.behaviour.slow_body {
@@ -679,7 +699,13 @@ async fn call(
                 };
                 let mut response = Response::new(body);
                 *response.status_mut() = healthy.status;
-                *response.headers_mut() = healthy.headers.clone();
+                *response.headers_mut() = match spare_headers.take() {
+                    Some(mut headers) => {
+                        headers.extend(healthy.headers.iter().map(|(n, v)| (n.clone(), v.clone())));
+                        headers
+                    }
+                    None => healthy.headers.clone(),
+                };
                 guarded(response, guard)
             }
         },

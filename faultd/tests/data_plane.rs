@@ -42,6 +42,106 @@ async fn healthy_response_has_the_configured_status_headers_and_body_size() {
     f.shutdown().await;
 }
 
+/// Reads one HTTP/1.1 answer with a Content-Length from a keep-alive connection: its header names (lower case, in
+/// order, repeated as sent) and its body.
+async fn read_answer(stream: &mut tokio::net::TcpStream) -> (Vec<(String, String)>, Vec<u8>) {
+    use tokio::io::AsyncReadExt;
+    let mut raw = Vec::new();
+    let end = loop {
+        if let Some(end) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break end;
+        }
+        let mut chunk = [0u8; 4096];
+        let n = tokio::time::timeout(Duration::from_secs(20), stream.read(&mut chunk))
+            .await
+            .expect("an answer within 20 s")
+            .unwrap();
+        assert!(n > 0, "the connection closed before the answer's head");
+        raw.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8(raw[..end].to_vec()).unwrap();
+    let headers: Vec<(String, String)> = head
+        .split("\r\n")
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map(|(_, v)| v.parse().unwrap())
+        .expect("a content-length");
+    let mut body = raw[end + 4..].to_vec();
+    while body.len() < length {
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).await.unwrap();
+        assert!(n > 0, "the connection closed inside the body");
+        body.extend_from_slice(&chunk[..n]);
+    }
+    assert_eq!(body.len(), length, "nothing after the body");
+    (headers, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_on_a_kept_alive_connection_carry_the_configured_headers_and_nothing_of_the_requests(
+) {
+    use tokio::io::AsyncWriteExt;
+    let f = start(
+        "routes:\n  ok: { path: /ok, response: { body_size: 64B, headers: { content-type: application/json, x-dep: ok } } }\n  \
+         slow: { path: /slow, latency: { fixed: 20ms }, response: { headers: { x-dep: slow } } }\n",
+    )
+    .await;
+    let mut stream = tokio::net::TcpStream::connect(f.data_addr()).await.unwrap();
+    // Requests with more headers than the answers have, one after another on the same connection; the undelayed
+    // route's answers are built on the map the connection parsed the request before into.
+    for (i, path) in ["/ok", "/ok", "/slow", "/ok", "/nothing", "/ok"]
+        .iter()
+        .enumerate()
+    {
+        let mut request = format!("GET {path} HTTP/1.1\r\nHost: faultd\r\n");
+        for h in 0..(4 + i) {
+            request.push_str(&format!(
+                "x-request-{h}: value-{i}\r\naccept: text/plain\r\n"
+            ));
+        }
+        request.push_str("user-agent: data-plane-test\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let (headers, body) = read_answer(&mut stream).await;
+        let mut names: Vec<&str> = headers.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        let value = |name: &str| {
+            headers
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        match *path {
+            "/ok" => {
+                assert_eq!(
+                    names,
+                    ["content-length", "content-type", "date", "x-dep"],
+                    "answer {i}"
+                );
+                assert_eq!(value("x-dep"), Some("ok"));
+                assert_eq!(value("content-type"), Some("application/json"));
+                assert_eq!(body.len(), 64);
+            }
+            "/slow" => {
+                assert_eq!(names, ["content-length", "date", "x-dep"], "answer {i}");
+                assert_eq!(value("x-dep"), Some("slow"));
+            }
+            _ => assert!(!names
+                .iter()
+                .any(|n| n.starts_with("x-request") || *n == "user-agent")),
+        }
+    }
+    let r = f.recording();
+    assert_eq!(r.routes["ok"].totals.completed.c2xx, 4);
+    assert_eq!(r.routes["slow"].totals.completed.c2xx, 1);
+    assert_eq!(r.unmatched, 1);
+    f.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_answer_with_their_status_body_and_headers() {
     let f = start(
