@@ -125,14 +125,8 @@ async fn main() -> Result<(), String> {
     )
     .map_err(|e| format!("bench-floor: {e}"))?;
     let listener = bench_floor::listen(addr).map_err(|e| format!("bench-floor: {e}"))?;
-    loop {
-        match listener.accept().await {
-            Ok((tcp, _)) => {
-                tokio::spawn(serve(tcp));
-            }
-            Err(e) => bench_floor::after_accept_failed("bench-floor", e).await,
-        }
-    }
+    bench_floor::serve_each("bench-floor", listener, serve).await;
+    Ok(())
 }
 
 #[cfg(test)]

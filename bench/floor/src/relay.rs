@@ -21,14 +21,7 @@ async fn relay(mut caller: TcpStream, upstream: SocketAddr) {
 
 /// Accepts callers and relays each to its own upstream connection, until the process ends.
 async fn serve(listener: TcpListener, upstream: SocketAddr) {
-    loop {
-        match listener.accept().await {
-            Ok((tcp, _)) => {
-                tokio::spawn(relay(tcp, upstream));
-            }
-            Err(e) => bench_floor::after_accept_failed("bench-relay", e).await,
-        }
-    }
+    bench_floor::serve_each("bench-relay", listener, move |tcp| relay(tcp, upstream)).await
 }
 
 /// One thread, as faultd runs with one worker in the benchmark (a single-threaded runtime).
