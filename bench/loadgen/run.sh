@@ -6,7 +6,9 @@
 #   (c) RSS of a long run at 5k rps, sampled every 10 s
 #   (d) CPU at a fixed rate (1k, 5k, 20k rps): loadgen vs oha (`-q RATE --latency-correction`) vs k6
 #       (constant-arrival-rate), alternating, whole-process user + sys from the kernel; targets: loadgen <= 1.0x
-#       oha and <= 0.3x k6, with nginx counting exactly RATE x RATE_SECS requests
+#       oha and <= 0.3x k6, with nginx counting exactly RATE x RATE_SECS requests. loadgen runs twice per round:
+#       with its default pacing (every arrival at its own instant below 10k/s) and as `loadgen-1ms` with
+#       `--coalesce 1ms` (arrivals within 1 ms share a wake-up, as oha's 1 ms timer sends them)
 #   (e) two loadgen builds at the same fixed rates, alternated (LOADGEN and OTHER=<the other build>): task-clock
 #       and context switches from `perf stat` (Debian `linux-perf`), ROUNDS rounds of E_SECS each (not in `all`)
 # Usage: bench/loadgen/run.sh [a|b|c|d|e|all]
@@ -181,11 +183,13 @@ PY
   for i in $(seq "$ROUNDS"); do
     for rate in $RATES; do
       line="  round $i, ${rate}/s:"
-      for who in loadgen oha k6; do
+      for who in loadgen loadgen-1ms oha k6; do
         b=$(nginx_served "$STATUS_PORT")
         case $who in
           loadgen) /usr/bin/time -o "$WORK/t" -f '%U %S' taskset -c 1 "$LOADGEN" --url "$URL" --rate "${rate}/s" \
                      --duration "${RATE_SECS}s" --connections "$CONNS" > "$WORK/out" ;;
+          loadgen-1ms) /usr/bin/time -o "$WORK/t" -f '%U %S' taskset -c 1 "$LOADGEN" --url "$URL" --rate "${rate}/s" \
+                     --duration "${RATE_SECS}s" --connections "$CONNS" --coalesce 1ms > "$WORK/out" ;;
           oha) /usr/bin/time -o "$WORK/t" -f '%U %S' taskset -c 1 "$OHA" --no-tui -z "${RATE_SECS}s" -q "$rate" \
                  --latency-correction -c "$CONNS" "$URL" > "$WORK/out" ;;
           k6) RATE=$rate SECS=$RATE_SECS CONNS=$CONNS URL=$URL /usr/bin/time -o "$WORK/t" -f '%U %S' \
@@ -194,15 +198,16 @@ PY
         n=$(served_since "$b"); c=$(cpu_of "$WORK/t")
         echo "$c" >> "$WORK/d-$who-$rate"
         extra=""
-        [ $who = loadgen ] && extra=", send lag p99 $(grep 'Send lag' "$WORK/out" | sed 's/.*p99 \([^,]*\),.*/\1/')"
+        [[ $who == loadgen* ]] && extra=", send lag p99 $(grep 'Send lag' "$WORK/out" | sed 's/.*p99 \([^,]*\),.*/\1/')"
         line+=" $who ${c} s CPU, nginx served $n of $((rate * RATE_SECS))$extra;"
       done
       echo "$line"
     done
   done
   for rate in $RATES; do
-    L=$(median < "$WORK/d-loadgen-$rate"); O=$(median < "$WORK/d-oha-$rate"); K=$(median < "$WORK/d-k6-$rate")
-    echo "  ${rate}/s median CPU: loadgen $L s, oha $O s, k6 $K s; loadgen/oha $(ratio "$L" "$O") (target <= 1.0), loadgen/k6 $(ratio "$L" "$K") (target <= 0.3)"
+    L=$(median < "$WORK/d-loadgen-$rate"); C=$(median < "$WORK/d-loadgen-1ms-$rate")
+    O=$(median < "$WORK/d-oha-$rate"); K=$(median < "$WORK/d-k6-$rate")
+    echo "  ${rate}/s median CPU: loadgen $L s, loadgen-1ms $C s, oha $O s, k6 $K s; loadgen/oha $(ratio "$L" "$O") (target <= 1.0), loadgen/k6 $(ratio "$L" "$K") (target <= 0.3); loadgen-1ms/oha $(ratio "$C" "$O"), loadgen-1ms/k6 $(ratio "$C" "$K")"
   done
   echo "  load average after (d): $(cut -d' ' -f1-3 /proc/loadavg)"
 fi

@@ -31,12 +31,15 @@ use crate::recorder::Recorder;
 use crate::replay::Arrival;
 use crate::send::{Transport, Wire};
 
-/// At high rates the dispatcher wakes at most once per this interval and sends every arrival due by then, each
-/// stamped with its own intended time: arrivals due within this much of each other go out in one batch, at the
-/// last one's time. A wake-up is a context switch, which on this machine costs about as much CPU as a request;
-/// coalescing bounds them at 10,000/s for a send lag of at most this much. Arrivals further apart (every one at
-/// rates below 10,000/s, uniform) are sent each at its own instant.
-const COALESCE: Duration = Duration::from_micros(100);
+/// How far apart arrivals may be and still go out in one wake-up of the dispatcher, by default (`load.coalesce`,
+/// `--coalesce`): each is stamped with its own intended time, and the batch goes at its last arrival's time. A
+/// wake-up costs about as much CPU as a request on a virtual machine (bench/loadgen.md, part d); 0.1 ms bounds
+/// them at 10,000/s for a send lag of at most that much, so arrivals further apart (every one below 10,000/s,
+/// uniform) are sent each at its own instant.
+pub(crate) const DEFAULT_COALESCE: Duration = Duration::from_micros(100);
+
+/// The widest `coalesce` accepted: wider would turn the timetable into bursts the service sees as such.
+pub(crate) const MAX_COALESCE: Duration = Duration::from_millis(10);
 
 /// Seeds the request mix apart from the Poisson arrivals, so changing the mix never moves the timetable.
 const MIX_SEED_SALT: u64 = 0x6d69_785f_7365_6564;
@@ -45,8 +48,9 @@ const MIX_SEED_SALT: u64 = 0x6d69_785f_7365_6564;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pacing {
     /// A tokio task woken by a Linux timerfd armed for the exact instant (nanosecond resolution, delivered
-    /// through the runtime's own epoll): sub-millisecond send lag without a thread of its own or a spin.
-    Precise,
+    /// through the runtime's own epoll): sub-millisecond send lag without a thread of its own or a spin. The
+    /// arrivals of one batch (see [`Batched`]) go out in one wake-up, and wake-ups are at least `coalesce` apart.
+    Precise { coalesce: Duration },
     /// A tokio task on the timer alone. Used under paused tokio time, where only tokio's clock moves.
     #[cfg_attr(not(test), allow(dead_code))]
     Timer,
@@ -60,19 +64,21 @@ pub(crate) struct Due {
 }
 
 /// Numbers the batches of a timetable (in time order): an arrival opens a new batch unless it is due within
-/// [`COALESCE`] of the first arrival of the current one. The dispatcher sends a batch in one wake-up, at its last
-/// arrival's intended time, so no arrival goes out more than `COALESCE` late for it; and the shares of a
+/// `coalesce` of the first arrival of the current one. The dispatcher sends a batch in one wake-up, at its last
+/// arrival's intended time, so no arrival goes out more than `coalesce` late for it; and the shares of a
 /// distributed run keep whole batches, so their wake-ups add up to one process's.
 pub(crate) struct Batched<I> {
     inner: std::iter::Enumerate<I>,
+    coalesce: Duration,
     batch: u64,
     first: Option<Duration>,
 }
 
 impl<I: Iterator<Item = Arrival>> Batched<I> {
-    pub(crate) fn new(timetable: I) -> Self {
+    pub(crate) fn new(timetable: I, coalesce: Duration) -> Self {
         Batched {
             inner: timetable.enumerate(),
+            coalesce,
             batch: 0,
             first: None,
         }
@@ -85,7 +91,7 @@ impl<I: Iterator<Item = Arrival>> Iterator for Batched<I> {
     fn next(&mut self) -> Option<Due> {
         let (k, arrival) = self.inner.next()?;
         match self.first {
-            Some(first) if arrival.intended < first + COALESCE => {}
+            Some(first) if arrival.intended < first + self.coalesce => {}
             Some(_) => {
                 self.batch += 1;
                 self.first = Some(arrival.intended);
@@ -156,20 +162,29 @@ impl Ticks {
     }
 }
 
-/// When the dispatcher wakes for each batch: at the batch's last arrival, and at least [`COALESCE`] after the
-/// wake-up planned before it, so a batch's first arrival is never planned more than `COALESCE` late (batches
-/// start at least `COALESCE` apart) and wake-ups stay under 10,000/s. Each is planned from the previous plan,
-/// not from when that wake-up happened: a wake-up the kernel delivers late must not push every later one back by
-/// its lateness, which at 20,000/s added a wake-up's lateness to every arrival's send lag.
-#[derive(Debug, Default)]
+/// When the dispatcher wakes for each batch: at the batch's last arrival, and at least `coalesce` after the
+/// wake-up planned before it, so a batch's first arrival is never planned more than `coalesce` late (batches
+/// start at least `coalesce` apart) and wake-ups stay under one per `coalesce` (10,000/s by default). Each is
+/// planned from the previous plan, not from when that wake-up happened: a wake-up the kernel delivers late must
+/// not push every later one back by its lateness, which at 20,000/s added a wake-up's lateness to every
+/// arrival's send lag.
+#[derive(Debug)]
 struct Wakeups {
+    coalesce: Duration,
     planned: Option<Instant>,
 }
 
 impl Wakeups {
+    fn new(coalesce: Duration) -> Wakeups {
+        Wakeups {
+            coalesce,
+            planned: None,
+        }
+    }
+
     /// The wake-up for a batch whose last arrival is due at `due`.
     fn plan(&mut self, due: Instant) -> Instant {
-        let at = self.planned.map_or(due, |p| due.max(p + COALESCE));
+        let at = self.planned.map_or(due, |p| due.max(p + self.coalesce));
         self.planned = Some(at);
         at
     }
@@ -551,7 +566,7 @@ pub(crate) fn run_open<I: Issue>(
 ) -> tokio::task::JoinHandle<bool> {
     let mut rng = StdRng::seed_from_u64(seed ^ MIX_SEED_SALT);
     match pacing {
-        Pacing::Precise => tokio::spawn(async move {
+        Pacing::Precise { coalesce } => tokio::spawn(async move {
             // tokio's timer has a 1 ms granularity and fires ~1.2 ms late at the median here; the timerfd wakes
             // the same runtime on time, so no thread of its own, no spin, and a hand-over that stays on the
             // runtime (a lane is woken like any task, without waking another thread).
@@ -560,7 +575,7 @@ pub(crate) fn run_open<I: Issue>(
             let ticks = EndTicks(exchanges.ticks());
             // The origin is usually a little ahead: an arrival due at t = 0 must wait for it, not go at once.
             let mut woke = Instant::now();
-            let mut wakeups = Wakeups::default();
+            let mut wakeups = Wakeups::new(coalesce);
             let mut schedule = schedule.peekable();
             let mut batch: Vec<(u64, Arrival)> = Vec::new();
             while let Some(first) = schedule.next() {
@@ -701,26 +716,70 @@ mod tests {
             request: None,
         });
         let mut batches: Vec<Duration> = Vec::new();
-        for due in Batched::new(timetable) {
+        for due in Batched::new(timetable, DEFAULT_COALESCE) {
             match batches.get_mut(due.batch as usize) {
                 Some(last) => *last = due.arrival.intended,
                 None => batches.push(due.arrival.intended),
             }
         }
         assert_eq!(batches.len(), 20);
-        let mut wakeups = Wakeups::default();
+        let mut wakeups = Wakeups::new(DEFAULT_COALESCE);
         for (i, last) in batches.iter().enumerate() {
             let at = wakeups.plan(origin + *last);
             // The plan depends on the timetable alone, not on when the wake-ups before it came: each batch
             // goes at its last arrival's time.
             assert_eq!(at, origin + *last, "batch {i}");
         }
-        // Batches due closer together than COALESCE (a Poisson burst) are spread to COALESCE from the plan.
-        let mut wakeups = Wakeups::default();
+        // Batches due closer together than the coalescing window (a Poisson burst) are spread to it from the
+        // plan.
+        let mut wakeups = Wakeups::new(DEFAULT_COALESCE);
         assert_eq!(wakeups.plan(origin + us(100)), origin + us(100));
         assert_eq!(wakeups.plan(origin + us(130)), origin + us(200));
         assert_eq!(wakeups.plan(origin + us(210)), origin + us(300));
         assert_eq!(wakeups.plan(origin + us(900)), origin + us(900));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wider_window_sends_more_arrivals_per_wake_up_none_later_than_the_window() {
+        let origin = Instant::now();
+        let us = Duration::from_micros;
+        // 5,000/s uniform, arrivals 200 us apart.
+        let timetable = || {
+            (0..1000u64).map(|k| Arrival {
+                intended: us(200 * k),
+                request: None,
+            })
+        };
+        for (window, per_batch) in [(us(0), 1), (us(100), 1), (us(1000), 5), (us(2000), 10)] {
+            let mut wakeups = Wakeups::new(window);
+            let mut sends: Vec<(u64, Duration, Instant)> = Vec::new();
+            let mut dues = Batched::new(timetable(), window).peekable();
+            while let Some(first) = dues.next() {
+                let mut batch = vec![first];
+                while let Some(next) = dues.next_if(|d| d.batch == batch[0].batch) {
+                    batch.push(next);
+                }
+                let at = wakeups.plan(origin + batch.last().unwrap().arrival.intended);
+                sends.extend(batch.iter().map(|d| (d.batch, d.arrival.intended, at)));
+            }
+            assert_eq!(sends.len(), 1000, "{window:?}: every arrival sent once");
+            let batches = sends.last().unwrap().0 + 1;
+            assert_eq!(
+                batches,
+                1000 / per_batch,
+                "{window:?}: {per_batch} arrivals a wake-up"
+            );
+            for (batch, intended, at) in sends {
+                let lag = at
+                    .checked_duration_since(origin + intended)
+                    .expect("never sent before its intended time");
+                // Never early, never later than the window (the last of a batch goes on time).
+                assert!(
+                    lag < window.max(us(1)),
+                    "{window:?}: batch {batch} lag {lag:?}"
+                );
+            }
+        }
     }
 
     #[tokio::test(start_paused = true)]

@@ -125,10 +125,10 @@ pub struct RunOptions {
 }
 
 /// One agent's part of a timetable: the arrivals of every `of`-th batch, from batch `index` on. A batch is what one
-/// wake-up of the sender sends (the arrivals due within 0.1 ms of the batch's first, see `dispatch`): at rates
-/// below 10,000/s almost every arrival is a batch of its own, so share i holds the arrivals k with
-/// `k % of == i`; above, each share keeps whole batches, so the agents together wake no more often than one
-/// process sending the whole load. The union of the `of` shares is the timetable itself, arrival for arrival,
+/// wake-up of the sender sends (the arrivals due within `load.coalesce`, 0.1 ms by default, of the batch's first;
+/// see `dispatch`): by default, at rates below 10,000/s almost every arrival is a batch of its own, so share i
+/// holds the arrivals k with `k % of == i`; above, each share keeps whole batches, so the agents together wake no
+/// more often than one process sending the whole load. The union of the `of` shares is the timetable itself, arrival for arrival,
 /// whatever the arrival process (uniform, Poisson, a replay): each agent walks the same seeded timetable, numbers
 /// its batches the same way and keeps its own. Each share of a constant rate R is a constant rate R / `of`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,12 +263,15 @@ impl Drop for LoadRun {
 /// (the run's shared clock). Returns at once; the load runs on the current tokio runtime.
 pub fn start(spec: LoadSpec, options: RunOptions, origin: Instant) -> Result<LoadRun, LoadError> {
     let tls = tls_client(&spec, &options)?;
+    let pacing = Pacing::Precise {
+        coalesce: spec.coalesce.get(),
+    };
     launch(
         spec,
         options,
         origin,
         |t, s| http_transport(t, s, tls),
-        Pacing::Precise,
+        pacing,
         None,
     )
 }
@@ -298,12 +301,15 @@ pub fn start_closed(
         ));
     }
     let tls = tls_client(&spec, &options)?;
+    let pacing = Pacing::Precise {
+        coalesce: spec.coalesce.get(),
+    };
     launch(
         spec,
         options,
         origin,
         |t, s| http_transport(t, s, tls),
-        Pacing::Precise,
+        pacing,
         Some(users),
     )
 }
@@ -313,7 +319,7 @@ fn http_transport(
     spec: &LoadSpec,
     tls: Option<tls::TlsClient>,
 ) -> HttpTransport {
-    HttpTransport::new(target, fallback_header(spec), tls)
+    HttpTransport::new(target, fallback_header(spec), tls).holding_within(spec.coalesce.get())
 }
 
 fn fallback_header(spec: &LoadSpec) -> Option<hyper::header::HeaderName> {
@@ -432,7 +438,7 @@ fn arrivals(
             }))
         }
     };
-    let batched = dispatch::Batched::new(whole);
+    let batched = dispatch::Batched::new(whole, spec.coalesce.get());
     if share == Share::WHOLE {
         return Ok(Box::new(batched));
     }

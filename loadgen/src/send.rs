@@ -175,6 +175,13 @@ impl HttpTransport {
         }
     }
 
+    /// Holds answers due up to `coalesce` before the next wake-up, when that is wider than [`HOLD_WITHIN`]: the
+    /// dispatcher's wake-ups are then at least that far apart.
+    pub(crate) fn holding_within(mut self, coalesce: Duration) -> HttpTransport {
+        self.hold_within = HOLD_WITHIN.max(coalesce);
+        self
+    }
+
     async fn resolve(&self) -> io::Result<Vec<SocketAddr>> {
         // `[::1]:80` parses as a socket address directly; names go through the resolver.
         if let Ok(addr) = self.authority.parse::<SocketAddr>() {

@@ -35,6 +35,12 @@ pub struct LoadSpec {
     /// Keep-alive connections to the target: requests beyond this many wait for a free connection.
     #[serde(default = "default_connections")]
     pub connections: u32,
+    /// Arrivals due within this much of each other go out in one wake-up of the sender, at the last one's time,
+    /// each still measured from its own intended time: fewer wake-ups (less CPU) for a send lag of up to this
+    /// much. `100us` by default (each arrival at its own instant below 10,000/s), `0s` for every arrival at its
+    /// own instant, at most `10ms`.
+    #[serde(default = "default_coalesce")]
+    pub coalesce: Dur,
     /// Weighted request templates; each arrival picks one at random by weight. Not with `replay`.
     #[serde(default)]
     pub requests: Vec<RequestTemplate>,
@@ -66,6 +72,9 @@ fn default_max_in_flight() -> u64 {
 }
 fn default_connections() -> u32 {
     1000
+}
+fn default_coalesce() -> Dur {
+    Dur(crate::dispatch::DEFAULT_COALESCE)
 }
 fn default_streams_per_connection() -> u32 {
     100
@@ -287,6 +296,7 @@ impl LoadSpec {
             timeout: default_timeout(),
             max_in_flight: default_max_in_flight(),
             connections: default_connections(),
+            coalesce: default_coalesce(),
             requests: vec![RequestTemplate::get(path)],
             fallback_header: None,
             fallback_status: Vec::new(),
@@ -394,6 +404,17 @@ impl LoadSpec {
             return bad(
                 "load.connections".into(),
                 "at least 1 connection is needed".into(),
+            );
+        }
+        if self.coalesce.get() > crate::dispatch::MAX_COALESCE {
+            return bad(
+                "load.coalesce".into(),
+                format!(
+                    "{} is wider than {}: arrivals held that long go out as bursts; use a rate with bursts \
+                     (`arrivals: poisson`) or a replay to send bursts on purpose",
+                    self.coalesce,
+                    Dur(crate::dispatch::MAX_COALESCE)
+                ),
             );
         }
         if self.requests.is_empty() && self.replay.is_none() {
@@ -528,6 +549,19 @@ fallback_status: [ ]
             Some(RateSpec::Constant("500/s".parse().unwrap()))
         );
         assert_eq!(single.timeout, Dur::from_millis(5000));
+        assert_eq!(
+            single.coalesce,
+            "100us".parse().unwrap(),
+            "the default window"
+        );
+        for window in ["0s", "1ms", "10ms"] {
+            let spec: LoadSpec = serde_saphyr::from_str(&format!(
+                "rate: 500/s\ncoalesce: {window}\nrequests: [ {{ get: / }} ]"
+            ))
+            .unwrap();
+            assert_eq!(spec.coalesce, window.parse().unwrap());
+            spec.validate().unwrap();
+        }
     }
 
     #[test]
@@ -570,6 +604,10 @@ fallback_status: [ ]
             ("load.timeout", Box::new(|s| s.timeout = Dur::ZERO)),
             ("load.max_in_flight", Box::new(|s| s.max_in_flight = 0)),
             ("load.connections", Box::new(|s| s.connections = 0)),
+            (
+                "load.coalesce",
+                Box::new(|s| s.coalesce = "10.5ms".parse().unwrap()),
+            ),
             ("load.requests", Box::new(|s| s.requests.clear())),
             (
                 "load.requests[0]",

@@ -215,3 +215,53 @@ async fn a_keep_alive_connection_the_server_closed_while_idle_is_replaced_withou
         "one fresh connection per request, as the server demands"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wider_coalescing_window_sends_arrivals_late_by_their_place_in_a_batch_and_times_answers_by_arrival(
+) {
+    let served = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counter = served.clone();
+    let base = common::serve(Router::new().route(
+        "/",
+        get(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { "ok" }
+        }),
+    ))
+    .await;
+    // 2,000/s uniform is an arrival every 0.5 ms; a 2 ms window sends four per wake-up, at the fourth's time.
+    let mut spec = LoadSpec::constant("2000/s".parse().unwrap(), "/");
+    spec.coalesce = "2ms".parse().unwrap();
+    let r = start(
+        spec,
+        RunOptions::new(base, Duration::from_secs(1)),
+        Instant::now(),
+    )
+    .unwrap()
+    .finish()
+    .await;
+    assert_conserved(&r);
+    assert_eq!(r.totals.ok, 2000, "{:?}", r.totals);
+    assert_eq!(
+        served.load(Ordering::SeqCst),
+        2000,
+        "the server's own count"
+    );
+    // Within a batch the arrivals are sent 1.5, 1, 0.5 and 0 ms after their intended times, and a late wake-up
+    // only adds to that: at least half of them go 0.5 ms late or more, whatever the machine.
+    let lag = r.histogram(Measure::SendLag, None, |_| true);
+    assert!(
+        lag.value_at_quantile(0.5) >= 500_000,
+        "send lag p50 {} ns: the window did not batch",
+        lag.value_at_quantile(0.5)
+    );
+    // Answers held in the kernel for the next wake-up (2 ms after the send) end when they arrived, not when that
+    // wake-up read them: read-time endings would put the median service time near 2 ms, a loopback answer's is a
+    // small fraction of that.
+    let service = r.histogram(Measure::Uncorrected, None, |_| true);
+    assert!(
+        service.value_at_quantile(0.5) < 1_000_000,
+        "service time p50 {} ns: held answers timed at the read",
+        service.value_at_quantile(0.5)
+    );
+}
