@@ -73,9 +73,9 @@ struct Args {
     /// Keep-alive connections to the target.
     #[arg(long)]
     connections: Option<u32>,
-    /// Send arrivals due within this much of each other in one wake-up, each still measured from its own
-    /// intended time: less CPU for a send lag of up to this much. Default 100us; 0s sends every arrival at its
-    /// own instant; at most 10ms (1ms: at most one wake-up per millisecond).
+    /// Send arrivals due within this much of each other in one wake-up: less CPU for a send lag of up to this
+    /// much, reported as the generator's own lateness. Default 100us; 0s sends every arrival at its own instant;
+    /// at most 10ms (1ms: at most one wake-up per millisecond).
     #[arg(long, value_name = "DURATION")]
     coalesce: Option<Dur>,
     /// Arrival spacing.

@@ -35,10 +35,10 @@ pub struct LoadSpec {
     /// Keep-alive connections to the target: requests beyond this many wait for a free connection.
     #[serde(default = "default_connections")]
     pub connections: u32,
-    /// Arrivals due within this much of each other go out in one wake-up of the sender, at the last one's time,
-    /// each still measured from its own intended time: fewer wake-ups (less CPU) for a send lag of up to this
-    /// much. `100us` by default (each arrival at its own instant below 10,000/s), `0s` for every arrival at its
-    /// own instant, at most `10ms`.
+    /// Arrivals due within this much of each other go out in one wake-up of the sender, at the last one's time:
+    /// fewer wake-ups (less CPU) for a send lag of up to this much, which counts as the generator's own lateness
+    /// (kept apart, left out of the corrected latency). `100us` by default (each arrival at its own instant below
+    /// 10,000/s), `0s` for every arrival at its own instant, at most `10ms`.
     #[serde(default = "default_coalesce")]
     pub coalesce: Dur,
     /// Weighted request templates; each arrival picks one at random by weight. Not with `replay`.
