@@ -622,7 +622,11 @@ fn record_since(
         .as_nanos()
         .clamp(1, u128::from(u64::MAX)) as u64;
     if let Ok(mut h) = histograms.lock() {
-        let histogram = h.entry(phase.clone()).or_insert_with(new_histogram);
+        // Looked up by reference first: the phase's name is cloned (an atomic count) only for its first call.
+        let histogram = match h.get_mut(phase) {
+            Some(histogram) => histogram,
+            None => h.entry(phase.clone()).or_insert_with(new_histogram),
+        };
         // `record` grows the histogram; it can only fail past u64 range, where saturating is right.
         if histogram.record(ns).is_err() {
             histogram.saturating_record(ns);
