@@ -48,8 +48,9 @@ const MIX_SEED_SALT: u64 = 0x6d69_785f_7365_6564;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Pacing {
     /// A tokio task woken by a Linux timerfd armed for the exact instant (nanosecond resolution, delivered
-    /// through the runtime's own epoll): sub-millisecond send lag without a thread of its own or a spin. The
-    /// arrivals of one batch (see [`Batched`]) go out in one wake-up, and wake-ups are at least `coalesce` apart.
+    /// through the runtime's own epoll), without a thread of its own or a spin. The arrivals of one batch (see
+    /// [`Batched`]) go out in one wake-up, and wake-ups are at least `coalesce` apart: the send lag is a
+    /// wake-up's lateness plus at most `coalesce`.
     Precise { coalesce: Duration },
     /// A tokio task on the timer alone. Used under paused tokio time, where only tokio's clock moves.
     #[cfg_attr(not(test), allow(dead_code))]

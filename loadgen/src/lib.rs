@@ -128,9 +128,10 @@ pub struct RunOptions {
 /// wake-up of the sender sends (the arrivals due within `load.coalesce`, 0.1 ms by default, of the batch's first;
 /// see `dispatch`): by default, at rates below 10,000/s almost every arrival is a batch of its own, so share i
 /// holds the arrivals k with `k % of == i`; above, each share keeps whole batches, so the agents together wake no
-/// more often than one process sending the whole load. The union of the `of` shares is the timetable itself, arrival for arrival,
-/// whatever the arrival process (uniform, Poisson, a replay): each agent walks the same seeded timetable, numbers
-/// its batches the same way and keeps its own. Each share of a constant rate R is a constant rate R / `of`.
+/// more often than one process sending the whole load. The union of the `of` shares is the timetable itself,
+/// arrival for arrival, whatever the arrival process (uniform, Poisson, a replay): each agent walks the same
+/// seeded timetable, numbers its batches the same way and keeps its own. Each share of a constant rate R is a
+/// constant rate R / `of`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Share {
     /// This part, from 0.
