@@ -1385,6 +1385,30 @@ fn the_generators_own_lateness_reaches_result_and_summary_and_an_old_recording_h
     );
     let saved = serde_json::to_value(&f.result).unwrap();
     assert_eq!(saved["totals"]["generator_late"]["p99_ms"], 0.0);
+    assert!(
+        saved["totals"]["generator_late"]
+            .get("coalesce_ms")
+            .is_none(),
+        "no window named at the default pacing"
+    );
+
+    // A scenario that widened the pacing window says how much of the lateness was its choice, in every report.
+    assert_eq!(
+        g.with_window(std::time::Duration::from_micros(100))
+            .coalesce_ms,
+        None,
+        "the default window is a wake-up's lateness, not a choice"
+    );
+    let widened = g.with_window(std::time::Duration::from_millis(1));
+    assert_eq!(widened.coalesce_ms, Some(1.0));
+    f.result.totals.generator_late = Some(widened);
+    let said =
+        "p99 0.00 ms, max 25.00 ms (up to 1.00 ms of it by choice: the load's `coalesce` window)";
+    assert!(report::summary::text(&f.result).contains(said));
+    assert!(html::page(&f.result, &f.load, &f.dependency).contains(&html::escape(said)));
+    assert!(report::markdown::markdown(&f.result, &dir.0).contains(said));
+    let saved = serde_json::to_value(&f.result).unwrap();
+    assert_eq!(saved["totals"]["generator_late"]["coalesce_ms"], 1.0);
 }
 
 #[test]

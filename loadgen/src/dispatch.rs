@@ -36,7 +36,7 @@ use crate::send::{Transport, Wire};
 /// wake-up costs about as much CPU as a request on a virtual machine (bench/loadgen.md, part d); 0.1 ms bounds
 /// them at 10,000/s for a send lag of at most that much, so arrivals further apart (every one below 10,000/s,
 /// uniform) are sent each at its own instant.
-pub(crate) const DEFAULT_COALESCE: Duration = Duration::from_micros(100);
+pub const DEFAULT_COALESCE: Duration = Duration::from_micros(100);
 
 /// The widest `coalesce` accepted: wider would turn the timetable into bursts the service sees as such.
 pub(crate) const MAX_COALESCE: Duration = Duration::from_millis(10);

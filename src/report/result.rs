@@ -287,6 +287,10 @@ pub struct Totals {
 pub struct GeneratorLate {
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// The load's `coalesce` window, when the scenario widened it past loadgen's default: up to this much of the
+    /// lateness was the pacing the scenario chose, not a stall.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesce_ms: Option<f64>,
 }
 
 impl GeneratorLate {
@@ -295,13 +299,27 @@ impl GeneratorLate {
         let late = load.histogram(loadgen::Measure::Late, None, |o| {
             o != loadgen::Outcome::Dropped
         });
-        p99_and_max(&late).map(|(p99_ms, max_ms)| GeneratorLate { p99_ms, max_ms })
+        p99_and_max(&late).map(|(p99_ms, max_ms)| GeneratorLate {
+            p99_ms,
+            max_ms,
+            coalesce_ms: None,
+        })
+    }
+
+    /// Notes the load's `coalesce` window when it is wider than loadgen's default, whose lateness is a wake-up's.
+    pub fn with_window(mut self, coalesce: std::time::Duration) -> GeneratorLate {
+        self.coalesce_ms =
+            (coalesce > loadgen::DEFAULT_COALESCE).then_some(coalesce.as_secs_f64() * 1e3);
+        self
     }
 
     /// How the reports say it, beside the latencies it was left out of.
     pub fn words(&self) -> String {
+        let window = self.coalesce_ms.map_or(String::new(), |c| {
+            format!(" (up to {c:.2} ms of it by choice: the load's `coalesce` window)")
+        });
         format!(
-            "the load generator's own lateness in sending, left out of these latencies: p99 {:.2} ms, max {:.2} ms",
+            "the load generator's own lateness in sending, left out of these latencies: p99 {:.2} ms, max {:.2} ms{window}",
             self.p99_ms, self.max_ms
         )
     }
@@ -553,7 +571,7 @@ impl ResultFile {
             still_in_flight: load.still_in_flight,
             conserved: load.conservation.holds,
             connect_errors: rec.connect_errors.clone(),
-            generator_late: GeneratorLate::of(load),
+            generator_late: GeneratorLate::of(load).map(|g| g.with_window(s.load.coalesce.get())),
         };
         let limits = pool_limits(&v.expectations);
         let dependency = rec
