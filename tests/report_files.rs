@@ -1403,7 +1403,7 @@ fn the_generators_own_lateness_reaches_result_and_summary_and_an_old_recording_h
     assert_eq!(widened.coalesce_ms, Some(1.0));
     f.result.totals.generator_late = Some(widened);
     let said =
-        "p99 0.00 ms, max 25.00 ms (up to 1.00 ms of it by choice: the load's `coalesce` window)";
+        "p99 0.00 ms, max 25.00 ms (up to 1.00 ms of it by choice: the scenario's load.coalesce window)";
     assert!(report::summary::text(&f.result).contains(said));
     assert!(html::page(&f.result, &f.load, &f.dependency).contains(&html::escape(said)));
     assert!(report::markdown::markdown(&f.result, &dir.0).contains(said));

@@ -316,7 +316,7 @@ impl GeneratorLate {
     /// How the reports say it, beside the latencies it was left out of.
     pub fn words(&self) -> String {
         let window = self.coalesce_ms.map_or(String::new(), |c| {
-            format!(" (up to {c:.2} ms of it by choice: the load's `coalesce` window)")
+            format!(" (up to {c:.2} ms of it by choice: the scenario's load.coalesce window)")
         });
         format!(
             "the load generator's own lateness in sending, left out of these latencies: p99 {:.2} ms, max {:.2} ms{window}",

@@ -223,12 +223,22 @@
             ctx.fillStyle = "rgba(120,120,120,0.55)";
             ctx.fillRect(x0, y0, Math.max(dpr, x1 - x0), h);
           });
-          // The breaker's name goes in the axis area, right-aligned against the band.
-          ctx.font = "600 " + 12 * dpr + "px system-ui, sans-serif";
+          // The breaker's name goes in the axis area, right-aligned against the band. A label wider than the
+          // area ("pricing (metrics scrape)") breaks before its source, and the font shrinks until each line fits.
+          var room = u.bbox.left - 8 * dpr, size = 12;
+          var font = function () { ctx.font = "600 " + size * dpr + "px system-ui, sans-serif"; };
+          var tooWide = function (line) { return ctx.measureText(line).width > room; };
+          font();
+          var lines = [row.label], cut = row.label.indexOf(" (");
+          if (tooWide(row.label) && cut > 0) lines = [row.label.slice(0, cut), row.label.slice(cut + 1)];
+          while (size > 8 && lines.some(tooWide)) { size -= 1; font(); }
           ctx.textBaseline = "middle";
           ctx.textAlign = "right";
           ctx.fillStyle = "#1d2330";
-          ctx.fillText(row.label, u.bbox.left - 6 * dpr, y0 + h / 2);
+          lines.forEach(function (line, i) {
+            var dy = (i - (lines.length - 1) / 2) * (size + 1) * dpr;
+            ctx.fillText(line, u.bbox.left - 6 * dpr, y0 + h / 2 + dy);
+          });
         });
         ctx.restore();
       },
