@@ -128,8 +128,14 @@ pub struct RouteRecorder {
     cells: Buckets<RouteCell>,
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
-    latency: Mutex<BTreeMap<Arc<str>, Histogram<u64>>>,
-    late: Mutex<BTreeMap<Arc<str>, Histogram<u64>>>,
+    /// Per phase, under one lock: a completed call records its latency and its lateness together.
+    histograms: Mutex<BTreeMap<Arc<str>, PhaseHistograms>>,
+}
+
+/// A phase's served latency and faultd's own lateness (which only calls with a due instant have).
+struct PhaseHistograms {
+    latency: Histogram<u64>,
+    late: Option<Histogram<u64>>,
 }
 
 /// The run's clock as the recorder sees it: times are nanoseconds since the schedule's origin, and everything
@@ -147,9 +153,12 @@ impl RecordClock {
         if offset == i64::MIN {
             return 0;
         }
-        let since_base = now.saturating_duration_since(self.base).as_nanos() as i128;
-        let before_base = self.base.saturating_duration_since(now).as_nanos() as i128;
-        (since_base - before_base - i128::from(offset)).clamp(0, i128::from(u64::MAX)) as u64
+        // `now` is after the base but for instants older than the recorder, so one subtraction is the usual case.
+        let since_base = match now.checked_duration_since(self.base) {
+            Some(d) => d.as_nanos() as i128,
+            None => -(self.base.duration_since(now).as_nanos() as i128),
+        };
+        (since_base - i128::from(offset)).clamp(0, i128::from(u64::MAX)) as u64
     }
 }
 
@@ -240,8 +249,7 @@ impl Recorder {
                     cells: Buckets::new(),
                     in_flight: AtomicU64::new(0),
                     max_in_flight: AtomicU64::new(0),
-                    latency: Mutex::new(BTreeMap::new()),
-                    late: Mutex::new(BTreeMap::new()),
+                    histograms: Mutex::new(BTreeMap::new()),
                 })
             })
             .clone()
@@ -490,19 +498,23 @@ impl RouteRecorder {
         } else {
             0.0
         };
-        let per_phase = |m: &Mutex<BTreeMap<Arc<str>, Histogram<u64>>>| {
-            m.lock()
-                .map(|h| h.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
-                .unwrap_or_default()
-        };
+        let (mut latency, mut late) = (BTreeMap::new(), BTreeMap::new());
+        if let Ok(h) = self.histograms.lock() {
+            for (phase, histograms) in h.iter() {
+                latency.insert(phase.to_string(), histograms.latency.clone());
+                if let Some(l) = &histograms.late {
+                    late.insert(phase.to_string(), l.clone());
+                }
+            }
+        }
         RouteRecording {
             buckets,
             totals,
             max_in_flight: self.max_in_flight(),
             max_in_flight_lower_bound: None,
             in_flight: self.in_flight(),
-            latency: per_phase(&self.latency),
-            late: per_phase(&self.late),
+            latency,
+            late,
         }
     }
 }
@@ -582,10 +594,7 @@ impl Drop for CallGuard {
                 if let Some(code) = self.grpc_status {
                     cell.grpc[code.number() as usize].fetch_add(1, Ordering::Relaxed);
                 }
-                record_since(&route.latency, &self.phase, self.arrival, now);
-                if let Some(due) = self.due {
-                    record_since(&route.late, &self.phase, due, now);
-                }
+                record_completed(route, &self.phase, self.arrival, self.due, now);
             }
             Outcome::Reset => {
                 cell.resets.fetch_add(1, Ordering::Relaxed);
@@ -610,26 +619,41 @@ impl Drop for CallGuard {
     }
 }
 
-/// Records the nanoseconds from `from` to `now` (at least 1) in `phase`'s histogram.
-fn record_since(
-    histograms: &Mutex<BTreeMap<Arc<str>, Histogram<u64>>>,
+/// Records a completed call's latency (from `arrival` to `now`) and, when it had a due instant, its lateness
+/// (from `due` to `now`) in `phase`'s histograms, each at least 1 ns.
+fn record_completed(
+    route: &RouteRecorder,
     phase: &Arc<str>,
-    from: Instant,
+    arrival: Instant,
+    due: Option<Instant>,
     now: Instant,
 ) {
-    let ns = now
-        .saturating_duration_since(from)
-        .as_nanos()
-        .clamp(1, u128::from(u64::MAX)) as u64;
-    if let Ok(mut h) = histograms.lock() {
+    let since = |from: Instant| {
+        now.saturating_duration_since(from)
+            .as_nanos()
+            .clamp(1, u128::from(u64::MAX)) as u64
+    };
+    // `record` grows a histogram; it can only fail past u64 range, where saturating is right.
+    let record = |h: &mut Histogram<u64>, ns: u64| {
+        if h.record(ns).is_err() {
+            h.saturating_record(ns);
+        }
+    };
+    if let Ok(mut h) = route.histograms.lock() {
         // Looked up by reference first: the phase's name is cloned (an atomic count) only for its first call.
-        let histogram = match h.get_mut(phase) {
-            Some(histogram) => histogram,
-            None => h.entry(phase.clone()).or_insert_with(new_histogram),
+        let histograms = match h.get_mut(phase) {
+            Some(histograms) => histograms,
+            None => h.entry(phase.clone()).or_insert_with(|| PhaseHistograms {
+                latency: new_histogram(),
+                late: None,
+            }),
         };
-        // `record` grows the histogram; it can only fail past u64 range, where saturating is right.
-        if histogram.record(ns).is_err() {
-            histogram.saturating_record(ns);
+        record(&mut histograms.latency, since(arrival));
+        if let Some(due) = due {
+            record(
+                histograms.late.get_or_insert_with(new_histogram),
+                since(due),
+            );
         }
     }
 }
@@ -815,6 +839,26 @@ pub struct ConnectionBucket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn times_are_from_the_origin_on_either_side_of_the_recorders_own_start() {
+        let recorder = Recorder::new(Duration::from_millis(100));
+        let base = Instant::now();
+        let s = Duration::from_secs;
+        assert_eq!(
+            recorder.time_ns(base + s(3)),
+            0,
+            "no origin yet: everything is at 0"
+        );
+        // An origin later than the recorder's start, and one earlier, with instants before and after each.
+        recorder.set_origin(base + s(2), 1);
+        assert_eq!(recorder.time_ns(base + s(5)), 3_000_000_000);
+        assert_eq!(recorder.time_ns(base + s(1)), 0);
+        recorder.set_origin(base - s(5), 1);
+        assert_eq!(recorder.time_ns(base + s(1)), 6_000_000_000);
+        assert_eq!(recorder.time_ns(base - s(2)), 3_000_000_000);
+        assert_eq!(recorder.time_ns(base - s(7)), 0);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn buckets_count_arrivals_departures_and_exact_in_flight() {

@@ -22,6 +22,12 @@ enum Segment {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PathPattern {
     segments: Vec<Segment>,
+    /// The literal segments before the first wildcard, joined by `/` without the leading one (`price` for
+    /// `/price/*`, `a/b` for `/a/b`): every path the pattern matches starts with it, so most paths that do not
+    /// match are told apart by one comparison instead of a walk over their segments.
+    head: String,
+    /// No wildcard at all: a path matches exactly when it is the head.
+    exact: bool,
 }
 
 impl PathPattern {
@@ -57,11 +63,36 @@ impl PathPattern {
             };
             segments.push(segment);
         }
-        Ok(PathPattern { segments })
+        fn literal(segment: &Segment) -> Option<&str> {
+            match segment {
+                Segment::Literal(l) => Some(l),
+                _ => None,
+            }
+        }
+        let head = segments
+            .iter()
+            .map_while(literal)
+            .collect::<Vec<_>>()
+            .join("/");
+        let exact = segments.iter().all(|s| literal(s).is_some());
+        Ok(PathPattern {
+            segments,
+            head,
+            exact,
+        })
     }
 
     /// Whether `path` (without the query) matches.
     pub fn matches(&self, path: &str) -> bool {
+        let rest = path.strip_prefix('/').unwrap_or(path);
+        if self.exact {
+            return rest == self.head;
+        }
+        rest.starts_with(self.head.as_str()) && self.walk(path)
+    }
+
+    /// Whether `path` matches, segment by segment.
+    fn walk(&self, path: &str) -> bool {
         let mut parts = path.strip_prefix('/').unwrap_or(path).split('/');
         let trailing_empty = path == "/" || path.is_empty();
         for segment in &self.segments {
@@ -168,6 +199,62 @@ mod tests {
         assert!(!pattern("/report").matches("/reports"));
         assert!(pattern("/").matches("/"));
         assert!(!pattern("/").matches("/x"));
+    }
+
+    #[test]
+    fn the_comparison_with_the_literal_head_agrees_with_the_walk_over_segments() {
+        let patterns = [
+            "/",
+            "/ok",
+            "/a/b",
+            "/a//b",
+            "/price/*",
+            "/price/{id}/history",
+            "/*",
+            "/*/x",
+            "/api/**",
+            "/**",
+            "/a/*/c/**",
+            "/price",
+        ];
+        let paths = [
+            "",
+            "/",
+            "//",
+            "/ok",
+            "/ok/",
+            "/oks",
+            "ok",
+            "/a/b",
+            "/a/b/",
+            "/a//b",
+            "/a/bb",
+            "/ab",
+            "/price",
+            "/price/",
+            "/price/42",
+            "/price/42/",
+            "/price/42/history",
+            "/price/42/history/x",
+            "/prices/42",
+            "/x",
+            "/y/x",
+            "//x",
+            "/api",
+            "/api/",
+            "/api/v1/users",
+            "/apis",
+            "/a/1/c",
+            "/a/1/c/d/e",
+            "/a//c",
+            "*",
+        ];
+        for pattern in patterns {
+            let p = PathPattern::parse(pattern).unwrap();
+            for path in paths {
+                assert_eq!(p.matches(path), p.walk(path), "{pattern} against {path:?}");
+            }
+        }
     }
 
     #[test]
