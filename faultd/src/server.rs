@@ -693,20 +693,26 @@ async fn call(
             }
             _ => {
                 let healthy = &behaviour.healthy;
-                let body = match behaviour.behaviour.slow_body {
-                    Some(slow) => TrickleBody::new(healthy.body.clone(), slow.rate).boxed(),
-                    None => full(healthy.body.clone()),
-                };
-                let mut response = Response::new(body);
-                *response.status_mut() = healthy.status;
-                *response.headers_mut() = match spare_headers.take() {
+                let headers = match spare_headers.take() {
                     Some(mut headers) => {
-                        headers.extend(healthy.headers.iter().map(|(n, v)| (n.clone(), v.clone())));
+                        for (name, value) in &healthy.headers {
+                            headers.append(name.clone(), value.clone());
+                        }
                         headers
                     }
                     None => healthy.headers.clone(),
                 };
-                guarded(response, guard)
+                let mut head = Response::new(());
+                *head.status_mut() = healthy.status;
+                *head.headers_mut() = headers;
+                // A whole body is guarded as it is, not boxed first: one allocation per answer instead of two.
+                match behaviour.behaviour.slow_body {
+                    Some(slow) => guarded(
+                        head.map(|()| TrickleBody::new(healthy.body.clone(), slow.rate).boxed()),
+                        guard,
+                    ),
+                    None => guarded(head.map(|()| whole(healthy.body.clone())), guard),
+                }
             }
         },
     };
@@ -714,9 +720,12 @@ async fn call(
 }
 
 fn full(bytes: Bytes) -> DataBody {
-    Full::new(bytes)
-        .map_err(|never| match never {})
-        .boxed_unsync()
+    whole(bytes).boxed_unsync()
+}
+
+/// A body of `bytes` in one frame, with the data plane's error type.
+fn whole(bytes: Bytes) -> impl Body<Data = Bytes, Error = BodyError> + Send + Unpin + 'static {
+    Full::new(bytes).map_err(|never| match never {})
 }
 
 fn plain(status: StatusCode, body: impl Into<Bytes>) -> Response<DataBody> {
@@ -727,7 +736,10 @@ fn plain(status: StatusCode, body: impl Into<Bytes>) -> Response<DataBody> {
 
 /// Moves the call's guard into the response body, so the call counts as in flight until its last byte is handed
 /// to the socket, and as completed only if that happens.
-fn guarded(response: Response<DataBody>, guard: CallGuard) -> Response<DataBody> {
+fn guarded<B>(response: Response<B>, guard: CallGuard) -> Response<DataBody>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Send + Unpin + 'static,
+{
     let status = response.status().as_u16();
     response.map(|inner| {
         GuardedBody {
@@ -739,13 +751,13 @@ fn guarded(response: Response<DataBody>, guard: CallGuard) -> Response<DataBody>
     })
 }
 
-struct GuardedBody {
-    inner: DataBody,
+struct GuardedBody<B: Body> {
+    inner: B,
     guard: Option<CallGuard>,
     status: u16,
 }
 
-impl GuardedBody {
+impl<B: Body> GuardedBody<B> {
     fn complete(&mut self) {
         if let Some(mut guard) = self.guard.take() {
             guard.set_outcome(Outcome::Completed(self.status));
@@ -753,7 +765,7 @@ impl GuardedBody {
     }
 }
 
-impl Body for GuardedBody {
+impl<B: Body<Data = Bytes, Error = BodyError> + Unpin> Body for GuardedBody<B> {
     type Data = Bytes;
     type Error = BodyError;
 
@@ -781,7 +793,7 @@ impl Body for GuardedBody {
     }
 }
 
-impl Drop for GuardedBody {
+impl<B: Body> Drop for GuardedBody<B> {
     fn drop(&mut self) {
         if self.inner.is_end_stream() {
             self.complete();
