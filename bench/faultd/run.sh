@@ -16,7 +16,9 @@
 #       a Host header only, then with four more headers per request): two runs of different lengths, and the
 #       difference of their counts over the difference of their requests (by faultd's recording), so start-up and
 #       shutdown drop out. Counted, not timed, so it tells two builds apart by a few per cent where timings on a
-#       shared host move by ten or more. Needs valgrind; not part of "all".
+#       shared host move by ten or more. Then the same count (Host header only) for nginx (one process,
+#       `master_process off`, counted by its stub_status) and bench-floor (counted at itself), for scale. Needs
+#       valgrind; not part of "all".
 # Usage: bench/faultd/run.sh [a|b|c|d|all]
 #   env: ROUNDS=3 SAT_SECS=5 LAT_SECS=5 DELAY_SECS=10 DELAY_RATE=500 HELD="1000 5000 19000" KINDS="hang delay"
 #        IR_SECS="2 6" (the two runs of (d))
@@ -181,6 +183,12 @@ if [[ $WHAT == d ]]; then
   # Instructions are counted, not timed: the same build gives the same figure within a fraction of a per cent on a
   # host whose timings move by 10-20% from run to run, so two builds can be told apart by a change of a few per cent.
   command -v valgrind > /dev/null || { echo "(d) needs valgrind (Debian: apt-get install -y valgrind)" >&2; exit 2; }
+  # "NAME: N instructions per request" from the two runs in irs ("requests instructions" each): the difference
+  # of the runs leaves out what a server does once (start-up, shutdown).
+  per_request() {
+    awk -v s="$1" -v a="${irs[0]}" -v b="${irs[1]}" 'BEGIN {split(a, x, " "); split(b, y, " ");
+      printf "  %s: %.0f instructions per request (from the difference of the runs: %d requests)\n", s, (y[2] - x[2]) / (y[1] - x[1]), y[1] - x[1]}'
+  }
   echo "== (d) user-space instructions per request of faultd's healthy route (callgrind; wrk -t1 -c50, ${IR_SECS[*]} s runs)"
   # wrk's requests carry a Host header and nothing else; the second set adds the four more a client library sends.
   HEADERS=(-H "accept: */*" -H "accept-encoding: gzip" -H "user-agent: faultline-bench/1" -H "x-request-id: 5f0c2a9e41d7")
@@ -201,8 +209,40 @@ if [[ $WHAT == d ]]; then
       echo "  $set, ${secs} s: $n requests, $ir instructions in all"
       irs+=("$n $ir")
     done
-    # The difference of the two runs leaves out what faultd does once (start-up, shutdown).
-    awk -v s="$set" -v a="${irs[0]}" -v b="${irs[1]}" 'BEGIN {split(a, x, " "); split(b, y, " ");
-      printf "  %s: %.0f instructions per request (from the difference of the runs: %d requests)\n", s, (y[2] - x[2]) / (y[1] - x[1]), y[1] - x[1]}'
+    per_request "$set"
+  done
+  # nginx and the floor under the same count, Host header only: how many instructions a request costs a server
+  # that does nothing else. nginx runs as one process (no master) so callgrind sees the worker.
+  for server in nginx floor; do
+    irs=()
+    for secs in "${IR_SECS[@]}"; do
+      port=$(free_port); sport=$(free_port)
+      if [ $server = nginx ]; then
+        mkdir -p "$WORK/ng-ir"
+        write_nginx_conf "$WORK/ng-ir" "$port" "default_type application/json; return 200 '{\"ok\":true}';" "" "" \
+          "server { listen 127.0.0.1:$sport; location / { stub_status; } }"
+        sed -i 's/^daemon off;/daemon off;\nmaster_process off;/' "$WORK/ng-ir/nginx.conf"
+        valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.$server.$secs" nginx -p "$WORK/ng-ir" \
+          -c "$WORK/ng-ir/nginx.conf" 2> "$WORK/valgrind.$server.$secs" &
+      else
+        TOKIO_WORKER_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.$server.$secs" \
+          "$FLOOR" "127.0.0.1:$port" 2> "$WORK/valgrind.$server.$secs" &
+      fi
+      pid=$!; PIDS+=($pid)
+      for _ in $(seq 300); do curl -s -o /dev/null "http://127.0.0.1:$port/ok" && break; sleep 0.1; done
+      # nginx's count includes the status request that reads it; the floor does not count /count.
+      count() { if [ $server = nginx ]; then nginx_served "$sport"; else curl -s "http://127.0.0.1:$port/count"; fi; }
+      before=$(count)
+      taskset -c 1 wrk -t1 -c50 -d"${secs}s" "http://127.0.0.1:$port/ok" > /dev/null
+      n=$(( $(count) - before ))
+      [ $server = nginx ] && n=$((n - 1))
+      # nginx quits on QUIT; the floor stops on INT or TERM. Either way callgrind writes its file at exit.
+      if [ $server = nginx ]; then kill -QUIT "$pid"; else kill -INT "$pid"; sleep 1; kill "$pid" 2>/dev/null || true; fi
+      wait "$pid" 2>/dev/null || true; PIDS=()
+      ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$WORK/callgrind.$server.$secs")
+      echo "  $server, ${secs} s: $n requests, $ir instructions in all"
+      irs+=("$n $ir")
+    done
+    per_request "$server"
   done
 fi
