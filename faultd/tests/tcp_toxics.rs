@@ -5,7 +5,7 @@ mod tcp;
 use std::time::Duration;
 
 use serde_json::json;
-use tcp::{connect, faultd, read_until_end, round_trip, route, toxic, Echo, ReadEnd};
+use tcp::{connect, faultd, firehose, read_until_end, round_trip, route, toxic, Echo, ReadEnd};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
@@ -390,21 +390,6 @@ async fn toxicity_takes_the_same_connections_under_the_same_seed() {
     assert_eq!(first, again);
     let taken = first.iter().filter(|t| **t).count();
     assert!(taken > 0 && taken < 12, "{first:?}");
-}
-
-/// An upstream that writes without pause to whoever connects, until the connection breaks.
-async fn firehose() -> std::net::SocketAddr {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut s, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let chunk = vec![b'x'; 16 * 1024];
-                while s.write_all(&chunk).await.is_ok() {}
-            });
-        }
-    });
-    addr
 }
 
 /// Reads until EOF or reset, counting bytes: (whether it was a reset, bytes read). Panics after `wait`.

@@ -600,6 +600,8 @@ async fn write_loop(
     );
     let mut rng = ChunkRng::new((draws.latency * (1u64 << 53) as f64) as u64);
     let mut first_seen: HashMap<u64, Instant> = HashMap::new();
+    // What is left of a chunk whose delivery the toxics changed under: it goes out next, planned by the new set.
+    let mut pending: Option<(Instant, Bytes)> = None;
     loop {
         let set = toxics_rx.borrow_and_update().clone();
         let active: Vec<&Toxic> = set
@@ -632,56 +634,92 @@ async fn write_loop(
             ctx.finish(deadline_how);
             return;
         }
-        tokio::select! {
-            biased;
-            _ = ended(&mut end_rx) => return,
-            _ = sleep_until(deadline_at), if deadline.is_some() => {
-                ctx.finish(deadline_how);
-                return;
-            }
-            changed = toxics_rx.changed() => {
-                if changed.is_err() {
+        let next = if blocked { None } else { pending.take() };
+        let (at, chunk) = match next {
+            Some(item) => item,
+            None => tokio::select! {
+                biased;
+                _ = ended(&mut end_rx) => return,
+                _ = sleep_until(deadline_at), if deadline.is_some() => {
+                    ctx.finish(deadline_how);
                     return;
                 }
-            }
-            item = rx.recv(), if !blocked => match item {
-                None => {
-                    let linger = active.iter().map(|t| t.effect.close_delay()).max().unwrap_or_default();
-                    if !linger.is_zero() {
-                        for t in active.iter().filter(|t| !t.effect.close_delay().is_zero()) {
-                            ctx.note(t);
-                        }
-                        tokio::select! {
-                            _ = sleep(linger) => {}
-                            _ = ended(&mut end_rx) => return,
-                        }
-                    }
-                    let _ = dst.shutdown().await;
-                    return;
-                }
-                Some((at, chunk)) => {
-                    let mut plan = ChunkPlan { delay: Duration::ZERO, bytes_per_second: None, slices: None, limit: None };
-                    for t in &active {
-                        let before = plan.clone();
-                        t.effect.shape(&mut plan, &mut rng);
-                        if plan != before {
-                            ctx.note(t);
-                        }
-                    }
-                    let go_on = tokio::select! {
-                        r = deliver(ctx, stream, at, chunk, &plan, &mut rng, &mut sent, dst) => r,
-                        _ = ended(&mut end_rx) => false,
-                    };
-                    if !go_on {
+                changed = toxics_rx.changed() => {
+                    if changed.is_err() {
                         return;
                     }
+                    continue;
                 }
+                item = rx.recv(), if !blocked && pending.is_none() => match item {
+                    Some(item) => item,
+                    None => {
+                        let linger = active.iter().map(|t| t.effect.close_delay()).max().unwrap_or_default();
+                        if !linger.is_zero() {
+                            for t in active.iter().filter(|t| !t.effect.close_delay().is_zero()) {
+                                ctx.note(t);
+                            }
+                            tokio::select! {
+                                _ = sleep(linger) => {}
+                                _ = ended(&mut end_rx) => return,
+                            }
+                        }
+                        let _ = dst.shutdown().await;
+                        return;
+                    }
+                },
             },
+        };
+        let mut plan = ChunkPlan {
+            delay: Duration::ZERO,
+            bytes_per_second: None,
+            slices: None,
+            limit: None,
+        };
+        for t in &active {
+            let before = plan.clone();
+            t.effect.shape(&mut plan, &mut rng);
+            if plan != before {
+                ctx.note(t);
+            }
+        }
+        let delivery = tokio::select! {
+            d = deliver(ctx, stream, at, chunk, &plan, &mut rng, &mut sent, dst, &mut toxics_rx) => d,
+            _ = ended(&mut end_rx) => Delivery::Stop,
+        };
+        match delivery {
+            Delivery::Done => {}
+            Delivery::Stop => return,
+            Delivery::Replan(rest) => pending = Some((at, rest)),
         }
     }
 }
 
-/// Writes one chunk as its plan says; false when the connection must stop (a write failed, or a limit was hit).
+/// How the delivery of one chunk ended.
+enum Delivery {
+    /// Every byte of it was written.
+    Done,
+    /// The connection must stop: a write failed, or a limit was hit.
+    Stop,
+    /// The toxics changed while these bytes waited (a delay, a bandwidth pause, a slicer's pause): they go out
+    /// under the new set. A removed toxic thus stops acting within the wait it was in, not at the end of a chunk
+    /// that a slow rate can stretch over tens of seconds.
+    Replan(Bytes),
+}
+
+/// Waits for `wait`, unless the toxics change first: true when the wait ran to its end.
+async fn waited(
+    wait: impl Future<Output = ()>,
+    toxics: &mut watch::Receiver<Arc<Vec<Toxic>>>,
+) -> bool {
+    tokio::select! {
+        biased;
+        // A change, or the route's toxics gone with the route: either way the plan no longer holds.
+        _ = toxics.changed() => false,
+        () = wait => true,
+    }
+}
+
+/// Writes one chunk as its plan says, for as long as the toxics stay as they were when it was planned.
 #[allow(clippy::too_many_arguments)]
 async fn deliver(
     ctx: &ConnCtx,
@@ -692,21 +730,36 @@ async fn deliver(
     rng: &mut ChunkRng,
     sent: &mut u64,
     dst: &mut OwnedWriteHalf,
-) -> bool {
+    toxics: &mut watch::Receiver<Arc<Vec<Toxic>>>,
+) -> Delivery {
     if !plan.delay.is_zero() {
-        match &ctx.shared.deadlines {
-            Some(deadlines) => deadlines.wait_until(arrived + plan.delay).await,
-            None => sleep_until(arrived + plan.delay).await,
+        let due = arrived + plan.delay;
+        let held = match &ctx.shared.deadlines {
+            Some(deadlines) => waited(deadlines.wait_until(due), toxics).await,
+            None => waited(sleep_until(due), toxics).await,
+        };
+        if !held {
+            return Delivery::Replan(chunk);
         }
     }
-    let mut limit_hit = false;
+    // The bytes past a limit are dropped only when the limit is reached; until then they stay with the chunk, so
+    // a limit removed before that goes on to deliver them.
+    let mut over_limit: Option<Bytes> = None;
     if let Some(limit) = plan.limit {
         let room = limit.saturating_sub(*sent);
         if chunk.len() as u64 >= room {
-            chunk.truncate(room as usize);
-            limit_hit = true;
+            over_limit = Some(chunk.split_off(room as usize));
         }
     }
+    let replan = |chunk: Bytes, over: Option<Bytes>| match over {
+        Some(over) if !over.is_empty() => {
+            let mut whole = bytes::BytesMut::with_capacity(chunk.len() + over.len());
+            whole.extend_from_slice(&chunk);
+            whole.extend_from_slice(&over);
+            Delivery::Replan(whole.freeze())
+        }
+        _ => Delivery::Replan(chunk),
+    };
     while !chunk.is_empty() {
         let size = match (plan.slices, plan.bytes_per_second) {
             (Some(s), _) => {
@@ -717,26 +770,30 @@ async fn deliver(
             (None, Some(bps)) => ((bps / 10.0) as usize).max(1),
             (None, None) => chunk.len(),
         };
-        let piece = chunk.split_to(size.min(chunk.len()));
+        let size = size.min(chunk.len());
         if let Some(bps) = plan.bytes_per_second {
-            sleep(Duration::from_secs_f64(piece.len() as f64 / bps)).await;
+            let pace = sleep(Duration::from_secs_f64(size as f64 / bps));
+            if !waited(pace, toxics).await {
+                return replan(chunk, over_limit);
+            }
         }
+        let piece = chunk.split_to(size);
         if dst.write_all(&piece).await.is_err() {
             ctx.finish(Ending::Close);
-            return false;
+            return Delivery::Stop;
         }
         *sent += piece.len() as u64;
         ctx.shared.recorder.bytes(stream, piece.len());
         if let Some(s) = plan.slices {
-            if !s.pause.is_zero() && !chunk.is_empty() {
-                sleep(s.pause).await;
+            if !s.pause.is_zero() && !chunk.is_empty() && !waited(sleep(s.pause), toxics).await {
+                return replan(chunk, over_limit);
             }
         }
     }
-    if limit_hit {
+    if over_limit.is_some() {
         let _ = dst.flush().await;
         ctx.finish(Ending::Close);
-        return false;
+        return Delivery::Stop;
     }
-    true
+    Delivery::Done
 }

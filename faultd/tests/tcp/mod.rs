@@ -148,3 +148,18 @@ pub async fn wait_open(f: &faultd::Faultd, name: &str, n: u64) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// An upstream that writes without pause to whoever connects, until the connection breaks.
+pub async fn firehose() -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let chunk = vec![b'x'; 16 * 1024];
+                while s.write_all(&chunk).await.is_ok() {}
+            });
+        }
+    });
+    addr
+}
