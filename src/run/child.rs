@@ -1,6 +1,6 @@
 //! A service under test that is a command: started in a process group of its own, its output captured (the last
-//! lines for error reports, every line for log-based breaker observation), readiness polled with a deadline, and
-//! the whole group stopped at the end so that nothing is left behind.
+//! lines for error reports, every line for log-based breaker observation and for a readiness line), readiness
+//! probed with a deadline, and the whole group stopped at the end so that nothing is left behind.
 //!
 //! Not for the in-process demo nor for a SUT that is already running (`sut` chooses between the three).
 
@@ -9,12 +9,18 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use faultline_units::Dur;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
+use super::ready::{OutputWatch, Probe};
+
 /// How many output lines are kept for error reports.
 const KEPT_LINES: usize = 40;
+
+/// The longest one readiness attempt may take before the next one starts.
+const ATTEMPT: Duration = Duration::from_secs(1);
 
 /// A line the SUT printed, with the run time at which it was read.
 #[derive(Debug, Clone)]
@@ -42,20 +48,21 @@ pub enum SutError {
     },
     #[error("the SUT exited before it was ready ({status}); its last output:\n{last_lines}")]
     ExitedEarly { status: String, last_lines: String },
-    #[error("the SUT was not ready at {url} within {timeout:?}; its last output:\n{last_lines}")]
-    NotReady {
-        url: String,
-        timeout: Duration,
-        last_lines: String,
-    },
+    /// `reason` names the kind of readiness and what the last attempt saw.
+    #[error("{reason}; its last output:\n{last_lines}")]
+    NotReady { reason: String, last_lines: String },
+    #[error("cannot probe the SUT's readiness: {0}")]
+    Unprobeable(String),
 }
 
 impl ChildSut {
-    /// Starts `argv` with `env` in a process group of its own; every output line goes to `lines`.
+    /// Starts `argv` with `env` in a process group of its own; every output line goes to `lines`, and to `watch`
+    /// (a readiness line looked for) if there is one.
     pub fn start(
         argv: &[String],
         env: &[(String, String)],
         lines: mpsc::UnboundedSender<OutputLine>,
+        watch: Option<Arc<OutputWatch>>,
     ) -> Result<Self, SutError> {
         let (program, args) = argv.split_first().ok_or_else(|| SutError::Spawn {
             program: String::new(),
@@ -81,10 +88,16 @@ impl ChildSut {
                 BufReader::new(out),
                 last_lines.clone(),
                 lines.clone(),
+                watch.clone(),
             ));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(read_lines(BufReader::new(err), last_lines.clone(), lines));
+            tokio::spawn(read_lines(
+                BufReader::new(err),
+                last_lines.clone(),
+                lines,
+                watch,
+            ));
         }
         Ok(ChildSut {
             child,
@@ -115,35 +128,34 @@ impl ChildSut {
         }
     }
 
-    /// Polls `url` until it answers 2xx, the process exits, or `timeout` passes.
-    pub async fn wait_ready(&mut self, url: &str, timeout: Duration) -> Result<(), SutError> {
+    /// Probes until `probe` passes, the process exits, or `timeout` passes. No attempt outlives the deadline, so a
+    /// SUT that accepts and never answers is not waited for longer than the scenario says.
+    pub async fn wait_ready(&mut self, probe: &Probe, timeout: Duration) -> Result<(), SutError> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let client = crate::http::client_builder()
-            .timeout(Duration::from_secs(1))
-            .build()
-            .ok();
+        let mut last = String::from("none finished");
         loop {
             if let Some(status) = self.exited() {
+                // The last lines of a SUT that died are still on their way through the pipes.
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 return Err(SutError::ExitedEarly {
                     status,
                     last_lines: self.last_lines(),
                 });
             }
-            if let Some(c) = &client {
-                if let Ok(r) = c.get(url).send().await {
-                    if r.status().is_success() {
-                        return Ok(());
-                    }
-                }
-            }
-            if tokio::time::Instant::now() >= deadline {
+            // Checked before an attempt, not after the pause: what the last whole attempt saw is the news.
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
                 return Err(SutError::NotReady {
-                    url: url.to_string(),
-                    timeout,
+                    reason: probe.not_ready(Dur(timeout), &last),
                     last_lines: self.last_lines(),
                 });
             }
+            let limit = left.min(ATTEMPT);
+            last = match tokio::time::timeout(limit, probe.attempt()).await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(seen)) => seen,
+                Err(_) => format!("no answer within {}", Dur(limit)),
+            };
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -217,9 +229,13 @@ async fn read_lines<R: tokio::io::AsyncRead + Unpin>(
     reader: BufReader<R>,
     last: Arc<Mutex<VecDeque<String>>>,
     tx: mpsc::UnboundedSender<OutputLine>,
+    watch: Option<Arc<OutputWatch>>,
 ) {
     let mut lines = reader.lines();
     while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(w) = &watch {
+            w.offer(&line);
+        }
         if let Ok(mut l) = last.lock() {
             if l.len() == KEPT_LINES {
                 l.pop_front();

@@ -4,10 +4,10 @@
 //! SIGTERM stop the load, return faultd to healthy and still hand back what was recorded, marked aborted.
 //!
 //! The rooms: `clock` (t = 0), `dependency` (embedded or external faultd), `replicas` (external faultd processes,
-//! one or several behind one address), `sut` and `child` (the service under test), `load` (loadgen here or its
-//! agents), `signals`, `live` (the terminal line), `verdicts` (deciding while the run goes on). Breaker sources live
-//! in `crate::breaker`. Not for judging or reporting: `run` returns a `RunOutput`; `expect` and `report` take it
-//! from there.
+//! one or several behind one address), `sut`, `child` and `ready` (the service under test), `load` (loadgen here
+//! or its agents), `signals`, `live` (the terminal line), `verdicts` (deciding while the run goes on). Breaker
+//! sources live in `crate::breaker`. Not for judging or reporting: `run` returns a `RunOutput`; `expect` and
+//! `report` take it from there.
 
 mod child;
 pub mod clock;
@@ -15,6 +15,7 @@ pub mod dependency;
 pub mod live;
 pub mod load;
 pub mod metrics;
+mod ready;
 pub mod replicas;
 pub mod signals;
 pub mod sut;

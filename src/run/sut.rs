@@ -1,6 +1,7 @@
 //! The service under test, whichever kind the scenario names: the bundled demo (in-process, on a loopback port), a
-//! command the runner starts and waits for (placeholders rendered, output captured), or the URL of a service
-//! already running. Each ends up as a base URL for the load and, where the runner owns it, something to stop.
+//! command the runner starts and waits for (placeholders rendered, output captured, readiness probed as the scenario
+//! says: `ready`), or the URL of a service already running. Each ends up as a base URL for the load and, where the
+//! runner owns it, something to stop.
 //!
 //! Not for the process handling of a command SUT (`child`) nor for observing its breakers (`crate::breaker`).
 
@@ -11,6 +12,7 @@ use tokio::sync::mpsc;
 
 pub use super::child::{ChildSut, OutputLine, SutError};
 use super::dependency::Dependency;
+use super::ready::Probe;
 use super::signals::Signals;
 use super::{loopback, RunError};
 use crate::scenario::{Placeholders, Scenario};
@@ -96,18 +98,16 @@ impl Sut {
             .iter()
             .map(|(k, val)| (k.clone(), p.render(val)))
             .collect();
-        let mut c = ChildSut::start(&argv, &env, lines)?;
-        let ready = format!(
-            "{url}{}",
-            scenario.sut.ready.as_deref().unwrap_or("/health")
-        );
+        let readiness = scenario.sut.ready.clone().unwrap_or_default();
+        let probe = Probe::new(&readiness, &url).map_err(SutError::Unprobeable)?;
+        let mut c = ChildSut::start(&argv, &env, lines, probe.output_watch())?;
         let timeout = scenario
             .sut
             .ready_timeout
             .map(|d| d.get())
             .unwrap_or(Duration::from_secs(30));
         let readiness = tokio::select! {
-            r = c.wait_ready(&ready, timeout) => r.map(|()| None),
+            r = c.wait_ready(&probe, timeout) => r.map(|()| None),
             name = signals.recv() => Ok(Some(name)),
         };
         let sut = |c| Sut {

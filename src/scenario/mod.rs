@@ -4,13 +4,14 @@
 //!
 //! Not for running anything: `run` takes a `Validated` scenario and starts the components. Each concern of reading
 //! a scenario has its own file: `validate` (the scenario as a whole), `replay` (a trace becoming phases),
-//! `placeholders` (the `{...}` in a SUT command), `hosts` (the loopback guard), `locate` (where in the YAML an error
-//! is) and `schema` (the JSON Schema).
+//! `placeholders` (the `{...}` in a SUT command), `ready` (what a command SUT offers for readiness), `hosts` (the
+//! loopback guard), `locate` (where in the YAML an error is) and `schema` (the JSON Schema).
 
 mod env;
 mod hosts;
 mod locate;
 mod placeholders;
+mod ready;
 mod replay;
 mod schema;
 mod validate;
@@ -19,6 +20,7 @@ pub use env::referenced_variables;
 pub use hosts::check_host;
 pub use locate::{locate, locate_path};
 pub use placeholders::Placeholders;
+pub use ready::Readiness;
 pub use replay::{parse_trace, ReplaySpec, TraceRow};
 pub use schema::json_schema;
 
@@ -148,9 +150,10 @@ pub struct SutSpec {
     /// Where the SUT listens: for a command, usually http://127.0.0.1:{sut.port}; alone, a running service.
     #[serde(default)]
     pub url: Option<String>,
-    /// The readiness path, polled until it answers 2xx (default /health).
+    /// How a command SUT says it is ready: a path polled until it answers 2xx (default /health), or
+    /// `{ http: PATH }`, `{ tcp: true }`, `{ grpc: SERVICE }`, `{ log: REGEX }`.
     #[serde(default)]
-    pub ready: Option<String>,
+    pub ready: Option<Readiness>,
     /// How long to wait for readiness (default 30s; not scaled).
     #[serde(default)]
     pub ready_timeout: Option<Dur>,
