@@ -3,8 +3,10 @@
 //!
 //! For: reading and replacing the whole configuration, setting one route's behaviour, starting, stopping and
 //! resetting the schedule, reading the phase and the origin, the recorder as JSON, and `/metrics` in Prometheus
-//! text format. A bad body gets 400 with the path of the field that failed. Every handler takes the live-state
-//! lock only to swap small values, so control calls never stall the data plane. Not for: the data plane.
+//! text format. A bad body gets 400 with the path of the field that failed; every error, an unknown path (404), a
+//! method the path does not take (405) and a body too large (413) included, is JSON `{"error", "field"?}`. Every
+//! handler takes the live-state lock only to swap small values, so control calls never stall the data plane. Not
+//! for: the data plane.
 //!
 //! | method | path | body | answer |
 //! | --- | --- | --- | --- |
@@ -35,6 +37,7 @@ use prometheus_client::metrics::MetricType;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use crate::api_errors;
 pub use crate::config::parse_json;
 use crate::config::{Config, ConfigError, PhaseRoute};
 use crate::error::FaultdError;
@@ -138,13 +141,27 @@ pub fn router(shared: Arc<Shared>, token: Option<String>) -> Router {
         .route("/recording", get(get_recording))
         .route("/metrics", get(get_metrics))
         .with_state(shared);
-    match token {
+    let routes = match token {
         Some(token) => routes.layer(middleware::from_fn_with_state(
             Arc::new(token),
             require_token,
         )),
         None => routes,
+    };
+    routes.layer(middleware::from_fn_with_state(
+        problem as api_errors::Shape,
+        api_errors::in_json,
+    ))
+}
+
+/// The answer to an error axum gives by itself (unknown path, method, body too large), in the API's shape.
+fn problem(status: StatusCode, error: String) -> Response {
+    Problem {
+        error,
+        field: String::new(),
+        status,
     }
+    .into_response()
 }
 
 async fn require_token(State(token): State<Arc<String>>, request: Request, next: Next) -> Response {

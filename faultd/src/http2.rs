@@ -2,14 +2,16 @@
 //! and GOAWAY, and what one HTTP/2 connection counts while it lives.
 //!
 //! For: recognising a prior-knowledge HTTP/2 connection (`PRI * HTTP/2.0`) on the same port as HTTP/1.1, the
-//! per-connection state the stream-level faults need (streams so far, a GOAWAY asked for), and the bytes of an
+//! per-connection state the stream-level faults need (streams so far, a GOAWAY asked for) and the idle timeout
+//! needs (streams waiting for their answer), and the bytes of an
 //! abrupt GOAWAY. Not for: answering calls (`server.rs` serves both versions with the same call handler) or gRPC
 //! framing (`grpc.rs`).
 
 use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::de::{self, Deserializer, Visitor};
@@ -169,17 +171,61 @@ pub struct Http2Settings {
     pub max_concurrent_streams: Option<u32>,
 }
 
-/// What an HTTP/2 connection shares with its calls: how many streams it has carried, and whether one of them
-/// asked for a graceful GOAWAY.
-#[derive(Default)]
+/// What an HTTP/2 connection shares with its calls: how many streams it has carried, whether one of them
+/// asked for a graceful GOAWAY, and how long none has been waiting for its answer (the idle timeout).
 pub struct Streams {
     opened: AtomicU64,
     goaway: AtomicBool,
     /// Wakes the connection to start a graceful shutdown.
     pub graceful: Notify,
+    /// Streams whose call has not answered yet (held, delayed, proxied).
+    waiting: AtomicU64,
+    born: Instant,
+    /// When the last waiting stream answered, in milliseconds after `born`.
+    quiet_since_ms: AtomicU64,
+}
+
+impl Default for Streams {
+    fn default() -> Streams {
+        Streams {
+            opened: AtomicU64::new(0),
+            goaway: AtomicBool::new(false),
+            graceful: Notify::new(),
+            waiting: AtomicU64::new(0),
+            born: Instant::now(),
+            quiet_since_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+/// A stream whose call has not answered yet: its connection is not idle while one lives.
+pub struct Waiting(Arc<Streams>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.0.waiting.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let ms = self.0.born.elapsed().as_millis() as u64;
+            self.0.quiet_since_ms.store(ms, Ordering::Release);
+        }
+    }
 }
 
 impl Streams {
+    /// Marks a stream as waiting for its answer until the returned value is dropped.
+    pub fn waiting(self: &Arc<Self>) -> Waiting {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        Waiting(self.clone())
+    }
+
+    /// How long no stream has been waiting for its answer; `None` while one is.
+    pub fn idle_for(&self) -> Option<Duration> {
+        if self.waiting.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        let quiet_since = Duration::from_millis(self.quiet_since_ms.load(Ordering::Acquire));
+        Some(self.born.elapsed().saturating_sub(quiet_since))
+    }
+
     /// Counts a new stream; returns how many the connection has carried, this one included.
     pub fn opened(&self) -> u64 {
         self.opened.fetch_add(1, Ordering::Relaxed) + 1

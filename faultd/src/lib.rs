@@ -25,6 +25,7 @@
 //! # Ok(()) }
 //! ```
 
+mod api_errors;
 pub mod behaviours;
 pub mod config;
 pub mod control;
@@ -39,6 +40,7 @@ pub mod routing;
 pub mod schedule;
 pub mod server;
 pub mod tcp;
+pub mod timeouts;
 pub mod tls;
 pub mod toxiproxy;
 mod yaml_index;
@@ -88,6 +90,9 @@ pub struct Options {
     /// Where to write the run's CA certificate (PEM) when the data plane speaks TLS with a minted CA
     /// (`tls: {}`), for the service under test to trust; the machine's trust store is never touched.
     pub ca_out: Option<std::path::PathBuf>,
+    /// How long a connection to the data plane, the control API or the Toxiproxy API may carry no call (a slow
+    /// request head, an idle keep-alive connection); TCP routes have none.
+    pub timeouts: timeouts::Timeouts,
 }
 
 impl Default for Options {
@@ -102,6 +107,7 @@ impl Default for Options {
             toxiproxy_api: None,
             allow_hosts: Vec::new(),
             ca_out: None,
+            timeouts: timeouts::Timeouts::default(),
         }
     }
 }
@@ -179,6 +185,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         proxy: behaviours::proxy::proxy_client(),
         deadlines,
         tls,
+        timeouts: options.timeouts,
     });
     let data =
         server::bind(options.listen, options.backlog).map_err(|source| FaultdError::Bind {
@@ -217,18 +224,12 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         );
         let router = control::router(shared.clone(), options.token.clone())
             .layer(axum::Extension(tcp.clone()));
-        let mut rx = shutdown_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let stop = async move {
-                let _ = rx.changed().await;
-            };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(stop)
-                .await
-            {
-                tracing::warn!("control API stopped: {e}");
-            }
-        }));
+        tasks.push(tokio::spawn(timeouts::serve_api(
+            listener,
+            router,
+            options.timeouts,
+            shutdown_rx.clone(),
+        )));
     }
     let mut toxiproxy_addr = None;
     if let Some(addr) = options.toxiproxy_api {
@@ -239,19 +240,12 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
                 .local_addr()
                 .map_err(|source| FaultdError::Bind { addr, source })?,
         );
-        let router = toxiproxy::router(tcp.clone());
-        let mut rx = shutdown_rx.clone();
-        tasks.push(tokio::spawn(async move {
-            let stop = async move {
-                let _ = rx.changed().await;
-            };
-            if let Err(e) = axum::serve(listener, router)
-                .with_graceful_shutdown(stop)
-                .await
-            {
-                tracing::warn!("Toxiproxy API stopped: {e}");
-            }
-        }));
+        tasks.push(tokio::spawn(timeouts::serve_api(
+            listener,
+            toxiproxy::router(tcp.clone()),
+            options.timeouts,
+            shutdown_rx.clone(),
+        )));
     }
     Ok(Faultd {
         shared,

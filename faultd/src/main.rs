@@ -61,6 +61,10 @@ TLS (a `tls:` section, or --tls / --tls-cert FILE --tls-key FILE [--tls-client-c
   handshake faults: delay {latency}  failure {share, alert}  expired %  wrong_name %  untrusted %  truncate %
   curl --cacert ca.pem https://127.0.0.1:9000/price/42     (nothing is added to the machine's trust store)
 
+TIMEOUTS (every listener but TCP routes; held calls are never cut)
+  --header-timeout 10s   a request head or TLS handshake slower than this after its first byte: closed
+  --idle-timeout 60s     a connection waiting this long for its next request: closed (HTTP/2: GOAWAY)
+
 CONTROL API
   GET/PUT /config   PUT /routes/{name}   POST /schedule/start|stop|reset   GET /schedule   GET /recording   GET /metrics
 
@@ -130,6 +134,15 @@ struct Cli {
     /// machine's trust store).
     #[arg(long, value_name = "FILE")]
     ca_out: Option<PathBuf>,
+    /// Close a connection whose request head (or TLS handshake) is not in this long after its first byte, on the
+    /// data plane, the control API and the Toxiproxy API. Calls faultd holds (hang, delays, slow bodies) are
+    /// never cut.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    header_timeout: faultd::Dur,
+    /// Close a connection that waits this long for its next request without a byte of it (HTTP/2: with no stream
+    /// waiting for its answer, by a graceful GOAWAY). TCP routes have no idle timeout.
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    idle_timeout: faultd::Dur,
 }
 
 /// The configuration of a faultd started only for its TCP routes: one catch-all HTTP route, healthy.
@@ -237,6 +250,16 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             "--ca-out: the data plane has no TLS (give --tls or a `tls:` section)"
         )));
     }
+    for (flag, value) in [
+        ("--header-timeout", cli.header_timeout),
+        ("--idle-timeout", cli.idle_timeout),
+    ] {
+        if value.0.is_zero() {
+            return Err(bad_input(anyhow::anyhow!(
+                "{flag} {value}: must be above 0 (a connection could never send a request)"
+            )));
+        }
+    }
     let options = faultd::Options {
         listen: cli.listen,
         control: cli.control,
@@ -247,6 +270,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         toxiproxy_api: cli.toxiproxy_api,
         allow_hosts: cli.allow_hosts,
         ca_out: cli.ca_out.clone(),
+        timeouts: faultd::timeouts::Timeouts {
+            header: cli.header_timeout.0,
+            idle: cli.idle_timeout.0,
+        },
     };
     let faultd = faultd::start(config, options).await.map_err(|e| match e {
         faultd::FaultdError::Config(_)

@@ -21,9 +21,8 @@ use axum::http::{HeaderMap, Request, Response, StatusCode};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Notify, Semaphore};
@@ -38,6 +37,7 @@ use crate::grpc::{self, GrpcCall};
 use crate::http2::{self, H2Code, Streams};
 use crate::recorder::{CallGuard, Outcome, Recorder};
 use crate::schedule::Live;
+use crate::timeouts::{self, Timeouts};
 use faultline_units::GrpcCode;
 
 pub use crate::behaviours::{BodyError, DataBody};
@@ -56,6 +56,8 @@ pub struct Shared {
     pub deadlines: Option<Deadlines>,
     /// TLS termination, when the configuration asks for it: every connection's handshake runs first.
     pub tls: Option<Arc<crate::tls::Terminator>>,
+    /// How long a connection may carry no call (a slow head, an idle keep-alive connection).
+    pub timeouts: Timeouts,
 }
 
 impl Shared {
@@ -91,31 +93,39 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let limit = max_connections.map(|n| Arc::new(Semaphore::new(n.max(1))));
+    while let Some(tcp) = next_connection(&listener, &mut shutdown).await {
+        let permit = match &limit {
+            Some(s) => match s.clone().try_acquire_owned() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    shared.recorder.connection_shed();
+                    tokio::spawn(shed(tcp, shutdown.clone()));
+                    continue;
+                }
+            },
+            None => None,
+        };
+        let shared = shared.clone();
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            connection(tcp, shared, shutdown).await;
+            drop(permit);
+        });
+    }
+}
+
+/// The next connection of `listener`, or `None` once `shutdown` turns true.
+pub(crate) async fn next_connection(
+    listener: &TcpListener,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Option<TcpStream> {
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            _ = shutdown.changed() => return,
+            _ = shutdown.changed() => return None,
         };
         match accepted {
-            Ok((tcp, _)) => {
-                let permit = match &limit {
-                    Some(s) => match s.clone().try_acquire_owned() {
-                        Ok(p) => Some(p),
-                        Err(_) => {
-                            shared.recorder.connection_shed();
-                            tokio::spawn(shed(tcp, shutdown.clone()));
-                            continue;
-                        }
-                    },
-                    None => None,
-                };
-                let shared = shared.clone();
-                let shutdown = shutdown.clone();
-                tokio::spawn(async move {
-                    connection(tcp, shared, shutdown).await;
-                    drop(permit);
-                });
-            }
+            Ok((tcp, _)) => return Some(tcp),
             // Out of file descriptors or a connect that died in the queue: keep serving the others.
             Err(e) => {
                 tracing::warn!("accept failed: {e}");
@@ -247,8 +257,14 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
     let action = match shared.tls.clone() {
         // Cleartext: HTTP/2 by its preface (prior knowledge), HTTP/1.1 otherwise.
         None => {
+            // A connection that sends nothing at all is idle, not slow: it gets the idle timeout.
+            let sniff =
+                tokio::time::timeout(shared.timeouts.idle, http2::starts_with_preface(&tcp));
             let h2 = tokio::select! {
-                h2 = http2::starts_with_preface(&tcp) => h2,
+                h2 = sniff => match h2 {
+                    Ok(h2) => h2,
+                    Err(_) => return,
+                },
                 _ = shutdown.changed() => return,
             };
             let io = SharedStream(tcp.clone());
@@ -325,6 +341,7 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let takeover = Arc::new(TakeoverRequest::default());
+    let (mut builder, io) = timeouts::http1(shared.timeouts, io);
     let service = {
         let takeover = takeover.clone();
         service_fn(move |request| {
@@ -339,9 +356,7 @@ where
     };
     // Each answer's head and body go out in one buffer through `write`, where hyper's default gathers them in a
     // two-part `writev`: the kernel's gathered write costs more per answer than copying the body (bench/faultd.md).
-    let conn = http1::Builder::new()
-        .writev(false)
-        .serve_connection(TokioIo::new(io), service);
+    let conn = builder.writev(false).serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {
         _ = &mut conn => None,
@@ -363,6 +378,7 @@ where
 {
     let takeover = Arc::new(TakeoverRequest::default());
     let streams = Arc::new(Streams::default());
+    let Timeouts { header, idle } = shared.timeouts;
     let max_streams = shared
         .live()
         .plan
@@ -380,7 +396,9 @@ where
                 Some(streams.clone()),
                 request,
             ));
+            let waiting = streams.waiting();
             async move {
+                let _waiting = waiting;
                 let response = match call.await {
                     Ok(response) => response,
                     Err(Held(guard)) => hold(guard).await,
@@ -397,12 +415,28 @@ where
     if let Some(max) = max_streams {
         builder.max_concurrent_streams(max);
     }
+    // Pings find a caller that vanished without closing, even one whose stream faultd holds hung.
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(idle)
+        .keep_alive_timeout(header);
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
+    let idle_check = tokio::time::sleep(idle);
+    tokio::pin!(idle_check);
     loop {
         tokio::select! {
             _ = &mut conn => return None,
             _ = streams.graceful.notified() => conn.as_mut().graceful_shutdown(),
+            // A graceful GOAWAY: streams still sending their bodies finish; new calls go to a new connection.
+            _ = &mut idle_check => match streams.idle_for() {
+                Some(quiet) if quiet >= idle => {
+                    conn.as_mut().graceful_shutdown();
+                    idle_check.as_mut().reset(Instant::now() + Duration::from_secs(86_400 * 365));
+                }
+                Some(quiet) => idle_check.as_mut().reset(Instant::now() + (idle - quiet)),
+                None => idle_check.as_mut().reset(Instant::now() + idle),
+            },
             _ = takeover.notify.notified() => {
                 return takeover.action.lock().ok().and_then(|mut a| a.take());
             }

@@ -219,3 +219,26 @@ async fn a_route_can_be_changed_and_the_schedule_driven_at_run_time() {
     assert_eq!(got["routes"]["pricing"]["errors"][0]["status"], 500);
     f.shutdown().await;
 }
+
+#[tokio::test]
+async fn errors_axum_gives_by_itself_answer_json_with_the_documented_fields() {
+    let f = start().await;
+    let addr = f.control_addr().unwrap();
+    let too_large = vec![b' '; 3 << 20];
+    for (method, path, body, status) in [
+        ("GET", "/no/such/path", &b""[..], 404),
+        ("DELETE", "/config", &b""[..], 405),
+        ("PUT", "/config", &too_large[..], 413),
+    ] {
+        let reply = call(addr, method, path, &[AUTH], body).await;
+        assert_eq!(reply.status(), Some(status), "{method} {path}");
+        assert_eq!(
+            reply.header("content-type").as_deref(),
+            Some("application/json"),
+            "{method} {path}"
+        );
+        let error = json(&reply)["error"].as_str().unwrap().to_string();
+        assert!(error.starts_with(&format!("{method} {path}: ")), "{error}");
+    }
+    f.shutdown().await;
+}

@@ -29,8 +29,6 @@ use super::{TlsConfig, TlsSetupError, ALPN};
 use crate::draw::CallDraws;
 use crate::server::{write_raw, Shared};
 
-/// How long a client may take to send its hello, and then to finish the handshake after faultd answers it.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a refused or truncated connection may take to close after faultd is done with it.
 const LINGER: Duration = Duration::from_millis(500);
 
@@ -150,7 +148,8 @@ impl Terminator {
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
-        let hello_by = Instant::now() + HANDSHAKE_TIMEOUT;
+        // A client may take the header timeout to send its hello, and again to finish after faultd answers it.
+        let hello_by = Instant::now() + shared.timeouts.header;
         let mut lazy = LazyConfigAcceptor::new(Acceptor::default(), io);
         let start = match timeout_at(hello_by, &mut lazy).await {
             Ok(Ok(start)) => start,
@@ -202,7 +201,7 @@ impl Terminator {
             HandshakeAction::Serve => (None, HandshakeOutcome::Ok),
         };
         let config = config.unwrap_or_else(|| self.serve.clone());
-        let done_by = Instant::now() + HANDSHAKE_TIMEOUT;
+        let done_by = Instant::now() + shared.timeouts.header;
         let mut stream = match timeout_at(done_by, start.into_stream(config)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {

@@ -2,7 +2,7 @@
 //! Toxiproxy clients and suites drive faultd's TCP routes unchanged.
 //!
 //! For: Toxiproxy's paths, JSON field names, defaults (toxicity 1.0, stream downstream, enabled true), status
-//! codes and error shape (`{"error": ..., "status": N}`), as a thin layer over [`crate::tcp::TcpRoutes`]. A bad
+//! codes and error shape (`{"error": ..., "status": N}`, for axum's own 405 and 413 too), as a thin layer over [`crate::tcp::TcpRoutes`]. A bad
 //! body, an unknown toxic type, a negative attribute, a taken or non-loopback listen address: a 4xx in that shape,
 //! and the other proxies keep forwarding. Not for: faultd's own control API (HTTP routes, schedules, the
 //! recorder), which lives in `crate::control`.
@@ -33,6 +33,7 @@ use axum::{Json, Router};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use crate::api_errors;
 use crate::tcp::{ProxySpec, ProxyUpdate, TcpError, TcpRoutes, ToxicSpec, ToxicUpdate, ToxicView};
 
 /// The Toxiproxy version faultd's API follows, reported by `GET /version` beside faultd's own.
@@ -107,6 +108,20 @@ pub fn router(routes: Routes) -> Router {
             }
         })
         .with_state(routes)
+        .layer(axum::middleware::from_fn_with_state(
+            api_error as api_errors::Shape,
+            api_errors::in_json,
+        ))
+}
+
+/// The answer to an error axum gives by itself (a method the path does not take, a body too large), in
+/// Toxiproxy's shape.
+fn api_error(status: StatusCode, error: String) -> Response {
+    ApiError {
+        error,
+        status: status.as_u16(),
+    }
+    .into_response()
 }
 
 async fn version() -> Response {
