@@ -195,3 +195,43 @@ fn the_cli_exits_2_on_a_bad_scenario_and_names_the_file() {
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_dependency_over_faultds_limits_is_refused_naming_the_field_and_the_limit() {
+    let errors = vec!["{ share: 1%, status: 503 }"; faultd::limits::MAX_ENTRIES + 1].join(", ");
+    let many_errors = GOOD.replacen(
+        "latency: { p50: 40ms, p99: 80ms } }",
+        &format!("latency: {{ p50: 40ms, p99: 80ms }}, errors: [ {errors} ] }}"),
+        1,
+    );
+    let routes: String = (0..faultd::limits::MAX_ROUTES)
+        .map(|i| format!("\n    r{i}: {{ path: /r{i} }}"))
+        .collect();
+    let many_routes = GOOD.replacen("  routes:", &format!("  routes:{routes}"), 1);
+    for (text, words) in [
+        (
+            many_errors,
+            [
+                "table.yaml:7:",
+                "dependency.routes.pricing.errors",
+                "101 entries, over faultd's limit of 100",
+            ],
+        ),
+        (
+            many_routes,
+            [
+                "table.yaml:6:",
+                "dependency.routes",
+                "1001 routes, over faultd's limit of 1000",
+            ],
+        ),
+    ] {
+        let message = Scenario::parse(&text, "table.yaml", &Overrides::default())
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        for w in words {
+            assert!(message.contains(w), "{w:?} not in {message:?}");
+        }
+    }
+}

@@ -361,9 +361,10 @@ impl Config {
         Ok(config)
     }
 
-    /// Checks everything that parsing cannot: patterns and methods, shares add up to at most 100%, phases in
+    /// Checks everything that parsing cannot: faultd's limits ([`crate::limits`]), patterns and methods, shares add up to at most 100%, phases in
     /// ascending time with unique names, phases naming known routes, ramps that end before the next phase.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::limits::check_config(self)?;
         if self.routes.is_empty() {
             return Err(Invalid::new("routes", "give at least one route").into());
         }

@@ -35,6 +35,7 @@ mod error;
 pub mod grpc;
 pub mod http2;
 pub mod invalid;
+pub mod limits;
 pub mod recorder;
 pub mod routing;
 pub mod schedule;

@@ -34,15 +34,18 @@ const CHUNK: usize = 1024;
 const MAX_CHUNKS: usize = 1024;
 
 /// A lazily allocated, fixed-capacity array of buckets that concurrent writers index without a lock.
+///
+/// Even the table of chunks waits for the first write: a route that no call reaches costs a few words, however
+/// many routes a configuration holds and however long the run lasts.
 struct Buckets<T> {
-    chunks: Box<[OnceLock<Box<[T]>>]>,
+    chunks: OnceLock<Box<[OnceLock<Box<[T]>>]>>,
     used: AtomicUsize,
 }
 
 impl<T: Default> Buckets<T> {
     fn new() -> Self {
         Buckets {
-            chunks: (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect(),
+            chunks: OnceLock::new(),
             used: AtomicUsize::new(0),
         }
     }
@@ -50,14 +53,18 @@ impl<T: Default> Buckets<T> {
     fn at(&self, index: usize) -> &T {
         let index = index.min(CHUNK * MAX_CHUNKS - 1);
         self.used.fetch_max(index + 1, Ordering::Relaxed);
+        let chunks = self
+            .chunks
+            .get_or_init(|| (0..MAX_CHUNKS).map(|_| OnceLock::new()).collect());
         let chunk =
-            self.chunks[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| T::default()).collect());
+            chunks[index / CHUNK].get_or_init(|| (0..CHUNK).map(|_| T::default()).collect());
         &chunk[index % CHUNK]
     }
 
     /// The bucket if it was ever allocated.
     fn peek(&self, index: usize) -> Option<&T> {
         self.chunks
+            .get()?
             .get(index / CHUNK)?
             .get()
             .map(|c| &c[index % CHUNK])
@@ -65,6 +72,13 @@ impl<T: Default> Buckets<T> {
 
     fn used(&self) -> usize {
         self.used.load(Ordering::Relaxed)
+    }
+
+    /// How many chunks of buckets are allocated.
+    fn chunks_stored(&self) -> usize {
+        self.chunks
+            .get()
+            .map_or(0, |c| c.iter().filter(|c| c.get().is_some()).count())
     }
 }
 
@@ -428,7 +442,17 @@ impl RouteRecorder {
         self.max_in_flight.load(Ordering::Relaxed)
     }
 
+    /// How many buckets this route stores: none until its first call, then whole chunks of them.
+    pub fn buckets_stored(&self) -> usize {
+        self.cells.chunks_stored() * CHUNK
+    }
+
     fn snapshot(&self, now_ns: u64, current: usize) -> RouteRecording {
+        // A route no call has reached has no series: its zeros would cost routes x elapsed buckets to write, and
+        // every reader takes a missing bucket as an empty one.
+        if self.cells.used() == 0 {
+            return RouteRecording::default();
+        }
         let b = self.bucket_ns;
         let n = self.cells.used().max(current + 1).min(CHUNK * MAX_CHUNKS);
         let mut buckets = Vec::with_capacity(n);
@@ -700,9 +724,9 @@ fn one_replica() -> u32 {
 }
 
 /// What one route recorded.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RouteRecording {
-    /// Per bucket from the origin.
+    /// Per bucket from the origin; empty for a route no call has reached (read a missing bucket as an empty one).
     pub buckets: Vec<RouteBucket>,
     /// Sums over the run; `in_flight_max` is the run's maximum, `in_flight_mean` the time-weighted mean.
     pub totals: RouteBucket,
@@ -858,6 +882,35 @@ mod tests {
         assert_eq!(recorder.time_ns(base + s(1)), 6_000_000_000);
         assert_eq!(recorder.time_ns(base - s(2)), 3_000_000_000);
         assert_eq!(recorder.time_ns(base - s(7)), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_routes_store_and_report_no_buckets_however_long_the_run() {
+        let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+        recorder.set_origin(Instant::now(), 1);
+        let idle: Vec<Arc<RouteRecorder>> = (0..500)
+            .map(|i| recorder.route(&format!("idle-{i}")))
+            .collect();
+        let busy = recorder.route("busy");
+        drop(recorder.arrive(busy.clone(), Arc::from("healthy")));
+        for _ in 0..6 {
+            // 60 s, 600 buckets of 100 ms, read as a runner polls.
+            tokio::time::advance(Duration::from_secs(10)).await;
+            let r = recorder.snapshot();
+            assert!(
+                idle.iter().all(|route| route.buckets_stored() == 0),
+                "an idle route stored buckets"
+            );
+            for i in [0, 250, 499] {
+                let route = &r.routes[&format!("idle-{i}")];
+                assert_eq!(route.buckets, [], "idle-{i} reported a series");
+                assert_eq!(route.totals.arrivals, 0);
+            }
+            // A route that saw a call keeps its series up to now, as before.
+            assert_eq!(r.connections.len(), r.routes["busy"].buckets.len());
+            assert_eq!(r.routes["busy"].totals.arrivals, 1);
+        }
+        assert_eq!(busy.buckets_stored(), CHUNK);
     }
 
     #[tokio::test(start_paused = true)]

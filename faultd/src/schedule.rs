@@ -364,6 +364,7 @@ impl Live {
         set: &PhaseRoute,
         now: Instant,
     ) -> Result<(), ConfigError> {
+        crate::limits::check_size(set)?;
         let name = &self.plan.routes[route].name;
         let base: Behaviour = self
             .plan

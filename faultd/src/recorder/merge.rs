@@ -103,9 +103,10 @@ impl Recording {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let empty = empty_route();
+        // A route no call reached on a replica: nothing in flight, nothing counted, no series.
+        let empty = RouteRecording::default();
         for name in other.routes.keys() {
-            self.routes.entry(name.clone()).or_insert_with(empty_route);
+            self.routes.entry(name.clone()).or_default();
         }
         for (name, route) in self.routes.iter_mut() {
             add_route(route, other.routes.get(name).unwrap_or(&empty), name)?;
@@ -142,19 +143,6 @@ fn merge_phases(a: &[PhaseEntry], b: &[PhaseEntry]) -> Option<Vec<PhaseEntry>> {
         entry.at = entry.at.min(other.at);
     }
     Some(out)
-}
-
-/// A route no call reached on a replica: nothing in flight, nothing counted.
-fn empty_route() -> RouteRecording {
-    RouteRecording {
-        buckets: Vec::new(),
-        totals: RouteBucket::default(),
-        max_in_flight: 0,
-        max_in_flight_lower_bound: None,
-        in_flight: 0,
-        latency: BTreeMap::new(),
-        late: BTreeMap::new(),
-    }
 }
 
 fn add_route(

@@ -73,6 +73,14 @@ pub enum TcpError {
         /// What is wrong.
         message: String,
     },
+    /// Taking this would hold more than faultd's limits allow ([`crate::limits`]) (400).
+    #[error("{field}: {message}")]
+    OverLimit {
+        /// What would overflow: `proxies`, `toxics`.
+        field: String,
+        /// How many, and the limit.
+        message: String,
+    },
     /// The listen address is taken (409).
     #[error("listen address {addr} is already in use: {source}")]
     ListenTaken {
@@ -110,7 +118,8 @@ impl TcpError {
             TcpError::MissingField(_)
             | TcpError::InvalidStream(_)
             | TcpError::InvalidToxicType(_)
-            | TcpError::Invalid { .. } => 400,
+            | TcpError::Invalid { .. }
+            | TcpError::OverLimit { .. } => 400,
             TcpError::Bind { .. } => 500,
         }
     }
@@ -120,6 +129,16 @@ impl TcpError {
             field: field.into(),
             message: message.into(),
         }
+    }
+}
+
+impl TcpError {
+    /// Refuses holding `count` of `what` (`proxies`, `toxics`) when that is over `limit`.
+    pub(crate) fn at_most(count: usize, limit: usize, what: &str) -> Result<(), TcpError> {
+        crate::limits::at_most(what, count, limit, what).map_err(|e| TcpError::OverLimit {
+            field: e.field,
+            message: e.message,
+        })
     }
 }
 

@@ -62,7 +62,7 @@ pub struct TcpRouteRecording {
     pub max_open: u64,
     /// Sums over every bucket (`max_open` and `mean_open` there are the run's maximum and mean).
     pub totals: TcpBucket,
-    /// One entry per bucket from t = 0.
+    /// One entry per bucket from t = 0; empty for a route no connection has reached.
     pub buckets: Vec<TcpBucket>,
 }
 
@@ -152,7 +152,8 @@ impl TcpRecorder {
     /// Adds the open level from the last change up to `now` into the buckets it spans.
     fn integrate(&self, state: &mut State, now: Instant) {
         let from = state.last_change.max(state.origin);
-        if now <= from {
+        // A route no connection has reached keeps no series: its zeros would cost routes x elapsed buckets.
+        if now <= from || state.buckets.is_empty() {
             state.last_change = state.last_change.max(now);
             return;
         }
@@ -183,6 +184,12 @@ impl TcpRecorder {
         let mut s = self.state();
         let now = Instant::now();
         self.integrate(&mut s, now);
+        s.origin = origin;
+        s.last_change = now.max(origin);
+        s.current = None;
+        if s.buckets.is_empty() {
+            return;
+        }
         let mut first = TcpBucket::default();
         for b in s.buckets.drain(..) {
             first.attempts += b.attempts;
@@ -197,9 +204,6 @@ impl TcpRecorder {
             }
         }
         s.area.clear();
-        s.origin = origin;
-        s.last_change = now.max(origin);
-        s.current = None;
         s.buckets.push(first);
         s.area.push(0.0);
     }
@@ -463,6 +467,32 @@ mod tests {
         assert_eq!(rec.buckets[2].closed, 1);
         assert_eq!(rec.buckets[3].max_open, 1);
         assert_eq!((rec.open, rec.max_open, rec.totals.attempts), (1, 2, 2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_route_no_connection_reached_keeps_no_buckets_however_long_the_run() {
+        let step = Duration::from_millis(100);
+        let r = TcpRecorder::new(step, Instant::now());
+        r.set_origin(Instant::now());
+        for _ in 0..6 {
+            // 60 s, 600 buckets, read as a runner polls.
+            tokio::time::advance(Duration::from_secs(10)).await;
+            let rec = r.snapshot(String::new(), String::new());
+            assert_eq!(rec.buckets, [], "an idle route reported a series");
+            assert_eq!(r.state().buckets.len(), 0, "an idle route stored buckets");
+        }
+        // Its first connection starts the series, with the time before it empty.
+        r.opened();
+        tokio::time::advance(step).await;
+        let rec = r.snapshot(String::new(), String::new());
+        assert_eq!(rec.buckets.len(), 602);
+        assert_eq!(rec.buckets[600].attempts, 1);
+        assert_eq!(rec.buckets[599].max_open, 0);
+        assert!(
+            (rec.buckets[600].mean_open - 1.0).abs() < 1e-9,
+            "{:?}",
+            rec.buckets[600]
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -22,6 +22,7 @@ use super::{
     check_upstream, listen_addr, ProxySpec, ProxyUpdate, ProxyView, TcpError, Toxic, ToxicSpec,
     ToxicUpdate, ToxicView,
 };
+use crate::limits::{MAX_ENTRIES, MAX_ROUTES};
 
 /// What every TCP route of one faultd shares.
 #[derive(Debug, Clone)]
@@ -152,6 +153,7 @@ impl TcpRoutes {
         if routes.contains_key(&spec.name) {
             return Err(TcpError::ProxyExists(spec.name));
         }
+        TcpError::at_most(routes.len() + 1, MAX_ROUTES, "proxies")?;
         let addr = listen_addr(&spec.listen)?;
         check_upstream(&spec.upstream, &self.settings.allow_hosts)?;
         let origin = *self.origin.lock().unwrap_or_else(|p| p.into_inner());
@@ -377,6 +379,7 @@ impl TcpRoutes {
             if toxics.iter().any(|t| t.name == toxic.name) {
                 return Err(TcpError::ToxicExists(toxic.name));
             }
+            TcpError::at_most(toxics.len() + 1, MAX_ENTRIES, "toxics")?;
             let view = toxic.view();
             toxics.push(toxic);
             r.shared.toxics.send_replace(Arc::new(toxics));
