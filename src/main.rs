@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use faultline::commands;
 use faultline::scenario::Overrides;
+use faultline_units::Scale;
 
 #[derive(Parser)]
 #[command(
@@ -40,9 +41,9 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
         /// Multiply every duration by this factor and divide every rate by it (0.2 runs five times faster with the
-        /// same counts: calls per breaker window, calls in flight, probes).
-        #[arg(long, default_value_t = 1.0)]
-        time_scale: f64,
+        /// same counts: calls per breaker window, calls in flight, probes). From 0.001 to 1000.
+        #[arg(long, default_value = "1")]
+        time_scale: Scale,
         /// Turn on one of the demo service's mistake switches (repeatable), e.g. --mistake no_timeout.
         #[arg(long, value_enum)]
         mistake: Vec<demo::Mistake>,
@@ -106,8 +107,9 @@ enum Command {
         /// Where to write the reports (default reports/<scenario>/<UTC timestamp>-{recommended,mistake}/).
         #[arg(long)]
         report_dir: Option<PathBuf>,
-        #[arg(long, default_value_t = 1.0)]
-        time_scale: f64,
+        /// As `run --time-scale`, for both runs.
+        #[arg(long, default_value = "1")]
+        time_scale: Scale,
         #[arg(long)]
         seed: Option<u64>,
         /// Spread both runs' load over N local agents (see `run --agents`).
@@ -157,12 +159,13 @@ enum Command {
         /// The step of the rate curve and of the dependency's timeline, e.g. 1s, 500ms.
         #[arg(long, default_value = "1s")]
         bucket: faultline_units::Dur,
-        /// Play the record this many times faster (every time and latency divided by it, every rate multiplied).
-        #[arg(long, default_value_t = 1.0)]
-        speed: f64,
-        /// Offer this many times the recorded traffic.
-        #[arg(long, default_value_t = 1.0)]
-        scale_rate: f64,
+        /// Play the record this many times faster (every time and latency divided by it, every rate multiplied),
+        /// from 0.001 to 1000.
+        #[arg(long, default_value = "1")]
+        speed: Scale,
+        /// Offer this many times the recorded traffic, from 0.001 to 1000.
+        #[arg(long, default_value = "1")]
+        scale_rate: Scale,
         /// Drop query strings from the request templates.
         #[arg(long)]
         redact: bool,
@@ -173,6 +176,12 @@ enum Command {
         /// scenario (-o) and play it with load.replay, instead of a rate per bucket.
         #[arg(long)]
         replay_load: bool,
+        /// The most one HAR or OTLP/JSON file may hold (each is read whole or a document at a time), e.g. 1GiB.
+        #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = at_least_a_byte)]
+        max_input_size: faultline_units::Size,
+        /// The longest line an access log may hold (logs are streamed a line at a time, whatever their length).
+        #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = at_least_a_byte)]
+        max_line_length: faultline_units::Size,
     },
     /// Write the Kubernetes manifests of a distributed run: the runner as a Job that N agents (an Indexed Job of
     /// `loadgen agent` pods) dial through its Service, the scenario in a ConfigMap, the report on a volume claim.
@@ -206,7 +215,7 @@ struct K8sArgs {
     /// The scenario file (YAML); its SUT must be a `url:` reachable in the cluster.
     scenario: PathBuf,
     /// How many agents share the load, 1 to 1000.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(faultline::agents::MAX_AGENTS)))]
     agents: u32,
     /// The image holding faultline, faultd and loadgen (built from the Containerfile), e.g.
     /// registry.example.com/faultline:0.1.0.
@@ -286,6 +295,15 @@ impl K8sArgs {
     }
 }
 
+/// Parses a cap on an input's size for clap: a cap of nothing would refuse every input.
+fn at_least_a_byte(s: &str) -> Result<faultline_units::Size, String> {
+    let size: faultline_units::Size = s.parse().map_err(|e| format!("{e}"))?;
+    if size.bytes() == 0 {
+        return Err("a cap must be at least 1B".into());
+    }
+    Ok(size)
+}
+
 /// Parses a Kubernetes quantity (`500m`, `2`, `512Mi`) for clap.
 fn quantity(s: &str) -> Result<faultline::k8s::Quantity, String> {
     s.parse()
@@ -327,7 +345,7 @@ fn main() -> ExitCode {
             report_dir,
             &Overrides {
                 seed,
-                time_scale: Some(time_scale),
+                time_scale: Some(time_scale.get()),
                 mistakes: mistake,
                 patch: None,
             },
@@ -361,7 +379,7 @@ fn main() -> ExitCode {
             time_scale,
             seed,
             agents,
-        } => commands::prove(&scenarios, report_dir, time_scale, seed, agents),
+        } => commands::prove(&scenarios, report_dir, time_scale.get(), seed, agents),
         Command::Validate { scenarios } => commands::validate(&scenarios),
         Command::Schema => commands::schema(),
         Command::List { dir } => commands::list(&dir),
@@ -376,17 +394,21 @@ fn main() -> ExitCode {
             redact,
             name,
             replay_load,
+            max_input_size,
+            max_line_length,
         } => commands::import(
             &files,
             &faultline::import::ImportOptions {
                 format,
                 log_format,
                 bucket: bucket.as_secs_f64(),
-                speed,
-                scale_rate,
+                speed: speed.get(),
+                scale_rate: scale_rate.get(),
                 redact,
                 name,
                 progress: true,
+                max_input_size,
+                max_line_length,
             },
             output.as_deref(),
             replay_load,

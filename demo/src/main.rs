@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
 use demo::{DemoConfig, Mistake, Options};
+use faultline_units::input::{read_capped_text, MAX_CONFIG_SIZE};
+use faultline_units::Scale;
 
 const EXAMPLES: &str = "\
 Examples:
@@ -64,9 +65,9 @@ struct Cli {
     /// YAML configuration file (the scenario's `sut: { demo: ... }` section).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Independent copies in this process, requests spread round-robin (overrides the file).
-    #[arg(long)]
-    instances: Option<usize>,
+    /// Independent copies in this process, requests spread round-robin (overrides the file), 1 to 1000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=demo::config::MAX_INSTANCES as i64))]
+    instances: Option<u16>,
     /// Share each operation's breaker state across instances (seed 000's fix for the volume floor).
     #[arg(long)]
     shared_counters: bool,
@@ -76,9 +77,10 @@ struct Cli {
     /// POST every breaker transition as JSON to this URL.
     #[arg(long)]
     webhook: Option<String>,
-    /// Multiply every duration in the configuration by this factor (e.g. 0.1 runs ten times faster).
+    /// Multiply every duration in the configuration by this factor (e.g. 0.1 runs ten times faster), from 0.001
+    /// to 1000.
     #[arg(long)]
-    time_scale: Option<f64>,
+    time_scale: Option<Scale>,
     /// Print the effective configuration as YAML and exit.
     #[arg(long)]
     print_config: bool,
@@ -87,23 +89,18 @@ struct Cli {
 fn configure(cli: &Cli) -> anyhow::Result<DemoConfig> {
     let mut config = match &cli.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read {}", path.display()))?;
+            let text = read_capped_text(path, MAX_CONFIG_SIZE)?;
             DemoConfig::from_yaml(&text, &path.display().to_string())?
         }
         None => DemoConfig::default(),
     };
     if let Some(n) = cli.instances {
-        config.instances = n;
+        config.instances = usize::from(n);
     }
     config.shared_counters |= cli.shared_counters;
     config.mistakes.extend(cli.mistakes.iter().copied());
     if let Some(factor) = cli.time_scale {
-        anyhow::ensure!(
-            factor.is_finite() && factor > 0.0,
-            "--time-scale must be a positive number, got {factor}"
-        );
-        config.scale_time(factor);
+        config.scale_time(factor.get());
     }
     config.validate()?;
     Ok(config)
@@ -149,7 +146,7 @@ fn main() -> ExitCode {
         }
     };
     let dependency_ca = match &cli.dependency_ca {
-        Some(path) => match std::fs::read_to_string(path) {
+        Some(path) => match read_capped_text(path, MAX_CONFIG_SIZE) {
             Ok(pem) => Some(pem),
             Err(e) => {
                 eprintln!("demo: --dependency-ca {}: {e}", path.display());

@@ -5,8 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
+use faultline_units::input::{read_capped_text, MAX_CONFIG_SIZE};
+use faultline_units::Scale;
 
 const EXAMPLE: &str = r#"EXAMPLE
 
@@ -91,8 +92,8 @@ struct Cli {
     #[arg(long, env = "FAULTD_TOKEN")]
     token: Option<String>,
     /// Serve at most this many connections at once; more are shed with 503 and counted.
-    #[arg(long)]
-    max_connections: Option<usize>,
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_connections: Option<u32>,
     /// The listen backlog.
     #[arg(long, default_value_t = 8192)]
     backlog: u32,
@@ -101,9 +102,9 @@ struct Cli {
     /// worker answers each as it is ready.
     #[arg(long, value_name = "N", env = "TOKIO_WORKER_THREADS", value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
-    /// Run the schedule F times as long (durations x F, rates / F).
+    /// Run the schedule F times as long (durations x F, rates / F), F from 0.001 to 1000.
     #[arg(long, value_name = "F")]
-    time_scale: Option<f64>,
+    time_scale: Option<Scale>,
     /// Override the configuration's seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -172,19 +173,12 @@ fn bad_input(error: impl Into<anyhow::Error>) -> Failure {
     }
 }
 
-fn load(path: &PathBuf, time_scale: Option<f64>) -> Result<faultd::Config, Failure> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .map_err(bad_input)?;
+fn load(path: &PathBuf, time_scale: Option<Scale>) -> Result<faultd::Config, Failure> {
+    let text = read_capped_text(path, MAX_CONFIG_SIZE).map_err(bad_input)?;
     let mut config =
         faultd::Config::from_yaml(&text, &path.display().to_string()).map_err(bad_input)?;
     if let Some(f) = time_scale {
-        if !(f.is_finite() && f > 0.0) {
-            return Err(bad_input(anyhow::anyhow!(
-                "--time-scale {f}: must be a number above 0"
-            )));
-        }
-        config.scale_time(f);
+        config.scale_time(f.get());
     }
     Ok(config)
 }
@@ -264,7 +258,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         listen: cli.listen,
         control: cli.control,
         token: cli.token,
-        max_connections: cli.max_connections,
+        max_connections: cli.max_connections.map(|n| n as usize),
         backlog: cli.backlog,
         precise_delays: true,
         toxiproxy_api: cli.toxiproxy_api,

@@ -39,7 +39,7 @@ use crate::send::{Transport, Wire};
 pub const DEFAULT_COALESCE: Duration = Duration::from_micros(100);
 
 /// The widest `coalesce` accepted: wider would turn the timetable into bursts the service sees as such.
-pub(crate) const MAX_COALESCE: Duration = Duration::from_millis(10);
+pub const MAX_COALESCE: Duration = Duration::from_millis(10);
 
 /// Seeds the request mix apart from the Poisson arrivals, so changing the mix never moves the timetable.
 const MIX_SEED_SALT: u64 = 0x6d69_785f_7365_6564;

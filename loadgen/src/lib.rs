@@ -49,7 +49,7 @@ pub mod summary;
 mod target;
 mod tls;
 
-pub use dispatch::DEFAULT_COALESCE;
+pub use dispatch::{DEFAULT_COALESCE, MAX_COALESCE};
 pub use merge::MergeError;
 pub use outcome::{ClassCounts, Outcome};
 pub use recorder::Progress;

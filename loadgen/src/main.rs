@@ -59,24 +59,24 @@ struct Args {
     #[arg(long, required = true)]
     url: Option<String>,
     /// Arrival rate, e.g. 500/s, 6/min, 0.1/s.
-    #[arg(long, required_unless_present_any = ["users", "spec"])]
+    #[arg(long, required_unless_present_any = ["users", "spec"], value_parser = faster_than_zero)]
     rate: Option<Rate>,
     /// How long to run, e.g. 30s, 2m.
-    #[arg(long, required = true)]
+    #[arg(long, required = true, value_parser = longer_than_zero)]
     duration: Option<Dur>,
     /// Client timeout per request, from dispatch.
-    #[arg(long)]
+    #[arg(long, value_parser = longer_than_zero)]
     timeout: Option<Dur>,
     /// Cap on requests in flight; arrivals over it are counted as dropped.
-    #[arg(long)]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_in_flight: Option<u64>,
-    /// Keep-alive connections to the target.
-    #[arg(long)]
+    /// Keep-alive connections to the target, 1 to 100000.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
     connections: Option<u32>,
     /// Send arrivals due within this much of each other in one wake-up: less CPU for a send lag of up to this
     /// much, reported as the generator's own lateness. Default 100us; 0s sends every arrival at its own instant;
     /// at most 10ms (1ms: at most one wake-up per millisecond).
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", value_parser = coalesce)]
     coalesce: Option<Dur>,
     /// Arrival spacing.
     #[arg(long, value_enum)]
@@ -96,8 +96,8 @@ struct Args {
     /// A response with this header counts as a fallback (e.g. X-Fallback).
     #[arg(long)]
     fallback_header: Option<String>,
-    /// Closed model for comparison: N users, each waiting for its answer (ignores --rate).
-    #[arg(long, conflicts_with = "rate")]
+    /// Closed model for comparison: N users, each waiting for its answer (ignores --rate), 1 to 100000.
+    #[arg(long, value_name = "N", conflicts_with = "rate", value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
     users: Option<u32>,
     /// A YAML load spec (the scenario's `load:` section); --url then gives only the base.
     #[arg(long)]
@@ -115,11 +115,12 @@ struct Args {
     /// Allow a non-loopback target host (repeatable).
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
-    /// Threads that run the timetable and the connections. 1 (the default) runs them all on one core.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
+    /// Threads that run the timetable and the connections. 1 (the default) runs them all on one core; at most
+    /// 1024.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
+    threads: u16,
     /// Time-series bucket width.
-    #[arg(long, default_value = "100ms")]
+    #[arg(long, default_value = "100ms", value_parser = longer_than_zero)]
     bucket: Dur,
     /// For an https:// target: trust the CAs of this PEM file (such as the run's CA faultd writes with
     /// --ca-out) instead of the system's roots.
@@ -151,15 +152,54 @@ struct AgentArgs {
     /// How long to keep dialling a runner that is not listening yet, e.g. 2m.
     #[arg(long, default_value = "2m")]
     connect_for: Dur,
-    /// Threads that run the share's timetable and connections.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
+    /// Threads that run the share's timetable and connections, at most 1024.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=MAX_THREADS))]
+    threads: u16,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum ArrivalsArg {
     Uniform,
     Poisson,
+}
+
+/// The most connections (or closed-model users) one loadgen opens: past this the machine runs out of ports and
+/// file descriptors long before the target sees the load.
+const MAX_CONNECTIONS: i64 = 100_000;
+/// The most worker threads: each lane runs on one, and no machine has more cores than this.
+const MAX_THREADS: i64 = 1024;
+
+/// A duration flag that must be longer than zero (a timeout, a bucket).
+fn longer_than_zero(s: &str) -> Result<Dur, String> {
+    let d: Dur = s
+        .parse()
+        .map_err(|e: faultline_units::UnitError| e.to_string())?;
+    if d.get().is_zero() {
+        return Err("it must be longer than 0s".into());
+    }
+    Ok(d)
+}
+
+/// A rate flag that must be above zero: at 0/s no request would ever be sent.
+fn faster_than_zero(s: &str) -> Result<Rate, String> {
+    let r: Rate = s
+        .parse()
+        .map_err(|e: faultline_units::UnitError| e.to_string())?;
+    if r.per_sec() <= 0.0 {
+        return Err("it must be above 0/s".into());
+    }
+    Ok(r)
+}
+
+/// `--coalesce`: from 0s to the widest window the dispatcher holds arrivals for.
+fn coalesce(s: &str) -> Result<Dur, String> {
+    let d: Dur = s
+        .parse()
+        .map_err(|e: faultline_units::UnitError| e.to_string())?;
+    if d.get() > loadgen::MAX_COALESCE {
+        return Err(format!("it must be at most {}", Dur(loadgen::MAX_COALESCE)));
+    }
+    Ok(d)
 }
 
 /// A failure with its exit code: 2 for bad input, 3 for a broken run.
@@ -176,12 +216,12 @@ fn broken(e: impl Into<anyhow::Error>) -> Failure {
 /// One thread by default: a current-thread runtime measured 18-36% less CPU per request than a multi-thread one
 /// here (no wake-ups of sibling workers to steal work). `--threads N` spreads the lanes over N workers when one
 /// core is not enough.
-fn runtime(threads: usize) -> Result<tokio::runtime::Runtime, Failure> {
+fn runtime(threads: u16) -> Result<tokio::runtime::Runtime, Failure> {
     let mut builder = match threads {
         0 | 1 => tokio::runtime::Builder::new_current_thread(),
         n => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
+            b.worker_threads(usize::from(n));
             b
         }
     };
@@ -219,9 +259,11 @@ fn main() -> ExitCode {
 fn build_spec(args: &Args, path: String) -> Result<LoadSpec, Failure> {
     let mut spec = match &args.spec {
         Some(file) => {
-            let text = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {}", file.display()))
-                .map_err(bad_input)?;
+            let text = faultline_units::input::read_capped_text(
+                file,
+                faultline_units::input::MAX_CONFIG_SIZE,
+            )
+            .map_err(bad_input)?;
             let mut spec = serde_saphyr::from_str::<LoadSpec>(&text)
                 .with_context(|| format!("{} is not a valid load spec", file.display()))
                 .map_err(bad_input)?;
@@ -336,11 +378,6 @@ async fn run(args: Args) -> Result<(), Failure> {
     };
     let (base, path) = loadgen::split_url(&url, &args.allow_hosts).map_err(bad_input)?;
     let spec = build_spec(&args, path)?;
-    if duration.get().is_zero() {
-        return Err(bad_input(anyhow::anyhow!(
-            "--duration must be longer than 0s"
-        )));
-    }
     // The table needs no time series; JSON carries it unless a file takes it as it goes.
     let (series, writer) = match &args.series {
         Some(file) => {

@@ -30,9 +30,12 @@ pub use time::{parse_duration, parse_time};
 pub use timeline::{bin_of, lower_edge_us, DepBucket, Timeline, BIN_EDGES_US};
 
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read as _};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+
+use faultline_units::input::{open_capped, open_regular, Cap, InputError};
+use faultline_units::Size;
 
 /// One request the record shows, whatever the format.
 #[derive(Debug, Clone, PartialEq)]
@@ -153,7 +156,16 @@ pub struct ImportOptions {
     pub name: Option<String>,
     /// Draw a progress bar on stderr while reading (hidden when stderr is not a terminal).
     pub progress: bool,
+    /// The most one HAR or OTLP/JSON file may hold: each is read whole, or one document at a time.
+    pub max_input_size: Size,
+    /// The longest line a log may hold: logs are read a line at a time, whatever their length.
+    pub max_line_length: Size,
 }
+
+/// The default of `--max-input-size`: a HAR or a trace export larger than this is rarely the record of one incident.
+pub const MAX_INPUT_SIZE: Size = Size(256 << 20);
+/// The default of `--max-line-length`: access log lines are under a few KiB, even with long URLs and user agents.
+pub const MAX_LINE_LENGTH: Size = Size(1 << 20);
 
 impl Default for ImportOptions {
     fn default() -> Self {
@@ -166,6 +178,8 @@ impl Default for ImportOptions {
             redact: false,
             name: None,
             progress: false,
+            max_input_size: MAX_INPUT_SIZE,
+            max_line_length: MAX_LINE_LENGTH,
         }
     }
 }
@@ -204,6 +218,14 @@ pub enum ImportError {
     TooLarge { buckets: usize, bucket: f64 },
     #[error("bad option: {0}")]
     Option(String),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{path}:{line}: the line is longer than the cap of {cap} (raise the cap with --max-line-length)")]
+    LineTooLong {
+        path: PathBuf,
+        line: usize,
+        cap: Size,
+    },
 }
 
 /// A line that did not parse: where, and why.
@@ -290,46 +312,101 @@ fn read_error(path: &Path) -> impl FnOnce(std::io::Error) -> ImportError + '_ {
     }
 }
 
-/// Reads one file into the sink, each line or document as its format says.
+/// Reads one file into the sink, each line or document as its format says. A log is streamed, so only its lines
+/// are capped; a document format is capped as a whole.
 fn read_file(
     path: &Path,
     reader: Option<&dyn LineFormat>,
-    format: &Format,
+    options: &ImportOptions,
     progress: &mut progress::Progress,
     sink: &mut Sink,
 ) -> Result<(), ImportError> {
-    let file = std::fs::File::open(path).map_err(read_error(path))?;
+    let file: Box<dyn std::io::Read> = match reader {
+        Some(_) => Box::new(open_regular(path)?),
+        None => Box::new(open_capped(path, document_cap(options))?),
+    };
     read_from(
         path,
         std::io::BufReader::new(progress.wrap(file)),
         reader,
-        format,
+        options,
         sink,
     )
+}
+
+fn document_cap(options: &ImportOptions) -> Cap {
+    Cap::by_flag(options.max_input_size, "--max-input-size")
+}
+
+/// How a log's next line came.
+enum Line {
+    End,
+    Within,
+    TooLong,
+}
+
+/// Reads the next line into `line` without its end, reading no more than `cap` + 1 bytes of it: a line over the
+/// cap (or `/dev/zero`, one endless line) is reported, never held.
+fn next_line(file: &mut impl BufRead, line: &mut Vec<u8>, cap: u64) -> std::io::Result<Line> {
+    line.clear();
+    let n = file.take(cap.saturating_add(1)).read_until(b'\n', line)?;
+    if n == 0 {
+        return Ok(Line::End);
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        return Ok(Line::Within);
+    }
+    Ok(if n as u64 > cap {
+        Line::TooLong
+    } else {
+        Line::Within
+    })
 }
 
 /// Reads one record (a file's content) into the sink; `path` names it in messages.
 fn read_from(
     path: &Path,
-    file: impl BufRead,
+    mut file: impl BufRead,
     reader: Option<&dyn LineFormat>,
-    format: &Format,
+    options: &ImportOptions,
     sink: &mut Sink,
 ) -> Result<(), ImportError> {
     let before = sink.lines;
-    match (reader, format) {
+    match (reader, &options.format) {
         (Some(reader), _) => {
-            for (i, line) in file.lines().enumerate() {
-                let line = line.map_err(read_error(path))?;
+            let cap = options.max_line_length;
+            let mut bytes = Vec::new();
+            let mut number = 0;
+            loop {
+                number += 1;
+                match next_line(&mut file, &mut bytes, cap.bytes()).map_err(read_error(path))? {
+                    Line::End => break,
+                    Line::TooLong => {
+                        return Err(ImportError::LineTooLong {
+                            path: path.to_path_buf(),
+                            line: number,
+                            cap,
+                        })
+                    }
+                    Line::Within => {}
+                }
+                let line = std::str::from_utf8(&bytes).map_err(|e| ImportError::Read {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                })?;
                 if line.trim().is_empty() {
                     continue;
                 }
                 sink.lines += 1;
                 let entry = reader
-                    .parse(&line)
+                    .parse(line)
                     .map(|r| r.map(Entry::Request))
-                    .map_err(|why| format!("{why}\n  {}", clip(&line)));
-                sink.add(path, i + 1, entry);
+                    .map_err(|why| format!("{why}\n  {}", clip(line)));
+                sink.add(path, number, entry);
             }
         }
         (None, Format::OtlpJson) => {
@@ -356,7 +433,17 @@ fn read_from(
         }
         (None, _) => {
             // A HAR is one document: each entry counts as a line, its index (from 1) as its place.
-            let text = std::io::read_to_string(file).map_err(read_error(path))?;
+            let cap = options.max_input_size.bytes();
+            let text = std::io::read_to_string(file.take(cap.saturating_add(1)))
+                .map_err(read_error(path))?;
+            if text.len() as u64 > cap {
+                // A record held in memory is capped here; a file was refused by its size before it was read.
+                return Err(InputError::TooLarge {
+                    path: path.to_path_buf(),
+                    cap: document_cap(options),
+                }
+                .into());
+            }
             if text.trim().is_empty() {
                 return Err(ImportError::Empty(path.to_path_buf()));
             }
@@ -396,7 +483,7 @@ pub fn import_with(
         .sum();
     let mut progress = progress::Progress::new(total, options.progress);
     let imported = pipeline(paths, options, timetable, |path, reader, sink| {
-        read_file(path, reader, &options.format, &mut progress, sink)
+        read_file(path, reader, options, &mut progress, sink)
     });
     progress.finish();
     imported
@@ -412,7 +499,7 @@ pub fn import_text(
         &[PathBuf::from(name)],
         options,
         None,
-        |path, reader, sink| read_from(path, text, reader, &options.format, sink),
+        |path, reader, sink| read_from(path, text, reader, options, sink),
     )
 }
 
@@ -439,13 +526,7 @@ pub fn read_text(name: &str, text: &[u8], options: &ImportOptions) -> Result<Rea
         bad: 0,
         first_bad: Vec::new(),
     };
-    read_from(
-        Path::new(name),
-        text,
-        reader.as_deref(),
-        &options.format,
-        &mut sink,
-    )?;
+    read_from(Path::new(name), text, reader.as_deref(), options, &mut sink)?;
     Ok(Read {
         lines: sink.lines,
         records: sink.timeline.records(),

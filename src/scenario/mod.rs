@@ -254,6 +254,8 @@ pub enum ScenarioError {
         file: String,
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Input(#[from] faultline_units::input::InputError),
     #[error("{file}: {message}")]
     Parse { file: String, message: String },
     #[error("{file}:{line}:{column}: {field}: {message}")]
@@ -324,10 +326,10 @@ impl Scenario {
     /// Reads and validates a scenario file.
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Validated, ScenarioError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-            file: file.clone(),
-            source,
-        })?;
+        let text = faultline_units::input::read_capped_text(
+            path,
+            faultline_units::input::MAX_CONFIG_SIZE,
+        )?;
         Scenario::parse_in(
             &text,
             &file,
@@ -399,11 +401,11 @@ impl Scenario {
             }
         }
         if let Some(f) = overrides.time_scale {
-            if !(f.is_finite() && f > 0.0) {
+            if let Err(e) = faultline_units::Scale::try_from(f) {
                 return Err(ScenarioError::InvalidNoLine {
                     file: file.to_string(),
                     field: "--time-scale".into(),
-                    message: format!("{f} is not a positive factor"),
+                    message: e.to_string(),
                 });
             }
             if f != 1.0 {

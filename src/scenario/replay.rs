@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use faultline_units::input::{read_capped_text, MAX_CONFIG_SIZE};
 use faultline_units::Dur;
 use serde::{Deserialize, Serialize};
 
@@ -169,8 +170,7 @@ impl Scenario {
         };
         let at = |m: String| locate(text, file, "replay.trace", "trace:", m);
         let path = base.join(&replay.trace);
-        let csv = std::fs::read_to_string(&path)
-            .map_err(|e| at(format!("cannot read {}: {e}", path.display())))?;
+        let csv = read_capped_text(&path, MAX_CONFIG_SIZE).map_err(|e| at(e.to_string()))?;
         let rows = parse_trace(&csv).map_err(|m| at(format!("{}: {m}", path.display())))?;
         let phases = replay
             .phases(&rows)

@@ -27,6 +27,22 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// Runs `program args` to its end, killing it if it has not ended within `limit` (and failing): its exit code
+/// and what it printed on stderr.
+pub fn run_within(program: &Path, args: &[String], limit: Duration) -> (Option<i32>, String) {
+    let mut child = Running(
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let code = child.wait_for_exit(limit);
+    (code, child.stderr())
+}
+
 /// A scratch folder under the system temp dir, removed when dropped.
 pub struct Scratch(pub PathBuf);
 

@@ -9,6 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 mod grpc;
+pub mod input;
 pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
 
 use serde::de::{self, Deserializer, Visitor};
@@ -28,6 +29,8 @@ pub enum UnitError {
     Share { input: String, why: &'static str },
     #[error("{input:?} is not a size: {why} (write it like 512B, 4KiB, 1MiB, 10kB)")]
     Size { input: String, why: &'static str },
+    #[error("{input:?} is not a factor from 0.001 to 1000: {why} (write it like 0.2, 1, 10)")]
+    Scale { input: String, why: &'static str },
 }
 
 /// Splits "12.5ms" into (12.5, "ms"). The number must be plain decimal: no sign, no exponent, no spaces.
@@ -339,6 +342,73 @@ impl fmt::Display for Size {
     }
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Scale
+
+/// A factor every duration or rate of a run is multiplied by (`--time-scale`, `--speed`, `--scale-rate`): a plain
+/// number from [`Scale::MIN`] to [`Scale::MAX`]. The bounds keep every scaled duration representable (the longest a
+/// duration may be written, times the largest factor, is far below what `Duration` holds) and every scaled rate
+/// finite; past them a run would last centuries or fit its whole load into a nanosecond.
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Scale(f64);
+
+impl Scale {
+    pub const MIN: f64 = 1e-3;
+    pub const MAX: f64 = 1e3;
+    pub const ONE: Scale = Scale(1.0);
+
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl FromStr for Scale {
+    type Err = UnitError;
+
+    fn from_str(input: &str) -> Result<Self, UnitError> {
+        let err = |why| UnitError::Scale {
+            input: input.to_string(),
+            why,
+        };
+        let s = input.trim();
+        if s.is_empty() {
+            return Err(err("it is empty"));
+        }
+        let factor: f64 = s.parse().map_err(|_| err("it is not a number"))?;
+        Scale::try_from(factor).map_err(|e| match e {
+            UnitError::Scale { why, .. } => err(why),
+            other => other,
+        })
+    }
+}
+
+impl TryFrom<f64> for Scale {
+    type Error = UnitError;
+
+    fn try_from(factor: f64) -> Result<Self, UnitError> {
+        let err = |why| UnitError::Scale {
+            input: factor.to_string(),
+            why,
+        };
+        if !factor.is_finite() {
+            return Err(err("it is not a finite number"));
+        }
+        if factor <= 0.0 {
+            return Err(err("it must be above 0"));
+        }
+        if !(Scale::MIN..=Scale::MAX).contains(&factor) {
+            return Err(err("it is out of range"));
+        }
+        Ok(Scale(factor))
+    }
+}
+
+impl fmt::Display for Scale {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
 fn trim_float(v: f64) -> String {
     let s = format!("{v:.6}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
@@ -517,6 +587,10 @@ mod tests {
         assert_eq!("1MiB".parse::<Size>().unwrap().bytes(), 1 << 20);
         assert!("12".parse::<Size>().is_err());
         assert_eq!(Size(4096).to_string(), "4KiB");
+        assert_eq!("0.2".parse::<Scale>().unwrap().get(), 0.2);
+        for bad in ["", "0", "-1", "NaN", "inf", "1e300", "1e-300", "x"] {
+            assert!(bad.parse::<Scale>().is_err(), "{bad:?}");
+        }
     }
 
     #[test]
