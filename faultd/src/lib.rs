@@ -31,9 +31,11 @@ pub mod control;
 pub mod deadlines;
 pub mod draw;
 mod error;
+pub mod files;
 pub mod grpc;
 pub mod http2;
 pub mod invalid;
+pub mod loops;
 pub mod recorder;
 pub mod routing;
 pub mod schedule;
@@ -55,6 +57,7 @@ pub use behaviours::Behaviour;
 pub use config::{Config, ConfigError, Phase, PhaseRoute, Route, TcpEndpoint};
 pub use error::FaultdError;
 pub use faultline_units::Dur;
+pub use files::Files;
 pub use recorder::{
     ConnectionBucket, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
 };
@@ -88,6 +91,9 @@ pub struct Options {
     /// Where to write the run's CA certificate (PEM) when the data plane speaks TLS with a minted CA
     /// (`tls: {}`), for the service under test to trust; the machine's trust store is never touched.
     pub ca_out: Option<std::path::PathBuf>,
+    /// The folder inside which a configuration sent to the control API may name files (a gRPC answer's
+    /// `message_file`); with `None` it may name none and gives messages inline.
+    pub files: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -102,6 +108,7 @@ impl Default for Options {
             toxiproxy_api: None,
             allow_hosts: Vec::new(),
             ca_out: None,
+            files: None,
         }
     }
 }
@@ -137,12 +144,23 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         .precise_delays
         .then(deadlines::Deadlines::start)
         .flatten();
+    // Every listener is bound before any upstream is checked: an upstream naming one of them (its port known
+    // only now when 0 was asked for) would send faultd's calls back to itself.
+    let data = bind(options.listen, options.backlog)?;
+    let control = options.control.map(|a| bind(a, 1024)).transpose()?;
+    let toxiproxy = options.toxiproxy_api.map(|a| bind(a, 1024)).transpose()?;
+    let data_addr = data.1;
+    let (control_addr, toxiproxy_addr) = (control.as_ref().map(|c| c.1), toxiproxy.as_ref().map(|t| t.1));
     let tcp = Arc::new(tcp::TcpRoutes::new(tcp::TcpSettings {
         seed,
         allow_hosts: options.allow_hosts.clone(),
         backlog: options.backlog,
         bucket: config.bucket(),
         deadlines: deadlines.clone(),
+        faultd_listeners: [Some(data_addr), control_addr, toxiproxy_addr]
+            .into_iter()
+            .flatten()
+            .collect(),
     }));
     let tls = match &config.tls {
         Some(tls) => Some(Arc::new(
@@ -172,6 +190,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         )
         .map_err(failed)?;
     }
+    config.check_not_own(&tcp.own_listeners())?;
     let plan = Plan::compile(config, seed, &recorder)?;
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
@@ -179,16 +198,9 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         proxy: behaviours::proxy::proxy_client(),
         deadlines,
         tls,
+        tcp: tcp.clone(),
+        files: Files::for_control_api(options.files.as_deref()),
     });
-    let data =
-        server::bind(options.listen, options.backlog).map_err(|source| FaultdError::Bind {
-            addr: options.listen,
-            source,
-        })?;
-    let data_addr = data.local_addr().map_err(|source| FaultdError::Bind {
-        addr: options.listen,
-        source,
-    })?;
     // Written once the port is ours, so a faultd that cannot listen leaves another's CA file alone.
     if let (Some(path), Some(ca)) = (
         &options.ca_out,
@@ -201,20 +213,12 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
     }
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = vec![tokio::spawn(server::serve(
-        data,
+        data.0,
         shared.clone(),
         options.max_connections,
         shutdown_rx.clone(),
     ))];
-    let mut control_addr = None;
-    if let Some(addr) = options.control {
-        let listener =
-            server::bind(addr, 1024).map_err(|source| FaultdError::Bind { addr, source })?;
-        control_addr = Some(
-            listener
-                .local_addr()
-                .map_err(|source| FaultdError::Bind { addr, source })?,
-        );
+    if let Some((listener, _)) = control {
         let router = control::router(shared.clone(), options.token.clone())
             .layer(axum::Extension(tcp.clone()));
         let mut rx = shutdown_rx.clone();
@@ -230,15 +234,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
             }
         }));
     }
-    let mut toxiproxy_addr = None;
-    if let Some(addr) = options.toxiproxy_api {
-        let listener =
-            server::bind(addr, 1024).map_err(|source| FaultdError::Bind { addr, source })?;
-        toxiproxy_addr = Some(
-            listener
-                .local_addr()
-                .map_err(|source| FaultdError::Bind { addr, source })?,
-        );
+    if let Some((listener, _)) = toxiproxy {
         let router = toxiproxy::router(tcp.clone());
         let mut rx = shutdown_rx.clone();
         tasks.push(tokio::spawn(async move {
@@ -263,6 +259,17 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         tasks,
         tcp_schedule: std::sync::Mutex::new(None),
     })
+}
+
+/// Binds a listener, with the address it got (the real port when 0 was asked for).
+fn bind(
+    addr: SocketAddr,
+    backlog: u32,
+) -> Result<(tokio::net::TcpListener, SocketAddr), FaultdError> {
+    let failed = |source| FaultdError::Bind { addr, source };
+    let listener = server::bind(addr, backlog).map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    Ok((listener, bound))
 }
 
 impl Faultd {

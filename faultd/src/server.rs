@@ -56,6 +56,10 @@ pub struct Shared {
     pub deadlines: Option<Deadlines>,
     /// TLS termination, when the configuration asks for it: every connection's handshake runs first.
     pub tls: Option<Arc<crate::tls::Terminator>>,
+    /// The TCP routes, whose listeners (with faultd's others) no upstream may name.
+    pub tcp: Arc<crate::tcp::TcpRoutes>,
+    /// Where the control API may read the files a configuration names.
+    pub files: crate::files::Files,
 }
 
 impl Shared {
@@ -688,6 +692,11 @@ async fn call(
                             .map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()),
                         guard,
                     ),
+                    Err((StatusCode::LOOP_DETECTED, upstream)) => {
+                        shared.recorder.loop_detected();
+                        let answer = crate::loops::loop_detected(&upstream);
+                        guarded(answer.map(|b| full(Bytes::from(b))), guard)
+                    }
                     Err((status, message)) => guarded(plain(status, message), guard),
                 }
             }
