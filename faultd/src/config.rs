@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 // Every type the fault list names, for the fields of `Route`.
 use crate::behaviours::*;
+use crate::files::Files;
 use crate::invalid::Invalid;
 use crate::routing::{parse_method, PathPattern};
 
@@ -549,6 +550,80 @@ impl Config {
     /// The recording step.
     pub fn bucket(&self) -> Duration {
         self.bucket.map_or(DEFAULT_BUCKET, Dur::get)
+    }
+
+    /// Reads the files the configuration names (a gRPC answer's `message_file`, on a route or in a phase) from
+    /// where `files` allows; errors name the field. A configuration is served only once they are read.
+    pub fn read_files(&mut self, files: &Files) -> Result<(), ConfigError> {
+        for (name, route) in &mut self.routes {
+            let mut base = route.base();
+            base.read_files(files)
+                .map_err(|e| e.at(&format!("routes.{name}")))?;
+            route.set_base(base);
+        }
+        for (i, phase) in self.phases.iter_mut().enumerate() {
+            for (name, set) in &mut phase.routes {
+                set.read_files(files)
+                    .map_err(|e| e.at(&format!("phases[{i}].routes.{name}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each
+    /// call would come back to faultd and be forwarded again. TCP routes are checked as they are created.
+    pub fn check_not_own(&self, own: &[std::net::SocketAddr]) -> Result<(), ConfigError> {
+        for (name, route) in &self.routes {
+            check_proxy_not_own(&route.base(), own)
+                .map_err(|e| e.at(&format!("routes.{name}")))?;
+        }
+        for (i, phase) in self.phases.iter().enumerate() {
+            for (name, set) in &phase.routes {
+                set.check_not_own(own)
+                    .map_err(|e| e.at(&format!("phases[{i}].routes.{name}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The configuration with the files it names written inline (their bytes as hex), for a faultd that cannot
+    /// read them: one on another machine, or a control API without `--files`.
+    pub fn inlined(&self) -> Config {
+        let mut config = self.clone();
+        for route in config.routes.values_mut() {
+            route.set_base(route.base().inlined());
+        }
+        for set in config.phases.iter_mut().flat_map(|p| p.routes.values_mut()) {
+            if let PhaseRoute::Set(b) = set {
+                **b = b.inlined();
+            }
+        }
+        config
+    }
+}
+
+fn check_proxy_not_own(b: &Behaviour, own: &[std::net::SocketAddr]) -> Result<(), Invalid> {
+    match &b.proxy {
+        Some(p) => p.check_not_own(own).map_err(|e| e.at("proxy")),
+        None => Ok(()),
+    }
+}
+
+impl PhaseRoute {
+    /// Refuses a behaviour that proxies to one of faultd's own listeners, as [`Config::check_not_own`] does.
+    pub fn check_not_own(&self, own: &[std::net::SocketAddr]) -> Result<(), Invalid> {
+        match self {
+            PhaseRoute::Healthy => Ok(()),
+            PhaseRoute::Set(b) => check_proxy_not_own(b, own),
+        }
+    }
+
+    /// Reads the files a phase's behaviour names, as [`Config::read_files`] does.
+    pub fn read_files(&mut self, files: &Files) -> Result<(), Invalid> {
+        match self {
+            PhaseRoute::Healthy => Ok(()),
+            PhaseRoute::Set(b) => b.read_files(files),
+        }
     }
 }
 

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -68,8 +68,10 @@ pub fn recording(shared: &Shared) -> Recording {
     recording
 }
 
-/// Replaces the configuration, keeping the clock and the seed unless the new configuration sets one.
+/// Replaces the configuration, keeping the clock and the seed unless the new configuration sets one. Its files
+/// must be read already ([`Config::read_files`]); a route proxying to one of faultd's own listeners is refused.
 pub fn replace_config(shared: &Shared, config: Config) -> Result<(), ConfigError> {
+    config.check_not_own(&shared.tcp.own_listeners())?;
     let seed = config.seed.unwrap_or_else(|| shared.live().plan.seed);
     let plan = Arc::new(Plan::compile(config, seed, &shared.recorder)?);
     shared.live_mut().replace_plan(plan);
@@ -78,6 +80,8 @@ pub fn replace_config(shared: &Shared, config: Config) -> Result<(), ConfigError
 
 /// Sets one route's behaviour until the schedule enters another phase.
 pub fn set_route(shared: &Shared, route: &str, set: &PhaseRoute) -> Result<(), FaultdError> {
+    set.check_not_own(&shared.tcp.own_listeners())
+        .map_err(|e| ConfigError::from(e.at(&format!("routes.{route}"))))?;
     let mut live = shared.live_mut();
     let index = live
         .plan
@@ -140,6 +144,8 @@ pub fn router(shared: Arc<Shared>, token: Option<String>) -> Router {
         .route("/schedule/reset", post(post_reset))
         .route("/recording", get(get_recording))
         .route("/metrics", get(get_metrics))
+        // The files a configuration names are capped at the same size, so a file never carries more than a body.
+        .layer(DefaultBodyLimit::max(crate::files::MAX_FILE))
         .with_state(shared);
     let routes = match token {
         Some(token) => routes.layer(middleware::from_fn_with_state(
@@ -186,10 +192,26 @@ async fn get_config(State(shared): State<Arc<Shared>>) -> Json<Config> {
     Json(shared.live().plan.config.clone())
 }
 
+/// Runs a control call off the runtime's workers: reading a file a configuration names, or resolving an upstream's
+/// name, may wait on the disk or the network, and the data plane shares those workers.
+async fn off_the_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, Problem> + Send + 'static,
+) -> Result<T, Problem> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| Problem {
+        error: format!("the control call failed: {e}"),
+        field: String::new(),
+        status: StatusCode::INTERNAL_SERVER_ERROR,
+    })?
+}
+
 async fn put_config(State(shared): State<Arc<Shared>>, body: Bytes) -> Result<StatusCode, Problem> {
-    let config = Config::from_json(&body, "control API body")?;
-    replace_config(&shared, config)?;
-    Ok(StatusCode::NO_CONTENT)
+    off_the_runtime(move || {
+        let mut config = Config::from_json(&body, "control API body")?;
+        config.read_files(&shared.files)?;
+        replace_config(&shared, config)?;
+        Ok(StatusCode::NO_CONTENT)
+    })
+    .await
 }
 
 async fn put_route(
@@ -197,8 +219,15 @@ async fn put_route(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Result<StatusCode, Problem> {
-    let set: PhaseRoute = parse_json(&body).map_err(|(field, error)| bad_request(field, error))?;
-    match set_route(&shared, &name, &set) {
+    off_the_runtime(move || set_route_from_json(&shared, &name, &body)).await
+}
+
+fn set_route_from_json(shared: &Shared, name: &str, body: &[u8]) -> Result<StatusCode, Problem> {
+    let mut set: PhaseRoute =
+        parse_json(body).map_err(|(field, error)| bad_request(field, error))?;
+    set.read_files(&shared.files)
+        .map_err(|e| ConfigError::from(e.at(&format!("routes.{name}"))))?;
+    match set_route(shared, name, &set) {
         Ok(()) => Ok(StatusCode::NO_CONTENT),
         Err(FaultdError::UnknownRoute(r)) => Err(Problem {
             error: format!("no route named {r:?}"),
@@ -415,6 +444,12 @@ impl prometheus_client::collector::Collector for MetricsSnapshot {
             "faultd_unmatched",
             "Calls no route matched (answered 404)",
             vec![(vec![], self.recording.unmatched)],
+        )?;
+        counter(
+            &mut encoder,
+            "faultd_loops_detected",
+            "Proxied calls that came back to this faultd (answered 508 Loop Detected, not forwarded again)",
+            vec![(vec![], self.recording.loops_detected)],
         )?;
         counter(
             &mut encoder,

@@ -32,10 +32,12 @@ pub mod control;
 pub mod deadlines;
 pub mod draw;
 mod error;
+pub mod files;
 pub mod grpc;
 pub mod http2;
 pub mod invalid;
 pub mod limits;
+pub mod loops;
 pub mod recorder;
 pub mod routing;
 pub mod schedule;
@@ -58,6 +60,7 @@ pub use behaviours::Behaviour;
 pub use config::{Config, ConfigError, Phase, PhaseRoute, Route, TcpEndpoint};
 pub use error::FaultdError;
 pub use faultline_units::Dur;
+pub use files::Files;
 pub use recorder::{
     ConnectionBucket, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
 };
@@ -94,6 +97,9 @@ pub struct Options {
     /// How long a connection to the data plane, the control API or the Toxiproxy API may carry no call (a slow
     /// request head, an idle keep-alive connection); TCP routes have none.
     pub timeouts: timeouts::Timeouts,
+    /// The folder inside which a configuration sent to the control API may name files (a gRPC answer's
+    /// `message_file`); with `None` it may name none and gives messages inline.
+    pub files: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -109,6 +115,7 @@ impl Default for Options {
             allow_hosts: Vec::new(),
             ca_out: None,
             timeouts: timeouts::Timeouts::default(),
+            files: None,
         }
     }
 }
@@ -144,12 +151,23 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         .precise_delays
         .then(deadlines::Deadlines::start)
         .flatten();
+    // Every listener is bound before any upstream is checked: an upstream naming one of them (its port known
+    // only now when 0 was asked for) would send faultd's calls back to itself.
+    let data = bind(options.listen, options.backlog)?;
+    let control = options.control.map(|a| bind(a, 1024)).transpose()?;
+    let toxiproxy = options.toxiproxy_api.map(|a| bind(a, 1024)).transpose()?;
+    let data_addr = data.1;
+    let (control_addr, toxiproxy_addr) = (control.as_ref().map(|c| c.1), toxiproxy.as_ref().map(|t| t.1));
     let tcp = Arc::new(tcp::TcpRoutes::new(tcp::TcpSettings {
         seed,
         allow_hosts: options.allow_hosts.clone(),
         backlog: options.backlog,
         bucket: config.bucket(),
         deadlines: deadlines.clone(),
+        faultd_listeners: [Some(data_addr), control_addr, toxiproxy_addr]
+            .into_iter()
+            .flatten()
+            .collect(),
     }));
     let tls = match &config.tls {
         Some(tls) => Some(Arc::new(
@@ -179,6 +197,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         )
         .map_err(failed)?;
     }
+    config.check_not_own(&tcp.own_listeners())?;
     let plan = Plan::compile(config, seed, &recorder)?;
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
@@ -187,16 +206,9 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         deadlines,
         tls,
         timeouts: options.timeouts,
+        tcp: tcp.clone(),
+        files: Files::for_control_api(options.files.as_deref()),
     });
-    let data =
-        server::bind(options.listen, options.backlog).map_err(|source| FaultdError::Bind {
-            addr: options.listen,
-            source,
-        })?;
-    let data_addr = data.local_addr().map_err(|source| FaultdError::Bind {
-        addr: options.listen,
-        source,
-    })?;
     // Written once the port is ours, so a faultd that cannot listen leaves another's CA file alone.
     if let (Some(path), Some(ca)) = (
         &options.ca_out,
@@ -209,20 +221,12 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
     }
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = vec![tokio::spawn(server::serve(
-        data,
+        data.0,
         shared.clone(),
         options.max_connections,
         shutdown_rx.clone(),
     ))];
-    let mut control_addr = None;
-    if let Some(addr) = options.control {
-        let listener =
-            server::bind(addr, 1024).map_err(|source| FaultdError::Bind { addr, source })?;
-        control_addr = Some(
-            listener
-                .local_addr()
-                .map_err(|source| FaultdError::Bind { addr, source })?,
-        );
+    if let Some((listener, _)) = control {
         let router = control::router(shared.clone(), options.token.clone())
             .layer(axum::Extension(tcp.clone()));
         tasks.push(tokio::spawn(timeouts::serve_api(
@@ -232,15 +236,7 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
             shutdown_rx.clone(),
         )));
     }
-    let mut toxiproxy_addr = None;
-    if let Some(addr) = options.toxiproxy_api {
-        let listener =
-            server::bind(addr, 1024).map_err(|source| FaultdError::Bind { addr, source })?;
-        toxiproxy_addr = Some(
-            listener
-                .local_addr()
-                .map_err(|source| FaultdError::Bind { addr, source })?,
-        );
+    if let Some((listener, _)) = toxiproxy {
         tasks.push(tokio::spawn(timeouts::serve_api(
             listener,
             toxiproxy::router(tcp.clone()),
@@ -258,6 +254,17 @@ pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdErr
         tasks,
         tcp_schedule: std::sync::Mutex::new(None),
     })
+}
+
+/// Binds a listener, with the address it got (the real port when 0 was asked for).
+fn bind(
+    addr: SocketAddr,
+    backlog: u32,
+) -> Result<(tokio::net::TcpListener, SocketAddr), FaultdError> {
+    let failed = |source| FaultdError::Bind { addr, source };
+    let listener = server::bind(addr, backlog).map_err(failed)?;
+    let bound = listener.local_addr().map_err(failed)?;
+    Ok((listener, bound))
 }
 
 impl Faultd {

@@ -68,6 +68,13 @@ TIMEOUTS (every listener but TCP routes; held calls are never cut)
 
 CONTROL API
   GET/PUT /config   PUT /routes/{name}   POST /schedule/start|stop|reset   GET /schedule   GET /recording   GET /metrics
+  A configuration sent here names no file (give grpc_response.message as hex) unless faultd was started with
+  --files DIR; then only regular files inside DIR, at most 2 MiB. A --config file names files beside it.
+
+LOOPS
+  A route whose upstream is one of faultd's own listeners is refused. Every proxied call carries faultd's id in
+  a `faultd-hop` header; one that comes back (through another proxy) is answered 508 Loop Detected, counted in
+  /recording's loops_detected and /metrics' faultd_loops_detected.
 
 EXIT CODES
   0 stopped cleanly   2 bad configuration or flags   3 could not listen or run"#;
@@ -115,6 +122,12 @@ struct Cli {
     /// faultd then runs with one catch-all HTTP route.
     #[arg(long, value_name = "ADDR")]
     toxiproxy_api: Option<SocketAddr>,
+    /// A folder whose files a configuration sent to the control API may name (a gRPC answer's `message_file`,
+    /// resolved inside DIR; `..` and links that lead out are refused). Without it the control API reads no file
+    /// and such a configuration gives its message inline (`message`, hex). Files named by --config are read
+    /// beside that file, whatever this says.
+    #[arg(long, value_name = "DIR")]
+    files: Option<PathBuf>,
     /// A host other than loopback that TCP routes may forward to (repeat for several).
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_hosts: Vec<String>,
@@ -177,6 +190,14 @@ fn load(path: &PathBuf, time_scale: Option<Scale>) -> Result<faultd::Config, Fai
     let text = read_capped_text(path, MAX_CONFIG_SIZE).map_err(bad_input)?;
     let mut config =
         faultd::Config::from_yaml(&text, &path.display().to_string()).map_err(bad_input)?;
+    // The file's author names files beside it, as the file's own folder is where they keep them.
+    let folder = path.parent().unwrap_or(std::path::Path::new(""));
+    config
+        .read_files(&faultd::Files::Beside(folder.to_path_buf()))
+        .map_err(|mut e| {
+            e.file = Some(path.display().to_string());
+            bad_input(e)
+        })?;
     if let Some(f) = time_scale {
         config.scale_time(f.get());
     }
@@ -254,6 +275,12 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             )));
         }
     }
+    if let Some(dir) = cli.files.as_ref().filter(|d| !d.is_dir()) {
+        return Err(bad_input(anyhow::anyhow!(
+            "--files {}: not a folder",
+            dir.display()
+        )));
+    }
     let options = faultd::Options {
         listen: cli.listen,
         control: cli.control,
@@ -268,6 +295,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             header: cli.header_timeout.0,
             idle: cli.idle_timeout.0,
         },
+        files: cli.files.clone(),
     };
     let faultd = faultd::start(config, options).await.map_err(|e| match e {
         faultd::FaultdError::Config(_)

@@ -185,6 +185,7 @@ pub struct Recorder {
     open_connections: AtomicU64,
     shed: AtomicU64,
     unmatched: AtomicU64,
+    loops: AtomicU64,
     phases_entered: Mutex<Vec<PhaseEntry>>,
 }
 
@@ -212,6 +213,7 @@ impl Recorder {
             open_connections: AtomicU64::new(0),
             shed: AtomicU64::new(0),
             unmatched: AtomicU64::new(0),
+            loops: AtomicU64::new(0),
             phases_entered: Mutex::new(Vec::new()),
         }
     }
@@ -272,6 +274,11 @@ impl Recorder {
     /// Counts a call that no route matched.
     pub fn unmatched(&self) {
         self.unmatched.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a proxied call that came back to this faultd (answered 508, not forwarded again).
+    pub fn loop_detected(&self) {
+        self.loops.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a connection opening; the returned guard counts it closing.
@@ -424,6 +431,7 @@ impl Recorder {
             routes,
             connections,
             unmatched: self.unmatched_count(),
+            loops_detected: self.loops.load(Ordering::Relaxed),
             tls: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
@@ -703,6 +711,10 @@ pub struct Recording {
     pub connections: Vec<ConnectionBucket>,
     /// Calls no route matched (answered 404).
     pub unmatched: u64,
+    /// Proxied calls that came back to this faultd through a loop (answered 508 Loop Detected, not forwarded
+    /// again). Absent in older recordings.
+    #[serde(default)]
+    pub loops_detected: u64,
     /// The data plane's TLS handshakes by outcome, when it speaks TLS (the TLS listener records them, not this
     /// recorder: see `tls::record`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -58,6 +58,10 @@ pub struct Shared {
     pub tls: Option<Arc<crate::tls::Terminator>>,
     /// How long a connection may carry no call (a slow head, an idle keep-alive connection).
     pub timeouts: Timeouts,
+    /// The TCP routes, whose listeners (with faultd's others) no upstream may name.
+    pub tcp: Arc<crate::tcp::TcpRoutes>,
+    /// Where the control API may read the files a configuration names.
+    pub files: crate::files::Files,
 }
 
 impl Shared {
@@ -722,6 +726,11 @@ async fn call(
                             .map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()),
                         guard,
                     ),
+                    Err((StatusCode::LOOP_DETECTED, upstream)) => {
+                        shared.recorder.loop_detected();
+                        let answer = crate::loops::loop_detected(&upstream);
+                        guarded(answer.map(|b| full(Bytes::from(b))), guard)
+                    }
                     Err((status, message)) => guarded(plain(status, message), guard),
                 }
             }

@@ -34,7 +34,7 @@ use crate::mix::{parse_path, render_path, PathPart};
 use crate::outcome::{Classifier, Outcome};
 use crate::recorder::Recorder;
 use crate::send::Answer;
-use crate::spec::RequestTemplate;
+use crate::spec::{read_message_file, RequestTemplate};
 use crate::target::Target;
 use crate::tls::{Stream, TlsClient};
 use crate::LoadError;
@@ -131,11 +131,8 @@ impl H2Mix {
                     }
                     (Some(hex), None) => faultline_units::decode_hex(hex)
                         .map_err(|why| bad(format!("{field}.message"), why))?,
-                    (None, Some(file)) => std::fs::read(file).map_err(|e| {
-                        bad(
-                            format!("{field}.message_file"),
-                            format!("cannot read {file:?}: {e}"),
-                        )
+                    (None, Some(file)) => read_message_file(file).map_err(|why| {
+                        bad(format!("{field}.message_file"), why)
                     })?,
                     (None, None) => Vec::new(),
                 };

@@ -195,7 +195,8 @@ pub struct RequestTemplate {
     /// The gRPC request message's bytes as hex, e.g. `0a0568656c6c6f`; empty when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// A file holding the gRPC request message's bytes.
+    /// A file holding the gRPC request message's bytes: a regular file of at most 4 MiB (gRPC's default message
+    /// limit), relative to the working folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_file: Option<String>,
     /// gRPC metadata (request headers), e.g. `{authorization: Bearer x}`.
@@ -212,6 +213,20 @@ pub struct RequestTemplate {
 
 fn default_weight() -> u32 {
     1
+}
+
+/// The largest gRPC request message a `message_file` may hold: gRPC's default message limit.
+pub const MAX_MESSAGE_FILE: usize = 4 << 20;
+
+/// Reads a request's `message_file` (relative to the working folder): a regular file of at most
+/// [`MAX_MESSAGE_FILE`] bytes, so that a FIFO or a device named by mistake cannot stall or flood the load.
+pub fn read_message_file(file: &str) -> Result<Vec<u8>, String> {
+    faultline_units::read_named_file(
+        std::path::Path::new(file),
+        MAX_MESSAGE_FILE,
+        " (gRPC's default message limit)",
+    )
+    .map_err(|e| format!("cannot read {file:?}: {e}"))
 }
 
 impl Default for RequestTemplate {

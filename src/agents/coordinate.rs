@@ -115,9 +115,8 @@ fn lock(board: &Mutex<Board>) -> MutexGuard<'_, Board> {
 fn inline_files(spec: &mut LoadSpec) -> Result<Option<String>, String> {
     for (i, r) in spec.requests.iter_mut().enumerate() {
         if let Some(file) = r.message_file.take() {
-            let bytes = std::fs::read(&file).map_err(|e| {
-                format!("load.requests[{i}].message_file: cannot read {file:?}: {e}")
-            })?;
+            let bytes = loadgen::spec::read_message_file(&file)
+                .map_err(|why| format!("load.requests[{i}].message_file: {why}"))?;
             r.message = Some(bytes.iter().map(|b| format!("{b:02x}")).collect());
         }
     }

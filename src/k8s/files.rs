@@ -91,7 +91,8 @@ pub(super) fn collect(v: &Validated, path: &Path) -> Result<ScenarioFiles, K8sEr
             Base::Scenario => scenario_dir.join(&r.written),
             Base::WorkingDir => PathBuf::from(&r.written),
         };
-        let bytes = std::fs::read(&local).map_err(|e| {
+        let bytes = faultline_units::read_named_file(&local, CONFIG_MAP_LIMIT, " (a ConfigMap's limit)")
+            .map_err(|e| {
             at(
                 &text,
                 &file,
@@ -207,7 +208,7 @@ fn references(v: &Validated, scenario_dir: &Path) -> Vec<Reference> {
             let mut found = Vec::new();
             message_files("dependency", &value, &mut found);
             for (field, written) in found {
-                add(field, written, Base::WorkingDir);
+                add(field, written, Base::Scenario);
             }
         }
     }

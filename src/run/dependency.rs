@@ -87,8 +87,9 @@ impl Dependency {
                 .map_err(|e| RunError::Faultd(e.to_string()))?;
                 Ok(Dependency::Embedded(f, ca))
             }
+            // The replicas read no files the runner names (another machine's, a control API): bytes go inline.
             Some(ext) => Ok(Dependency::External(
-                Replicas::configure(ext, &config).await?,
+                Replicas::configure(ext, &config.inlined()).await?,
             )),
         }
     }

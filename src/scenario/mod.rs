@@ -387,6 +387,14 @@ impl Scenario {
         };
         let mut scenario: Scenario = serde_saphyr::from_str(text).map_err(parse_error)?;
         scenario.replay_trace(text, file, base)?;
+        // A gRPC answer's message file is named relative to the scenario, as a trace is, and read now, once.
+        scenario
+            .dependency
+            .read_files(&faultd::Files::Beside(base.to_path_buf()))
+            .map_err(|e| {
+                let field = format!("dependency.{}", e.field);
+                locate::locate(text, file, &field, "message_file", e.message)
+            })?;
         if let Some(r) = scenario.load.replay.as_mut() {
             // A timetable is named relative to the scenario file, as a trace is.
             r.file = base.join(&r.file).display().to_string();

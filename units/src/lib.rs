@@ -4,12 +4,16 @@
 //! Not for arithmetic on the hot path: each type converts to a plain `std::time::Duration` or `f64` once, where it
 //! enters a component. What this crate guarantees is that no number of unknown unit ever crosses a boundary:
 //! a bare `250` is refused with a message that says which units are accepted.
+//!
+//! Also the one way a file that a configuration names is read ([`read_named_file`]): a regular file of bounded size.
 
 use std::fmt;
 use std::str::FromStr;
 
+mod file;
 mod grpc;
 pub mod input;
+pub use file::{read_named_file, NamedFileError};
 pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
 
 use serde::de::{self, Deserializer, Visitor};

@@ -15,15 +15,18 @@ use serde::{Deserialize, Serialize};
 use faultline_units::Dur;
 
 use super::{check_headers, header_map, Fault, Invalid};
+use crate::files::Files;
 
 /// The healthy gRPC answer, written `grpc_response: {message: 0a05...}`, `{message_file: product.bin}` or
-/// `{echo: true}`, with `stream: {messages: 10, interval: 100ms}` for a server-streaming method; an empty message (every field at its default) when none is given. The message is read (and a
-/// file loaded) when the configuration is, once.
+/// `{echo: true}`, with `stream: {messages: 10, interval: 100ms}` for a server-streaming method; an empty message (every field at its default) when none is given. Hex is decoded
+/// when the configuration is parsed; a file is read once after, by [`GrpcResponse::read_file`], by whoever knows
+/// where the configuration came from and so which files it may name ([`Files`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "GrpcResponseSpec", into = "GrpcResponseSpec")]
 pub struct GrpcResponse {
     spec: GrpcResponseSpec,
-    message: Bytes,
+    /// `None` while the `message_file` is not read.
+    message: Option<Bytes>,
 }
 
 /// [`GrpcResponse`] as written.
@@ -33,7 +36,9 @@ pub struct GrpcResponseSpec {
     /// The response message's bytes as hex, e.g. `0a0568656c6c6f` (spaces allowed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-    /// A file holding the response message's bytes (relative to faultd's working directory).
+    /// A file holding the response message's bytes: relative to the configuration file's folder, or inside the
+    /// folder given with `faultd --files DIR` for a configuration sent to the control API. A regular file of at
+    /// most 2 MiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_file: Option<String>,
     /// Answer each call with its own request message.
@@ -70,25 +75,29 @@ impl TryFrom<GrpcResponseSpec> for GrpcResponse {
 
     fn try_from(spec: GrpcResponseSpec) -> Result<GrpcResponse, String> {
         let message = match (&spec.message, &spec.message_file, spec.echo) {
-            (None, None, _) => Bytes::new(),
-            (Some(hex), None, false) => Bytes::from(faultline_units::decode_hex(hex).map_err(|why| format!("message {why}"))?),
-            (None, Some(path), false) => Bytes::from(
-                std::fs::read(path).map_err(|e| format!("message_file {path:?}: {e}"))?,
-            ),
+            (None, None, _) => Some(Bytes::new()),
+            (Some(hex), None, false) => Some(Bytes::from(faultline_units::decode_hex(hex).map_err(|why| format!("message {why}"))?)),
+            (None, Some(_), false) => None,
             _ => {
                 return Err(
                     "give at most one of message (hex), message_file and echo: true".to_string(),
                 )
             }
         };
-        if message.len() > crate::grpc::MAX_MESSAGE {
-            return Err(format!(
-                "the message is {} bytes, above gRPC's 4MiB default limit",
-                message.len()
-            ));
+        if let Some(len) = message.as_ref().map(Bytes::len) {
+            check_size(len)?;
         }
         Ok(GrpcResponse { spec, message })
     }
+}
+
+fn check_size(len: usize) -> Result<(), String> {
+    if len > crate::grpc::MAX_MESSAGE {
+        return Err(format!(
+            "the message is {len} bytes, above gRPC's 4MiB default limit"
+        ));
+    }
+    Ok(())
 }
 
 impl From<GrpcResponse> for GrpcResponseSpec {
@@ -128,6 +137,36 @@ impl Fault for GrpcResponse {
 }
 
 impl GrpcResponse {
+    /// Reads the `message_file`, if one is named and not read yet, from where `files` allows.
+    pub fn read_file(&mut self, files: &Files) -> Result<(), Invalid> {
+        if let (None, Some(written)) = (&self.message, &self.spec.message_file) {
+            let bytes = files
+                .read(written)
+                .and_then(|b| check_size(b.len()).map(|()| b))
+                .map_err(|why| Invalid::new("message_file", why))?;
+            self.message = Some(Bytes::from(bytes));
+        }
+        Ok(())
+    }
+
+    /// Whether a `message_file` is named but not read yet (the answer would otherwise go out empty).
+    pub fn file_unread(&self) -> bool {
+        self.message.is_none()
+    }
+
+    /// The same answer with a file's bytes written inline as hex, for a faultd that cannot read the file (another
+    /// machine's, or a control API without `--files`).
+    pub fn inlined(&self) -> GrpcResponse {
+        let mut spec = self.spec.clone();
+        if let (Some(message), Some(_)) = (&self.message, spec.message_file.take()) {
+            spec.message = Some(message.iter().map(|b| format!("{b:02x}")).collect());
+        }
+        GrpcResponse {
+            spec,
+            message: self.message.clone(),
+        }
+    }
+
     /// Whether each call is answered with its own message.
     pub fn echo(&self) -> bool {
         self.spec.echo
@@ -135,7 +174,7 @@ impl GrpcResponse {
 
     /// The configured message (empty for an echo).
     pub fn message(&self) -> Bytes {
-        self.message.clone()
+        self.message.clone().unwrap_or_default()
     }
 
     /// The initial metadata.
@@ -164,12 +203,17 @@ mod tests {
     fn the_message_is_hex_a_file_or_an_echo_and_never_two_of_them() {
         let r: GrpcResponse = serde_json::from_str(r#"{"message": "0a 03 61 62 63"}"#).unwrap();
         assert_eq!(&r.message()[..], b"\x0a\x03abc");
-        let dir = std::env::temp_dir().join(format!("faultd-grpc-{}", std::process::id()));
-        std::fs::write(&dir, b"\x08\x01").unwrap();
-        let r: GrpcResponse =
-            serde_json::from_value(serde_json::json!({"message_file": dir})).unwrap();
+        let dir = std::env::temp_dir();
+        let name = format!("faultd-grpc-{}", std::process::id());
+        std::fs::write(dir.join(&name), b"\x08\x01").unwrap();
+        let mut r: GrpcResponse =
+            serde_json::from_value(serde_json::json!({"message_file": name})).unwrap();
+        assert!(r.file_unread());
+        r.read_file(&Files::Beside(dir.clone())).unwrap();
         assert_eq!(&r.message()[..], b"\x08\x01");
-        std::fs::remove_file(&dir).unwrap();
+        let inline = serde_json::to_value(r.inlined()).unwrap();
+        assert_eq!(inline, serde_json::json!({"message": "0801"}));
+        std::fs::remove_file(dir.join(&name)).unwrap();
         let e = serde_json::from_str::<GrpcResponse>(r#"{"message": "0a", "echo": true}"#)
             .unwrap_err()
             .to_string();

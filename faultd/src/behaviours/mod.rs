@@ -397,10 +397,39 @@ pub struct CompiledBehaviour {
     first_calls_used: Box<[AtomicU64]>,
 }
 
+impl Behaviour {
+    /// Reads the files this behaviour names (a gRPC answer's `message_file`) from where `files` allows.
+    pub fn read_files(&mut self, files: &crate::files::Files) -> Result<(), Invalid> {
+        match &mut self.grpc_response {
+            Some(g) => g.read_file(files).map_err(|e| e.at("grpc_response")),
+            None => Ok(()),
+        }
+    }
+
+    /// This behaviour with the files it names written inline, for a faultd that cannot read them.
+    pub fn inlined(&self) -> Behaviour {
+        Behaviour {
+            grpc_response: self.grpc_response.as_ref().map(GrpcResponse::inlined),
+            ..self.clone()
+        }
+    }
+}
+
 impl CompiledBehaviour {
     /// Validates and prepares `behaviour`.
     pub fn compile(behaviour: &Behaviour) -> Result<CompiledBehaviour, Invalid> {
         behaviour.validate()?;
+        if behaviour
+            .grpc_response
+            .as_ref()
+            .is_some_and(GrpcResponse::file_unread)
+        {
+            // A configuration that skipped `read_files` would otherwise answer with an empty message.
+            return Err(Invalid::new(
+                "grpc_response.message_file",
+                "the file was not read (read a configuration's files with Config::read_files)",
+            ));
+        }
         let latency = behaviour
             .latency
             .as_ref()

@@ -6,6 +6,7 @@
 //! answers (the faults replace the answer, they do not edit it).
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -17,6 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Behaviour, Fault, Invalid};
+use crate::loops::{own_listener, HopId};
 
 /// Forwards healthy calls to an upstream: `proxy: http://127.0.0.1:8080`, `proxy: https://api.example.com`
 /// (verified against the system's roots), or `proxy: { url: https://127.0.0.1:8443, ca: upstream-ca.pem }`
@@ -47,6 +49,8 @@ type Upstreams = Client<Connector, Incoming>;
 pub struct ProxyClient {
     system: Upstreams,
     by_ca: Mutex<HashMap<PathBuf, Upstreams>>,
+    /// This faultd's mark on the calls it forwards, so that one that comes back is not forwarded again.
+    pub hop: HopId,
 }
 
 /// A client for forwarding calls.
@@ -56,6 +60,7 @@ pub fn proxy_client() -> ProxyClient {
         // (answered 502 with the reason) and http:// ones work as ever.
         system: client(None).expect("a client without a CA file reads no file and cannot fail"),
         by_ca: Mutex::default(),
+        hop: HopId::new(),
     }
 }
 
@@ -165,8 +170,33 @@ impl Proxy {
         }
     }
 
+    /// Refuses an upstream that is one of faultd's own listeners (`own`): every call would come back.
+    pub fn check_not_own(&self, own: &[SocketAddr]) -> Result<(), Invalid> {
+        let Ok(uri) = self.url().parse::<Uri>() else {
+            return Ok(());
+        };
+        let Some(host) = uri.host() else {
+            return Ok(());
+        };
+        let default_port = if uri.scheme_str() == Some("https") { 443 } else { 80 };
+        let port = uri.port_u16().unwrap_or(default_port);
+        match own_listener(host, port, own) {
+            Some(listener) => Err(Invalid::new(
+                "",
+                format!(
+                    "{:?} is faultd's own listener {listener}: every call would come back to faultd and be \
+                     forwarded again, without end",
+                    self.url()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// Sends `request` to the upstream: its path and query appended to the upstream URL, its Host header
-    /// replaced by the upstream's. An unreachable upstream is answered 502 with the reason.
+    /// replaced by the upstream's, this faultd's id added to its `faultd-hop` header. An unreachable upstream is
+    /// answered 502 with the reason; a call that already went through this faultd is not sent (508, see
+    /// [`crate::loops`]).
     pub async fn forward(
         &self,
         client: &ProxyClient,
@@ -184,8 +214,12 @@ impl Proxy {
                 format!("bad upstream URL {target}: {e}"),
             )
         })?;
+        if client.hop.came_back(request.headers()) {
+            return Err((StatusCode::LOOP_DETECTED, self.url().to_string()));
+        }
         *request.uri_mut() = uri;
         request.headers_mut().remove(header::HOST);
+        client.hop.stamp(request.headers_mut());
         let client = client
             .for_ca(self.ca())
             .map_err(|e| (StatusCode::BAD_GATEWAY, e))?;

@@ -113,6 +113,7 @@ impl Recording {
         }
         add_series(&mut self.connections, &other.connections, add_connections);
         self.unmatched += other.unmatched;
+        self.loops_detected += other.loops_detected;
         self.tls = match (self.tls.take(), &other.tls) {
             (Some(mut a), Some(b)) => {
                 add_series(&mut a.buckets, &b.buckets, add_handshakes);
@@ -264,6 +265,7 @@ mod tests {
                 .collect(),
             connections: Vec::new(),
             unmatched: 0,
+            loops_detected: 0,
             tls: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,

@@ -405,6 +405,21 @@ pub fn check_upstream(text: &str, allow_hosts: &[String]) -> Result<(), TcpError
     }
 }
 
+/// Refuses an upstream that is one of faultd's own listeners (`own`): each connection would come back to faultd.
+pub fn check_not_own(upstream: &str, own: &[SocketAddr]) -> Result<(), TcpError> {
+    let (host, port) = split_host_port("upstream", upstream)?;
+    match crate::loops::own_listener(&host, port, own) {
+        Some(listener) => Err(TcpError::invalid(
+            "upstream",
+            format!(
+                "{upstream:?} is faultd's own listener {listener}: each connection would come back to faultd \
+                 and be forwarded again, without end"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Whether a resolved upstream address may be connected to: loopback, or the upstream's host is allowed.
 pub fn upstream_allowed(upstream: &str, ip: IpAddr, allow_hosts: &[String]) -> bool {
     if ip.is_loopback() {

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::proxy::{listen, Listening, RouteShared};
 use super::record::{TcpRecorder, TcpRouteRecording};
 use super::{
-    check_upstream, listen_addr, ProxySpec, ProxyUpdate, ProxyView, TcpError, Toxic, ToxicSpec,
+    check_not_own, check_upstream, listen_addr, ProxySpec, ProxyUpdate, ProxyView, TcpError, Toxic, ToxicSpec,
     ToxicUpdate, ToxicView,
 };
 use crate::limits::{MAX_ENTRIES, MAX_ROUTES};
@@ -37,6 +37,8 @@ pub struct TcpSettings {
     pub bucket: Duration,
     /// Where latency toxics end their delays precisely (a timerfd); tokio's 1 ms timer when `None`.
     pub deadlines: Option<crate::deadlines::Deadlines>,
+    /// faultd's other listeners (data plane, control API, Toxiproxy API), which no upstream may name.
+    pub faultd_listeners: Vec<SocketAddr>,
 }
 
 impl Default for TcpSettings {
@@ -47,6 +49,7 @@ impl Default for TcpSettings {
             backlog: 8192,
             bucket: crate::config::DEFAULT_BUCKET,
             deadlines: None,
+            faultd_listeners: Vec::new(),
         }
     }
 }
@@ -170,6 +173,13 @@ impl TcpRoutes {
         });
         // Bind even a disabled route once, so its port is known and kept, as Toxiproxy reports it.
         let listening = bind(addr, self.settings.backlog, shared.clone())?;
+        // Checked once bound, since a route may name the port it was just given.
+        let mut own = self.own_listeners_in(routes);
+        own.push(listening.addr);
+        if let Err(e) = check_not_own(&spec.upstream, &own) {
+            listening.stop();
+            return Err(e);
+        }
         let mut route = Route {
             shared,
             listen: listening.addr,
@@ -242,6 +252,18 @@ impl TcpRoutes {
             }
         }
         Ok(views)
+    }
+
+    /// Every address faultd listens on: its data plane, control and Toxiproxy APIs, and every TCP route's
+    /// listener. No upstream may name one of them.
+    pub fn own_listeners(&self) -> Vec<SocketAddr> {
+        self.own_listeners_in(&self.routes())
+    }
+
+    fn own_listeners_in(&self, routes: &BTreeMap<String, Route>) -> Vec<SocketAddr> {
+        let mut own = self.settings.faultd_listeners.clone();
+        own.extend(routes.values().map(|r| r.listen));
+        own
     }
 
     /// Every route, by name.

@@ -200,6 +200,13 @@ async fn run_plan(
         });
     }
     let mut spec = plan.spec;
+    // The runner sends every message inline; a plan that names a file would have the agent read its own disk on
+    // another's word.
+    if let Some(i) = spec.requests.iter().position(|r| r.message_file.is_some()) {
+        return Err(AgentError::Plan(format!(
+            "load.requests[{i}].message_file: an agent reads no file a plan names; the runner sends the message inline"
+        )));
+    }
     let ca = match &plan.ca_pem {
         Some(pem) => Some(ca_file(pem)?),
         None => None,
