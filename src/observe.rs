@@ -183,6 +183,7 @@ mod tests {
             routes: BTreeMap::new(),
             connections: Vec::new(),
             unmatched: 0,
+            unmatched_paths: Vec::new(),
             tls,
             replicas: 1,
             in_flight_max_is_upper_bound: false,

@@ -67,6 +67,14 @@ pub fn recording(shared: &Shared) -> Recording {
 
 /// Replaces the configuration, keeping the clock and the seed unless the new configuration sets one.
 pub fn replace_config(shared: &Shared, config: Config) -> Result<(), ConfigError> {
+    if config.listen.is_some() {
+        return Err(crate::behaviours::Invalid::new(
+            "listen",
+            "the data plane's address is fixed when faultd starts (faultd --listen, or a scenario's \
+             dependency.listen); a running faultd cannot move it",
+        )
+        .into());
+    }
     let seed = config.seed.unwrap_or_else(|| shared.live().plan.seed);
     let plan = Arc::new(Plan::compile(config, seed, &shared.recorder)?);
     shared.live_mut().replace_plan(plan);

@@ -25,8 +25,10 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 mod merge;
+mod unmatched;
 
 pub use merge::MergeError;
+pub use unmatched::UnmatchedPath;
 
 /// Buckets are allocated in chunks of this many, on first use, so an idle long run costs nothing.
 const CHUNK: usize = 1024;
@@ -170,7 +172,7 @@ pub struct Recorder {
     connections: Buckets<ConnectionCell>,
     open_connections: AtomicU64,
     shed: AtomicU64,
-    unmatched: AtomicU64,
+    unmatched: unmatched::Unmatched,
     phases_entered: Mutex<Vec<PhaseEntry>>,
 }
 
@@ -197,7 +199,7 @@ impl Recorder {
             connections: Buckets::new(),
             open_connections: AtomicU64::new(0),
             shed: AtomicU64::new(0),
-            unmatched: AtomicU64::new(0),
+            unmatched: unmatched::Unmatched::default(),
             phases_entered: Mutex::new(Vec::new()),
         }
     }
@@ -255,9 +257,9 @@ impl Recorder {
             .clone()
     }
 
-    /// Counts a call that no route matched.
-    pub fn unmatched(&self) {
-        self.unmatched.fetch_add(1, Ordering::Relaxed);
+    /// Counts a call of `method` to `path` that no route matched.
+    pub fn unmatched(&self, method: &str, path: &str) {
+        self.unmatched.record(method, path);
     }
 
     /// Counts a connection opening; the returned guard counts it closing.
@@ -358,7 +360,7 @@ impl Recorder {
 
     /// Calls no route matched, so far.
     pub fn unmatched_count(&self) -> u64 {
-        self.unmatched.load(Ordering::Relaxed)
+        self.unmatched.total()
     }
 
     /// A consistent-enough snapshot: every counter is read once; calls still running are in flight.
@@ -410,6 +412,7 @@ impl Recorder {
             routes,
             connections,
             unmatched: self.unmatched_count(),
+            unmatched_paths: self.unmatched.top(),
             tls: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
@@ -679,6 +682,10 @@ pub struct Recording {
     pub connections: Vec<ConnectionBucket>,
     /// Calls no route matched (answered 404).
     pub unmatched: u64,
+    /// The methods and paths of those calls with the most calls, at most 20, most first: where a SUT that
+    /// calls the wrong path is calling. Absent in older recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmatched_paths: Vec<UnmatchedPath>,
     /// The data plane's TLS handshakes by outcome, when it speaks TLS (the TLS listener records them, not this
     /// recorder: see `tls::record`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
