@@ -184,6 +184,7 @@ mod tests {
             connections: Vec::new(),
             unmatched: 0,
             loops_detected: 0,
+            unmatched_paths: Vec::new(),
             tls,
             replicas: 1,
             in_flight_max_is_upper_bound: false,

@@ -53,6 +53,12 @@ pub struct Config {
     /// HTTP/2 settings announced on each new connection, e.g. `{max_concurrent_streams: 8}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http2: Option<crate::http2::Http2Settings>,
+    /// The data plane's address, e.g. `127.0.0.1:9000`: where a service that is already running (or was started
+    /// with its dependency's URL fixed) sends its calls. Read when faultd starts (`faultd --listen` wins over it;
+    /// a scenario's embedded faultd takes a free loopback port without it); a running faultd's data plane cannot
+    /// move, so the control API refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen: Option<String>,
 }
 
 /// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
@@ -311,6 +317,7 @@ impl Config {
             phases: Vec::new(),
             tls: None,
             http2: None,
+            listen: None,
         }
     }
 
@@ -362,13 +369,27 @@ impl Config {
         Ok(config)
     }
 
-    /// Checks everything that parsing cannot: faultd's limits ([`crate::limits`]), patterns and methods, shares add up to at most 100%, phases in
-    /// ascending time with unique names, phases naming known routes, ramps that end before the next phase.
+    /// The data plane's address the configuration fixes (`listen`), if it fixes one.
+    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
+        match &self.listen {
+            None => Ok(None),
+            Some(text) => text.trim().parse().map(Some).map_err(|_| {
+                Invalid::new(
+                    "listen",
+                    format!("{text:?} is not an address such as 127.0.0.1:9000 or [::1]:9000"),
+                )
+                .into()
+            }),
+        }
+    }
+
+    /// Checks everything that parsing cannot: faultd's limits ([`crate::limits`]), patterns and methods, shares
+    /// add up to at most 100%, phases in ascending time with unique names, phases naming known routes, ramps
+    /// that end before the next phase. No route at all is valid: such a faultd answers every call 404 (counted as
+    /// unmatched) until a runner or the control API configures it.
     pub fn validate(&self) -> Result<(), ConfigError> {
         crate::limits::check_config(self)?;
-        if self.routes.is_empty() {
-            return Err(Invalid::new("routes", "give at least one route").into());
-        }
+        self.listen_addr()?;
         if self
             .http2
             .and_then(|h| h.max_concurrent_streams)

@@ -71,6 +71,14 @@ pub fn recording(shared: &Shared) -> Recording {
 /// Replaces the configuration, keeping the clock and the seed unless the new configuration sets one. Its files
 /// must be read already ([`Config::read_files`]); a route proxying to one of faultd's own listeners is refused.
 pub fn replace_config(shared: &Shared, config: Config) -> Result<(), ConfigError> {
+    if config.listen.is_some() {
+        return Err(crate::behaviours::Invalid::new(
+            "listen",
+            "the data plane's address is fixed when faultd starts (faultd --listen, or a scenario's \
+             dependency.listen); a running faultd cannot move it",
+        )
+        .into());
+    }
     config.check_not_own(&shared.tcp.own_listeners())?;
     let seed = config.seed.unwrap_or_else(|| shared.live().plan.seed);
     let plan = Arc::new(Plan::compile(config, seed, &shared.recorder)?);

@@ -63,6 +63,7 @@ pub use faultline_units::Dur;
 pub use files::Files;
 pub use recorder::{
     ConnectionBucket, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
+    UnmatchedPath,
 };
 pub use schedule::{BEFORE_FIRST_PHASE, HEALTHY_RESET};
 
@@ -141,10 +142,17 @@ fn fresh_seed() -> u64 {
         .unwrap_or(0x5EED)
 }
 
-/// Starts faultd: validates `config`, binds the data plane (and the control API if asked), and serves. The
+/// Starts faultd: validates `config`, binds the data plane (at the configuration's `listen`, else
+/// `options.listen`; and the control API if asked), and serves. The
 /// schedule waits for [`Faultd::start_schedule`]; until then routes behave as at t = 0.
-pub async fn start(config: Config, options: Options) -> Result<Faultd, FaultdError> {
+pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, FaultdError> {
     config.validate()?;
+    // A configuration that fixes the data plane's address wins over the caller's default; it is kept out of the
+    // configuration in force, which the control API replaces at will while the address stays.
+    if let Some(listen) = config.listen_addr()? {
+        options.listen = listen;
+    }
+    config.listen = None;
     let recorder = Arc::new(recorder::Recorder::new(config.bucket()));
     let seed = config.seed.unwrap_or_else(fresh_seed);
     let deadlines = options

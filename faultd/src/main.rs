@@ -89,9 +89,10 @@ struct Cli {
     /// The configuration file (YAML or JSON).
     #[arg(long, short)]
     config: Option<PathBuf>,
-    /// The data plane's address: where the service under test sends its calls.
-    #[arg(long, default_value = "127.0.0.1:9000")]
-    listen: SocketAddr,
+    /// The data plane's address: where the service under test sends its calls [default: the configuration's
+    /// `listen`, else 127.0.0.1:9000].
+    #[arg(long)]
+    listen: Option<SocketAddr>,
     /// The control API's address (loopback unless you mean otherwise).
     #[arg(long)]
     control: Option<SocketAddr>,
@@ -158,6 +159,9 @@ struct Cli {
     #[arg(long, value_name = "DURATION", default_value = "60s")]
     idle_timeout: faultd::Dur,
 }
+
+/// The data plane's address when neither --listen nor the configuration names one.
+const DEFAULT_LISTEN: &str = "127.0.0.1:9000";
 
 /// The configuration of a faultd started only for its TCP routes: one catch-all HTTP route, healthy.
 const TCP_ONLY_CONFIG: &str = "routes:\n  any: { path: /* }\n";
@@ -240,12 +244,18 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         (None, Some(_)) => {
             faultd::Config::from_yaml(TCP_ONLY_CONFIG, "built-in").map_err(bad_input)?
         }
+        (None, None) if cli.control.is_some() => faultd::Config::default(),
         (None, None) => {
             return Err(bad_input(anyhow::anyhow!(
-                "give --config FILE or --toxiproxy-api ADDR (see faultd --help)"
+                "give --config FILE, or --control ADDR for a runner or the control API to configure it \
+                 (or --toxiproxy-api ADDR for TCP routes; see faultd --help)"
             )))
         }
     };
+    if let Some(listen) = cli.listen {
+        config.listen = Some(listen.to_string());
+    }
+    config.listen.get_or_insert_with(|| DEFAULT_LISTEN.to_string());
     if cli.seed.is_some() {
         config.seed = cli.seed;
     }
@@ -282,7 +292,6 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         )));
     }
     let options = faultd::Options {
-        listen: cli.listen,
         control: cli.control,
         token: cli.token,
         max_connections: cli.max_connections.map(|n| n as usize),

@@ -25,8 +25,10 @@ use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 mod merge;
+mod unmatched;
 
 pub use merge::MergeError;
+pub use unmatched::UnmatchedPath;
 
 /// Buckets are allocated in chunks of this many, on first use, so an idle long run costs nothing.
 const CHUNK: usize = 1024;
@@ -184,7 +186,7 @@ pub struct Recorder {
     connections: Buckets<ConnectionCell>,
     open_connections: AtomicU64,
     shed: AtomicU64,
-    unmatched: AtomicU64,
+    unmatched: unmatched::Unmatched,
     loops: AtomicU64,
     phases_entered: Mutex<Vec<PhaseEntry>>,
 }
@@ -212,7 +214,7 @@ impl Recorder {
             connections: Buckets::new(),
             open_connections: AtomicU64::new(0),
             shed: AtomicU64::new(0),
-            unmatched: AtomicU64::new(0),
+            unmatched: unmatched::Unmatched::default(),
             loops: AtomicU64::new(0),
             phases_entered: Mutex::new(Vec::new()),
         }
@@ -271,9 +273,9 @@ impl Recorder {
             .clone()
     }
 
-    /// Counts a call that no route matched.
-    pub fn unmatched(&self) {
-        self.unmatched.fetch_add(1, Ordering::Relaxed);
+    /// Counts a call of `method` to `path` that no route matched.
+    pub fn unmatched(&self, method: &str, path: &str) {
+        self.unmatched.record(method, path);
     }
 
     /// Counts a proxied call that came back to this faultd (answered 508, not forwarded again).
@@ -379,7 +381,7 @@ impl Recorder {
 
     /// Calls no route matched, so far.
     pub fn unmatched_count(&self) -> u64 {
-        self.unmatched.load(Ordering::Relaxed)
+        self.unmatched.total()
     }
 
     /// A consistent-enough snapshot: every counter is read once; calls still running are in flight.
@@ -432,6 +434,7 @@ impl Recorder {
             connections,
             unmatched: self.unmatched_count(),
             loops_detected: self.loops.load(Ordering::Relaxed),
+            unmatched_paths: self.unmatched.top(),
             tls: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
@@ -715,6 +718,10 @@ pub struct Recording {
     /// again). Absent in older recordings.
     #[serde(default)]
     pub loops_detected: u64,
+    /// The methods and paths of those calls with the most calls, at most 20, most first: where a SUT that
+    /// calls the wrong path is calling. Absent in older recordings.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmatched_paths: Vec<UnmatchedPath>,
     /// The data plane's TLS handshakes by outcome, when it speaks TLS (the TLS listener records them, not this
     /// recorder: see `tls::record`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

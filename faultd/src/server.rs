@@ -497,7 +497,9 @@ async fn call(
         match plan.table.find(request.method(), request.uri().path()) {
             None => {
                 drop(live);
-                shared.recorder.unmatched();
+                shared
+                    .recorder
+                    .unmatched(request.method().as_str(), request.uri().path());
                 let body = format!(
                     "faultd: no route matches {} {}\n",
                     request.method(),

@@ -47,6 +47,9 @@ pub fn run_command(
                 print!("{}", report::summary::text(&result));
                 println!("report: {}", dir.display());
             }
+            if let Some(w) = result.unmatched.warning() {
+                eprintln!("{w}");
+            }
             if std::env::var("GITHUB_ACTIONS").as_deref() == Ok("true") {
                 github_actions(&v, &dir, &result, json);
             }

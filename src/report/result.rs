@@ -38,6 +38,10 @@ pub struct ResultFile {
     pub phases: Vec<PhaseSummary>,
     pub totals: Totals,
     pub dependency: BTreeMap<String, RouteSummary>,
+    /// Calls that reached faultd on no route (answered 404), with the routes there were: a SUT that calls the
+    /// wrong path of its dependency shows here. Absent in files written before it was kept.
+    #[serde(default)]
+    pub unmatched: UnmatchedSummary,
     pub breakers: BTreeMap<String, BreakerSummary>,
     /// Changes of state that one of a breaker's timelines shows and another does not.
     #[serde(default)]
@@ -387,6 +391,58 @@ pub struct RouteSummary {
     pub faultd_late: Option<FaultdLate>,
 }
 
+/// Calls that matched no route of the dependency.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct UnmatchedSummary {
+    /// Calls that matched no route, over the run.
+    pub calls: u64,
+    /// Their methods and paths with the most calls, at most 20, most first.
+    pub paths: Vec<faultd::UnmatchedPath>,
+    /// The HTTP routes there were, as `NAME METHOD PATTERN` (`*` for any method).
+    pub routes: Vec<String>,
+}
+
+impl UnmatchedSummary {
+    /// The unmatched calls of a recording, beside the routes of the configuration it was recorded under.
+    pub fn of(recording: &faultd::Recording, config: &faultd::Config) -> UnmatchedSummary {
+        UnmatchedSummary {
+            calls: recording.unmatched,
+            paths: recording.unmatched_paths.clone(),
+            routes: config
+                .routes
+                .iter()
+                .filter(|(_, r)| r.tcp.is_none())
+                .map(|(name, r)| format!("{name} {} {}", r.method.as_deref().unwrap_or("*"), r.path))
+                .collect(),
+        }
+    }
+
+    /// The warning a run with unmatched calls ends with: how many, where they went, and the routes there were.
+    pub fn warning(&self) -> Option<String> {
+        if self.calls == 0 {
+            return None;
+        }
+        let shown: Vec<String> = self
+            .paths
+            .iter()
+            .take(5)
+            .map(|p| format!("{} {} ({})", p.method, p.path, p.calls))
+            .collect();
+        let more = if self.paths.len() > shown.len() || self.paths.iter().map(|p| p.calls).sum::<u64>() < self.calls {
+            ", ..."
+        } else {
+            ""
+        };
+        Some(format!(
+            "warning: {} calls reached the dependency on no route and were answered 404: {}{more}. The routes are: \
+             {}. Check the URL the SUT calls its dependency with.",
+            self.calls,
+            shown.join(", "),
+            if self.routes.is_empty() { "none".to_string() } else { self.routes.join("; ") }
+        ))
+    }
+}
+
 /// The limit a `max_in_flight_below` / `max_in_flight_at_most` expectation puts on a route's calls in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolLimit {
@@ -647,6 +703,7 @@ impl ResultFile {
             phases,
             totals,
             dependency,
+            unmatched: UnmatchedSummary::of(&out.dependency, &s.dependency),
             breakers,
             disagreements: out.disagreements.clone(),
             series: series(rec),

@@ -213,6 +213,9 @@ pub fn text(r: &ResultFile) -> String {
         if let Some(rs) = &r.dependency_replicas {
             replicas(&mut o, rs);
         }
+        if let Some(w) = r.unmatched.warning() {
+            let _ = writeln!(o, "  {w}");
+        }
     }
 
     if let Some(tls) = &r.tls {

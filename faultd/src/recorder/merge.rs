@@ -114,6 +114,11 @@ impl Recording {
         add_series(&mut self.connections, &other.connections, add_connections);
         self.unmatched += other.unmatched;
         self.loops_detected += other.loops_detected;
+        self.unmatched_paths = super::unmatched::top(
+            std::mem::take(&mut self.unmatched_paths)
+                .into_iter()
+                .chain(other.unmatched_paths.iter().cloned()),
+        );
         self.tls = match (self.tls.take(), &other.tls) {
             (Some(mut a), Some(b)) => {
                 add_series(&mut a.buckets, &b.buckets, add_handshakes);
@@ -266,6 +271,7 @@ mod tests {
             connections: Vec::new(),
             unmatched: 0,
             loops_detected: 0,
+            unmatched_paths: Vec::new(),
             tls: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,

@@ -1,0 +1,149 @@
+//! A team's own service as a new user brings it (docs/your-service.md): the Express app of
+//! tests/services/node_express, whose pricing breaker is opossum's and whose metrics are prom-client's (npm), is
+//! started before the run, pointed at the port the scenario fixes for faultd (`dependency.listen`), and judged
+//! through its own gauge. Our demo proves our expectations; a library written by others proves our observations.
+//!
+//! Needs Node 18 or later and `npm ci --prefix tests/services/node_express` (the test command installs it); a
+//! missing `node` or `node_modules` fails the test with what to install.
+
+mod hardening;
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use hardening::{http, result_json, wait_until, Running, Scratch};
+
+fn service_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/node_express")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The Express service on `port`, calling pricing at `pricing_url` + `pricing_path`, answering /health.
+fn start_service(port: u16, pricing_url: &str, pricing_path: &str, scratch: &Scratch) -> Running {
+    let dir = service_dir();
+    assert!(
+        dir.join("node_modules/opossum").is_dir(),
+        "the service's packages are missing: npm ci --prefix tests/services/node_express (Node 18 or later)"
+    );
+    let log = std::fs::File::create(scratch.path("service.log")).unwrap();
+    let child = Command::new("node")
+        .arg(dir.join("server.js"))
+        .env("PORT", port.to_string())
+        .env("PRICING_URL", pricing_url)
+        .env("PRICING_PATH", pricing_path)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start node ({e}): install Node.js 18 or later with npm"));
+    let service = Running(child);
+    let health = format!("http://127.0.0.1:{port}/health");
+    wait_until(Duration::from_secs(20), "the service answers /health", || {
+        http("GET", &health, None, Duration::from_secs(1)).is_some_and(|(s, _)| s == 200)
+    });
+    service
+}
+
+/// `faultline run` of the service's scenario with faultd on `faultd_port` and the SUT on `sut_port`.
+fn run(faultd_port: u16, sut_port: u16, report: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("run")
+        .arg(service_dir().join("scenario.yaml"))
+        .arg("--report-dir")
+        .arg(report)
+        .env("FAULTD_PORT", faultd_port.to_string())
+        .env("SUT_PORT", sut_port.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn an_express_service_with_an_opossum_breaker_started_before_the_run_is_judged_through_a_fixed_dependency_port() {
+    let scratch = Scratch::new("own-service-node");
+    let (faultd_port, sut_port) = (free_port(), free_port());
+    let _service = start_service(
+        sut_port,
+        &format!("http://127.0.0.1:{faultd_port}"),
+        "/price/",
+        &scratch,
+    );
+    let report = scratch.path("report");
+    let out = run(faultd_port, sut_port, &report);
+    let printed = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{printed}");
+    let result = result_json(&report);
+    let arrivals = result["dependency"]["pricing"]["arrivals"].as_u64().unwrap();
+    assert!(
+        arrivals > 100,
+        "the service's calls reached faultd on the fixed port: {arrivals}"
+    );
+    assert_eq!(result["unmatched"]["calls"], 0, "{printed}");
+    let transitions = result["breakers"]["pricing"]["observed"]["transitions"]
+        .as_array()
+        .unwrap();
+    let seen = |to: &str| {
+        transitions
+            .iter()
+            .any(|t| t["to"] == to && t["source"] == "metrics")
+    };
+    assert!(
+        seen("open") && seen("closed"),
+        "opossum's gauge showed it open and closed again: {transitions:?}"
+    );
+    for verdict in result["verdicts"].as_array().unwrap() {
+        assert_eq!(verdict["outcome"], "pass", "{}", verdict["sentence"]);
+    }
+}
+
+#[test]
+fn a_service_that_calls_the_wrong_path_gets_a_warning_naming_the_paths_that_matched_no_route() {
+    let scratch = Scratch::new("own-service-node-wrong-path");
+    let (faultd_port, sut_port) = (free_port(), free_port());
+    let _service = start_service(
+        sut_port,
+        &format!("http://127.0.0.1:{faultd_port}"),
+        "/prices/",
+        &scratch,
+    );
+    let report = scratch.path("report");
+    let out = run(faultd_port, sut_port, &report);
+    let printed = text(&out);
+    // Every call is answered 404 and the breaker never opens: the run fails, and says why.
+    assert_eq!(out.status.code(), Some(1), "{printed}");
+    assert!(
+        printed.contains("matched no route") && printed.contains("GET /prices/"),
+        "the warning names the unmatched paths: {printed}"
+    );
+    let result = result_json(&report);
+    let unmatched = &result["unmatched"];
+    assert!(
+        unmatched["calls"].as_u64().unwrap() > 100,
+        "{unmatched}"
+    );
+    let top = unmatched["paths"].as_array().unwrap();
+    assert!(
+        top.iter()
+            .all(|p| p["method"] == "GET" && p["path"].as_str().unwrap().starts_with("/prices/")),
+        "{unmatched}"
+    );
+    assert!(top.len() <= 20, "{unmatched}");
+    assert_eq!(result["dependency"]["pricing"]["arrivals"], 0);
+}
