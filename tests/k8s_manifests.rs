@@ -360,9 +360,9 @@ fn the_files_a_scenario_names_travel_with_it() {
         config_map["data"][key_of("timetables/checkout.timetable")].as_str(),
         Some(timetable.as_str())
     );
-    // The gRPC message, relative to the working folder (/scenario in the pods), travels in base64.
+    // The gRPC message, relative to the scenario as well, travels in base64.
     let message = std::fs::read(repo().join("tests/fixtures/k8s/messages/product.bin")).unwrap();
-    let encoded = config_map["binaryData"][key_of("tests/fixtures/k8s/messages/product.bin")]
+    let encoded = config_map["binaryData"][key_of("messages/product.bin")]
         .as_str()
         .unwrap();
     assert_eq!(

@@ -44,12 +44,16 @@ fn start_service(port: u16, pricing_url: &str, pricing_path: &str, scratch: &Scr
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start node ({e}): install Node.js 18 or later with npm"));
+        .unwrap_or_else(|e| {
+            panic!("cannot start node ({e}): install Node.js 18 or later with npm")
+        });
     let service = Running(child);
     let health = format!("http://127.0.0.1:{port}/health");
-    wait_until(Duration::from_secs(20), "the service answers /health", || {
-        http("GET", &health, None, Duration::from_secs(1)).is_some_and(|(s, _)| s == 200)
-    });
+    wait_until(
+        Duration::from_secs(20),
+        "the service answers /health",
+        || http("GET", &health, None, Duration::from_secs(1)).is_some_and(|(s, _)| s == 200),
+    );
     service
 }
 
@@ -76,7 +80,8 @@ fn text(out: &Output) -> String {
 }
 
 #[test]
-fn an_express_service_with_an_opossum_breaker_started_before_the_run_is_judged_through_a_fixed_dependency_port() {
+fn an_express_service_with_an_opossum_breaker_started_before_the_run_is_judged_through_a_fixed_dependency_port(
+) {
     let scratch = Scratch::new("own-service-node");
     let (faultd_port, sut_port) = (free_port(), free_port());
     let _service = start_service(
@@ -90,7 +95,9 @@ fn an_express_service_with_an_opossum_breaker_started_before_the_run_is_judged_t
     let printed = text(&out);
     assert_eq!(out.status.code(), Some(0), "{printed}");
     let result = result_json(&report);
-    let arrivals = result["dependency"]["pricing"]["arrivals"].as_u64().unwrap();
+    let arrivals = result["dependency"]["pricing"]["arrivals"]
+        .as_u64()
+        .unwrap();
     assert!(
         arrivals > 100,
         "the service's calls reached faultd on the fixed port: {arrivals}"
@@ -134,10 +141,7 @@ fn a_service_that_calls_the_wrong_path_gets_a_warning_naming_the_paths_that_matc
     );
     let result = result_json(&report);
     let unmatched = &result["unmatched"];
-    assert!(
-        unmatched["calls"].as_u64().unwrap() > 100,
-        "{unmatched}"
-    );
+    assert!(unmatched["calls"].as_u64().unwrap() > 100, "{unmatched}");
     let top = unmatched["paths"].as_array().unwrap();
     assert!(
         top.iter()

@@ -253,6 +253,8 @@ fn fixture(buckets: usize) -> Fixture {
         routes,
         connections: Vec::new(),
         unmatched: 0,
+        loops_detected: 0,
+        unmatched_paths: Vec::new(),
         tls: None,
         replicas: 1,
         in_flight_max_is_upper_bound: false,
@@ -363,6 +365,7 @@ fn fixture(buckets: usize) -> Fixture {
         ending: Ending::Completed,
         exit_code: 1,
         passed: false,
+        unmatched: Default::default(),
         verdicts: vec![
             verdict(
                 "breaker pricing opens within 6s after brownout",

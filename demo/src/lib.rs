@@ -30,6 +30,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
+
+/// How long the demo waits for a request head, and on a keep-alive connection for the next one.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
@@ -233,7 +236,11 @@ async fn serve(
                     let service = TowerToHyperService::new(router.clone());
                     let mut stop = stopped.clone();
                     connections.spawn(async move {
+                        // hyper's head timer (30 s): a request head that stalls, or a keep-alive
+                        // connection idle that long, is closed; a call in progress never is.
                         let conn = hyper::server::conn::http1::Builder::new()
+                            .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(HEADER_TIMEOUT)
                             .serve_connection(TokioIo::new(stream), service);
                         tokio::pin!(conn);
                         tokio::select! {

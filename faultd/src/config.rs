@@ -33,7 +33,7 @@ pub const DEFAULT_BUCKET: Duration = Duration::from_millis(100);
 ///   - { name: brownout,  at: 20s, routes: { pricing: { latency: { fixed: 2s } } } }
 ///   - { name: recovered, at: 60s, routes: { pricing: healthy } }
 /// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Seed of every random choice; the same seed and request order give the same faults. Random when absent.
@@ -409,9 +409,7 @@ impl Config {
         let mut seen_patterns = BTreeMap::new();
         for (name, route) in &self.routes {
             let at = |e: Invalid| ConfigError::from(e.at(&format!("routes.{name}")));
-            if name.is_empty() {
-                return Err(Invalid::new("routes", "a route name cannot be empty").into());
-            }
+            crate::limits::check_name("routes", name)?;
             if let Some(tcp) = &route.tcp {
                 if !route.path.is_empty() {
                     return Err(at(Invalid::new("path", "a TCP route has no path")));
@@ -595,8 +593,7 @@ impl Config {
     /// call would come back to faultd and be forwarded again. TCP routes are checked as they are created.
     pub fn check_not_own(&self, own: &[std::net::SocketAddr]) -> Result<(), ConfigError> {
         for (name, route) in &self.routes {
-            check_proxy_not_own(&route.base(), own)
-                .map_err(|e| e.at(&format!("routes.{name}")))?;
+            check_proxy_not_own(&route.base(), own).map_err(|e| e.at(&format!("routes.{name}")))?;
         }
         for (i, phase) in self.phases.iter().enumerate() {
             for (name, set) in &phase.routes {

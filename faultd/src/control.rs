@@ -205,11 +205,13 @@ async fn get_config(State(shared): State<Arc<Shared>>) -> Json<Config> {
 async fn off_the_runtime<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, Problem> + Send + 'static,
 ) -> Result<T, Problem> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| Problem {
-        error: format!("the control call failed: {e}"),
-        field: String::new(),
-        status: StatusCode::INTERNAL_SERVER_ERROR,
-    })?
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Problem {
+            error: format!("the control call failed: {e}"),
+            field: String::new(),
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+        })?
 }
 
 async fn put_config(State(shared): State<Arc<Shared>>, body: Bytes) -> Result<StatusCode, Problem> {

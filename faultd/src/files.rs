@@ -45,8 +45,11 @@ impl Files {
             Files::Beside(dir) => dir.join(written),
             Files::Within(dir) => inside(dir, written)?,
         };
-        faultline_units::read_named_file(&path, MAX_FILE, " (the control API's body limit)")
-            .map_err(|why| format!("{written:?} ({}): {why}", path.display()))
+        let cap = faultline_units::input::Cap::limit(
+            faultline_units::Size(MAX_FILE as u64),
+            "the control API's body limit",
+        );
+        faultline_units::input::read_capped(&path, cap).map_err(|why| format!("{written:?}: {why}"))
     }
 }
 
@@ -103,7 +106,10 @@ mod tests {
         let dir = folder("cap");
         std::fs::write(dir.join("big.bin"), vec![0u8; MAX_FILE + 1]).unwrap();
         let e = Files::Beside(dir.clone()).read("big.bin").unwrap_err();
-        assert!(e.contains(&format!("{MAX_FILE}-byte cap")), "{e}");
+        assert!(
+            e.contains("file too large") && e.contains("body limit"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -62,8 +62,8 @@ pub use error::FaultdError;
 pub use faultline_units::Dur;
 pub use files::Files;
 pub use recorder::{
-    ConnectionBucket, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording, StatusClasses,
-    UnmatchedPath,
+    ConnectionBucket, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording,
+    StatusClasses, UnmatchedPath,
 };
 pub use schedule::{BEFORE_FIRST_PHASE, HEALTHY_RESET};
 
@@ -165,7 +165,10 @@ pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, F
     let control = options.control.map(|a| bind(a, 1024)).transpose()?;
     let toxiproxy = options.toxiproxy_api.map(|a| bind(a, 1024)).transpose()?;
     let data_addr = data.1;
-    let (control_addr, toxiproxy_addr) = (control.as_ref().map(|c| c.1), toxiproxy.as_ref().map(|t| t.1));
+    let (control_addr, toxiproxy_addr) = (
+        control.as_ref().map(|c| c.1),
+        toxiproxy.as_ref().map(|t| t.1),
+    );
     let tcp = Arc::new(tcp::TcpRoutes::new(tcp::TcpSettings {
         seed,
         allow_hosts: options.allow_hosts.clone(),

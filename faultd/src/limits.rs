@@ -40,6 +40,49 @@ pub const MAX_BYTES: usize = 2 << 20;
 /// on a route that many phases touch would otherwise be built once per phase.
 pub const MAX_HEALTHY_BODY_BYTES: u64 = 256 << 20;
 
+/// The longest name of a route, a proxy or a toxic, in bytes: names travel in URL paths (`/routes/{name}`,
+/// `/proxies/{name}/toxics/{toxic}`), in every recording and in every report.
+pub const MAX_NAME_BYTES: usize = 200;
+
+/// Refuses a name (of a route, a proxy, a toxic) that the APIs could not address or that is absurdly long: empty,
+/// over [`MAX_NAME_BYTES`], or holding `/`, `?`, `#`, `%`, whitespace or a control character.
+pub fn check_name(field: &str, name: &str) -> Result<(), Invalid> {
+    if name.is_empty() {
+        return Err(Invalid::new(field, "a name cannot be empty"));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "a name of {} bytes, over faultd's limit of {MAX_NAME_BYTES}",
+                name.len()
+            ),
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| matches!(c, '/' | '?' | '#' | '%') || c.is_whitespace() || c.is_control())
+    {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "{:?} holds {c:?}: a name is addressed in URL paths, so it takes no '/', '?', '#', '%', \
+                 space or control character",
+                shorten(name)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The start of a long name, for an error message.
+fn shorten(name: &str) -> String {
+    match name.char_indices().nth(40) {
+        Some((at, _)) => format!("{}...", &name[..at]),
+        None => name.to_string(),
+    }
+}
+
 /// Holds a whole configuration to every limit; fields are named from the configuration's root.
 pub fn check_config(config: &Config) -> Result<(), Invalid> {
     // The counts first: they are free, and what an oversized configuration usually overflows.

@@ -78,7 +78,10 @@ pub fn own_listener(host: &str, port: u16, own: &[SocketAddr]) -> Option<SocketA
     }
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let targets: Vec<IpAddr> = if host.eq_ignore_ascii_case("localhost") {
-        vec![IpAddr::from([127, 0, 0, 1]), IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1])]
+        vec![
+            IpAddr::from([127, 0, 0, 1]),
+            IpAddr::from([0u16, 0, 0, 0, 0, 0, 0, 1]),
+        ]
     } else if let Ok(ip) = host.parse::<IpAddr>() {
         vec![ip]
     } else {
@@ -124,7 +127,11 @@ mod tests {
 
     #[test]
     fn an_upstream_on_a_listener_of_faultd_is_found_by_address_name_or_wildcard() {
-        let own = [addr("127.0.0.1:9000"), addr("0.0.0.0:9001"), addr("[::]:9002")];
+        let own = [
+            addr("127.0.0.1:9000"),
+            addr("0.0.0.0:9001"),
+            addr("[::]:9002"),
+        ];
         assert_eq!(own_listener("127.0.0.1", 9000, &own), Some(own[0]));
         assert_eq!(own_listener("localhost", 9000, &own), Some(own[0]));
         assert_eq!(own_listener("0.0.0.0", 9000, &own), Some(own[0]));

@@ -190,7 +190,7 @@ fn bad_input(error: impl Into<anyhow::Error>) -> Failure {
     }
 }
 
-fn load(path: &PathBuf, time_scale: Option<Scale>) -> Result<faultd::Config, Failure> {
+fn load(path: &std::path::Path, time_scale: Option<Scale>) -> Result<faultd::Config, Failure> {
     let text = read_capped_text(path, MAX_CONFIG_SIZE).map_err(bad_input)?;
     let mut config =
         faultd::Config::from_yaml(&text, &path.display().to_string()).map_err(bad_input)?;
@@ -255,7 +255,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if let Some(listen) = cli.listen {
         config.listen = Some(listen.to_string());
     }
-    config.listen.get_or_insert_with(|| DEFAULT_LISTEN.to_string());
+    config
+        .listen
+        .get_or_insert_with(|| DEFAULT_LISTEN.to_string());
     if cli.seed.is_some() {
         config.seed = cli.seed;
     }
@@ -305,6 +307,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             idle: cli.idle_timeout.0,
         },
         files: cli.files.clone(),
+        // The data plane's address travels in the configuration (`listen`), set above.
+        ..Default::default()
     };
     let faultd = faultd::start(config, options).await.map_err(|e| match e {
         faultd::FaultdError::Config(_)

@@ -35,12 +35,15 @@ const CHUNK: usize = 1024;
 /// At most this many chunks: ~29 h at the default 100 ms step. Later samples land in the last bucket.
 const MAX_CHUNKS: usize = 1024;
 
+/// One chunk of [`CHUNK`] buckets, allocated on its first write.
+type Chunk<T> = OnceLock<Box<[T]>>;
+
 /// A lazily allocated, fixed-capacity array of buckets that concurrent writers index without a lock.
 ///
 /// Even the table of chunks waits for the first write: a route that no call reaches costs a few words, however
 /// many routes a configuration holds and however long the run lasts.
 struct Buckets<T> {
-    chunks: OnceLock<Box<[OnceLock<Box<[T]>>]>>,
+    chunks: OnceLock<Box<[Chunk<T>]>>,
     used: AtomicUsize,
 }
 

@@ -22,7 +22,12 @@ fn free_port() -> u16 {
 }
 
 fn problem(reply: &Reply) -> (String, String) {
-    assert_eq!(reply.status(), Some(400), "{:?}", String::from_utf8_lossy(reply.body()));
+    assert_eq!(
+        reply.status(),
+        Some(400),
+        "{:?}",
+        String::from_utf8_lossy(reply.body())
+    );
     let v: serde_json::Value = serde_json::from_slice(reply.body()).unwrap();
     (
         v["field"].as_str().unwrap_or_default().to_string(),
@@ -78,7 +83,8 @@ async fn a_route_proxying_to_any_of_faultds_listeners_is_refused_through_the_con
     assert!(error.contains("faultd's own listener"), "{error}");
     // One route at a time too, to the control API itself or the Toxiproxy API.
     for own in [control, f.toxiproxy_addr().unwrap()] {
-        let body = serde_json::json!({ "proxy": format!("http://localhost:{}", own.port()) }).to_string();
+        let body =
+            serde_json::json!({ "proxy": format!("http://localhost:{}", own.port()) }).to_string();
         let (field, error) =
             problem(&call(control, "PUT", "/routes/pricing", &[], body.as_bytes()).await);
         assert_eq!(field, "routes.pricing.proxy");
@@ -93,9 +99,13 @@ async fn a_route_proxying_to_any_of_faultds_listeners_is_refused_through_the_con
 async fn a_tcp_route_to_faultds_own_listener_is_refused_through_the_toxiproxy_api() {
     let f = start("routes:\n  any: { path: /** }\n").await;
     let api = f.toxiproxy_addr().unwrap();
-    for upstream in [f.data_addr().to_string(), format!("localhost:{}", api.port())] {
-        let body = serde_json::json!({ "name": "db", "listen": "127.0.0.1:0", "upstream": upstream })
-            .to_string();
+    for upstream in [
+        f.data_addr().to_string(),
+        format!("localhost:{}", api.port()),
+    ] {
+        let body =
+            serde_json::json!({ "name": "db", "listen": "127.0.0.1:0", "upstream": upstream })
+                .to_string();
         let reply = call(api, "POST", "/proxies", &[], body.as_bytes()).await;
         assert_eq!(reply.status(), Some(400), "{upstream}");
         let text = String::from_utf8_lossy(reply.body()).to_string();
@@ -104,11 +114,19 @@ async fn a_tcp_route_to_faultds_own_listener_is_refused_through_the_toxiproxy_ap
     // A route cannot forward to another route's listener either.
     let first = f
         .tcp()
-        .create(faultd::tcp::ProxySpec::new("first", "127.0.0.1:0", "127.0.0.1:9"))
+        .create(faultd::tcp::ProxySpec::new(
+            "first",
+            "127.0.0.1:0",
+            "127.0.0.1:9",
+        ))
         .unwrap();
     let e = f
         .tcp()
-        .create(faultd::tcp::ProxySpec::new("second", "127.0.0.1:0", &first.listen))
+        .create(faultd::tcp::ProxySpec::new(
+            "second",
+            "127.0.0.1:0",
+            &first.listen,
+        ))
         .unwrap_err();
     assert!(e.to_string().contains("faultd's own listener"), "{e}");
     f.shutdown().await;
@@ -130,10 +148,21 @@ async fn a_loop_through_a_second_faultd_ends_at_the_first_repeat_with_508_and_is
         .unwrap();
     let before = open_descriptors();
     let reply = call(a.data_addr(), "GET", "/loop", &[], b"").await;
-    assert_eq!(reply.status(), Some(508), "{:?}", String::from_utf8_lossy(reply.body()));
-    assert_eq!(reply.header("content-type").as_deref(), Some("application/json"));
+    assert_eq!(
+        reply.status(),
+        Some(508),
+        "{:?}",
+        String::from_utf8_lossy(reply.body())
+    );
+    assert_eq!(
+        reply.header("content-type").as_deref(),
+        Some("application/json")
+    );
     let body: serde_json::Value = serde_json::from_slice(reply.body()).unwrap();
-    assert!(body["error"].as_str().unwrap().contains("loop detected"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("loop detected"),
+        "{body}"
+    );
     let (ra, rb) = (a.recording(), b.recording());
     assert_eq!(ra.loops_detected, 1);
     assert_eq!(rb.loops_detected, 0);

@@ -420,3 +420,70 @@ async fn without_tcp_routes_the_recording_has_no_tcp_field() {
     assert!(recording.get("tcp_routes").is_none());
     f.shutdown().await;
 }
+
+#[tokio::test]
+async fn proxy_and_toxic_names_the_api_could_not_address_are_refused_naming_the_field() {
+    let echo = Echo::start().await;
+    let f = faultd(7).await;
+    let api = f.toxiproxy_addr().unwrap();
+    let upstream = echo.addr.to_string();
+    let long = "p".repeat(100_000);
+    for (name, says) in [
+        ("a/b", "'/'"),
+        ("a b", "' '"),
+        ("a%2Fb", "'%'"),
+        (long.as_str(), "100000 bytes, over faultd's limit of 200"),
+    ] {
+        assert_error(
+            &post(
+                api,
+                "/proxies",
+                json!({"name": name, "listen": "127.0.0.1:0", "upstream": upstream}),
+            )
+            .await,
+            400,
+            says,
+        );
+    }
+    let listed = json_of(&get(api, "/proxies").await);
+    assert_eq!(listed, json!({}), "nothing was created");
+    // The longest name allowed works end to end, addressed by its path.
+    let longest = "q".repeat(faultd::limits::MAX_NAME_BYTES);
+    let created = post(
+        api,
+        "/proxies",
+        json!({"name": longest, "listen": "127.0.0.1:0", "upstream": upstream}),
+    )
+    .await;
+    assert_eq!(
+        created.status(),
+        Some(201),
+        "{:?}",
+        String::from_utf8_lossy(created.body())
+    );
+    let toxics = format!("/proxies/{longest}/toxics");
+    assert_error(
+        &post(
+            api,
+            &toxics,
+            json!({"name": "x/y", "type": "latency", "attributes": {"latency": 1}}),
+        )
+        .await,
+        400,
+        "'/'",
+    );
+    let added = post(
+        api,
+        &toxics,
+        json!({"name": "slow", "type": "latency", "attributes": {"latency": 1}}),
+    )
+    .await;
+    assert_eq!(
+        added.status(),
+        Some(200),
+        "{:?}",
+        String::from_utf8_lossy(added.body())
+    );
+    let view = json_of(&get(api, &format!("/proxies/{longest}")).await);
+    assert_eq!(view["toxics"][0]["name"], json!("slow"), "{view}");
+}

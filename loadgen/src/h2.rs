@@ -131,9 +131,8 @@ impl H2Mix {
                     }
                     (Some(hex), None) => faultline_units::decode_hex(hex)
                         .map_err(|why| bad(format!("{field}.message"), why))?,
-                    (None, Some(file)) => read_message_file(file).map_err(|why| {
-                        bad(format!("{field}.message_file"), why)
-                    })?,
+                    (None, Some(file)) => read_message_file(file)
+                        .map_err(|why| bad(format!("{field}.message_file"), why))?,
                     (None, None) => Vec::new(),
                 };
                 headers.insert(

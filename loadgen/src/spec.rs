@@ -221,12 +221,15 @@ pub const MAX_MESSAGE_FILE: usize = 4 << 20;
 /// Reads a request's `message_file` (relative to the working folder): a regular file of at most
 /// [`MAX_MESSAGE_FILE`] bytes, so that a FIFO or a device named by mistake cannot stall or flood the load.
 pub fn read_message_file(file: &str) -> Result<Vec<u8>, String> {
-    faultline_units::read_named_file(
+    use faultline_units::input::{read_capped, Cap};
+    read_capped(
         std::path::Path::new(file),
-        MAX_MESSAGE_FILE,
-        " (gRPC's default message limit)",
+        Cap::limit(
+            faultline_units::Size(MAX_MESSAGE_FILE as u64),
+            "gRPC's default message limit",
+        ),
     )
-    .map_err(|e| format!("cannot read {file:?}: {e}"))
+    .map_err(|e| e.to_string())
 }
 
 impl Default for RequestTemplate {

@@ -46,8 +46,11 @@ impl Webhook {
         let app = Router::new()
             .route("/breaker-events", post(receive))
             .with_state(events.clone());
+        // A slow head or an idle connection is closed as on faultd's own APIs; the receiver stops with the run.
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            faultd::timeouts::serve_api(listener, app, Default::default(), stopped).await;
+            drop(stop);
         });
         Ok(Webhook { url, events, task })
     }

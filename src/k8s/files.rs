@@ -91,7 +91,13 @@ pub(super) fn collect(v: &Validated, path: &Path) -> Result<ScenarioFiles, K8sEr
             Base::Scenario => scenario_dir.join(&r.written),
             Base::WorkingDir => PathBuf::from(&r.written),
         };
-        let bytes = faultline_units::read_named_file(&local, CONFIG_MAP_LIMIT, " (a ConfigMap's limit)")
+        let bytes = faultline_units::input::read_capped(
+            &local,
+            faultline_units::input::Cap::limit(
+                faultline_units::Size(CONFIG_MAP_LIMIT as u64),
+                "a ConfigMap's limit",
+            ),
+        )
             .map_err(|e| {
             at(
                 &text,

@@ -358,6 +358,7 @@ mod tests {
             started_at: "2026-12-01T04:00:00Z".into(),
             ending: Ending::Completed,
             exit_code: 1,
+            unmatched: Default::default(),
             passed: false,
             verdicts: vec![
                 verdict(

@@ -412,7 +412,9 @@ impl UnmatchedSummary {
                 .routes
                 .iter()
                 .filter(|(_, r)| r.tcp.is_none())
-                .map(|(name, r)| format!("{name} {} {}", r.method.as_deref().unwrap_or("*"), r.path))
+                .map(|(name, r)| {
+                    format!("{name} {} {}", r.method.as_deref().unwrap_or("*"), r.path)
+                })
                 .collect(),
         }
     }
@@ -428,7 +430,9 @@ impl UnmatchedSummary {
             .take(5)
             .map(|p| format!("{} {} ({})", p.method, p.path, p.calls))
             .collect();
-        let more = if self.paths.len() > shown.len() || self.paths.iter().map(|p| p.calls).sum::<u64>() < self.calls {
+        let more = if self.paths.len() > shown.len()
+            || self.paths.iter().map(|p| p.calls).sum::<u64>() < self.calls
+        {
             ", ..."
         } else {
             ""

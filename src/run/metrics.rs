@@ -369,12 +369,14 @@ impl Metrics {
             }),
         );
         let (shutdown, closed) = tokio::sync::oneshot::channel::<()>();
+        // faultd's API server: a slow head or an idle scraper connection is closed (10 s, 60 s).
+        let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = closed.await;
-                })
-                .await;
+            tokio::spawn(async move {
+                let _ = closed.await;
+                let _ = stop.send(true);
+            });
+            faultd::timeouts::serve_api(listener, app, Default::default(), stopped).await;
         });
         Ok(Endpoint {
             addr: bound,

@@ -2,6 +2,9 @@
 //! that a file far larger than any such input, `/dev/zero` or a FIFO is refused with a message instead of filling
 //! memory or blocking. Every binary of the workspace reads its inputs through here.
 //!
+//! Files a configuration names (a gRPC message) come through here too, with the cap of the limit they answer to
+//! ([`Cap::limit`]). Where such a file may be is the caller's rule (faultd's `files` module for its control API).
+//!
 //! Not for files the harness wrote itself and reads back, nor for streams read piece by piece: those bound their
 //! memory by what they keep, not by the size of the file.
 
@@ -16,13 +19,16 @@ use crate::Size;
 pub const MAX_CONFIG_SIZE: Cap = Cap {
     size: Size(16 << 20),
     raised_by: None,
+    limit: None,
 };
 
-/// The most bytes an input may hold, and the flag that raises it (none: nothing valid is that large).
+/// The most bytes an input may hold, and the flag that raises it (none: nothing valid is that large) or the
+/// limit it answers to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cap {
     pub size: Size,
     pub raised_by: Option<&'static str>,
+    pub limit: Option<&'static str>,
 }
 
 impl Cap {
@@ -31,13 +37,24 @@ impl Cap {
         Cap {
             size,
             raised_by: Some(flag),
+            limit: None,
+        }
+    }
+
+    /// A cap set by a limit the file answers to, e.g. `"gRPC's default message limit"`.
+    pub const fn limit(size: Size, limit: &'static str) -> Cap {
+        Cap {
+            size,
+            raised_by: None,
+            limit: Some(limit),
         }
     }
 
     fn hint(&self) -> String {
-        match self.raised_by {
-            Some(flag) => format!("raise the cap with {flag}"),
-            None => "no valid file of its kind is that large".into(),
+        match (self.raised_by, self.limit) {
+            (Some(flag), _) => format!("raise the cap with {flag}"),
+            (None, Some(limit)) => limit.to_string(),
+            (None, None) => "no valid file of its kind is that large".into(),
         }
     }
 }
@@ -57,17 +74,32 @@ pub enum InputError {
 }
 
 /// Opens `path` for reading if it is a regular file. A FIFO is refused before it is opened (opening one blocks
-/// until a writer comes), a device such as `/dev/zero` before a byte is read.
+/// until a writer comes), a device such as `/dev/zero` before a byte is read. The open itself never blocks, so a
+/// FIFO swapped in after the look cannot stall the reader either.
 pub fn open_regular(path: &Path) -> Result<File, InputError> {
     let read = |source| InputError::Read {
         path: path.to_path_buf(),
         source,
     };
     check_regular(path, &std::fs::metadata(path).map_err(read)?)?;
-    let file = File::open(path).map_err(read)?;
+    let file = open_without_blocking(path).map_err(read)?;
     // The name may have been swapped between the look and the open.
     check_regular(path, &file.metadata().map_err(read)?)?;
     Ok(file)
+}
+
+#[cfg(unix)]
+fn open_without_blocking(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_without_blocking(path: &Path) -> std::io::Result<File> {
+    File::open(path)
 }
 
 fn check_regular(path: &Path, meta: &std::fs::Metadata) -> Result<(), InputError> {

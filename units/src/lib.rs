@@ -10,10 +10,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-mod file;
 mod grpc;
 pub mod input;
-pub use file::{read_named_file, NamedFileError};
 pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
 
 use serde::de::{self, Deserializer, Visitor};

@@ -142,7 +142,11 @@ mod tests {
         let u = Unmatched::default();
         u.record("GET", &format!("/{}", "é".repeat(300)));
         let path = &u.top()[0].path;
-        assert!(path.len() <= PATH_BYTES && path.len() >= PATH_BYTES - 1, "{}", path.len());
+        assert!(
+            path.len() <= PATH_BYTES && path.len() >= PATH_BYTES - 1,
+            "{}",
+            path.len()
+        );
     }
 
     #[test]
@@ -152,7 +156,10 @@ mod tests {
             path: "/a".into(),
             calls: 3,
         };
-        let two = UnmatchedPath { calls: 4, ..one.clone() };
+        let two = UnmatchedPath {
+            calls: 4,
+            ..one.clone()
+        };
         let other = UnmatchedPath {
             path: "/b".into(),
             calls: 5,

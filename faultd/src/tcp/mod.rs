@@ -294,6 +294,7 @@ impl Toxic {
             Some(n) if !n.is_empty() => n,
             _ => format!("{}_{}", registration.name, stream.as_str()),
         };
+        crate::limits::check_name("name", &name)?;
         Ok(Toxic {
             key: route_key(&name),
             name,

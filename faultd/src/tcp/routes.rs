@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use super::proxy::{listen, Listening, RouteShared};
 use super::record::{TcpRecorder, TcpRouteRecording};
 use super::{
-    check_not_own, check_upstream, listen_addr, ProxySpec, ProxyUpdate, ProxyView, TcpError, Toxic, ToxicSpec,
-    ToxicUpdate, ToxicView,
+    check_not_own, check_upstream, listen_addr, ProxySpec, ProxyUpdate, ProxyView, TcpError, Toxic,
+    ToxicSpec, ToxicUpdate, ToxicView,
 };
 use crate::limits::{MAX_ENTRIES, MAX_ROUTES};
 
@@ -150,6 +150,7 @@ impl TcpRoutes {
         if spec.name.is_empty() {
             return Err(TcpError::MissingField("name"));
         }
+        crate::limits::check_name("name", &spec.name)?;
         if spec.upstream.is_empty() {
             return Err(TcpError::MissingField("upstream"));
         }
