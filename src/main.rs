@@ -215,7 +215,7 @@ struct K8sArgs {
     /// The scenario file (YAML); its SUT must be a `url:` reachable in the cluster.
     scenario: PathBuf,
     /// How many agents share the load, 1 to 1000.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(faultline::agents::MAX_AGENTS)))]
+    #[arg(long, value_name = "N", value_parser = faultline::k8s::parse_agents)]
     agents: u32,
     /// The image holding faultline, faultd and loadgen (built from the Containerfile), e.g.
     /// registry.example.com/faultline:0.1.0.

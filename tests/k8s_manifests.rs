@@ -482,6 +482,13 @@ fn a_missing_referenced_file_is_refused_with_exit_2() {
     // A timetable, relative to the scenario: the scenario does not load without it.
     let scenario = dir.0.join("replay.yaml");
     std::fs::copy(repo().join(REPLAY), &scenario).unwrap();
+    // The gRPC message beside it is there; the timetable is not.
+    std::fs::create_dir_all(dir.0.join("messages")).unwrap();
+    std::fs::copy(
+        repo().join("tests/fixtures/k8s/messages/product.bin"),
+        dir.0.join("messages/product.bin"),
+    )
+    .unwrap();
     let e = refused(
         "missing-timetable",
         &[scenario.to_str().unwrap(), "--agents", "2"],

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use hardening::{http, result_json, wait_until, Running, Scratch};
+use hardening::{http, result_json, wait_until, FaultdProcess, Running, Scratch};
 
 fn service_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/node_express")
@@ -71,7 +71,18 @@ fn run(faultd_port: u16, sut_port: u16, report: &Path) -> Output {
         .unwrap()
 }
 
-fn text(out: &Output) -> String {
+/// What a run that must exit 0 printed, its result.json, and the calls that arrived at `pricing`.
+fn passed(out: &Output, report: &Path) -> (String, serde_json::Value, u64) {
+    let printed = text_of(out);
+    assert_eq!(out.status.code(), Some(0), "{printed}");
+    let result = result_json(report);
+    let arrivals = result["dependency"]["pricing"]["arrivals"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no pricing arrivals in result.json: {result}"));
+    (printed, result, arrivals)
+}
+
+fn text_of(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -92,12 +103,7 @@ fn an_express_service_with_an_opossum_breaker_started_before_the_run_is_judged_t
     );
     let report = scratch.path("report");
     let out = run(faultd_port, sut_port, &report);
-    let printed = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{printed}");
-    let result = result_json(&report);
-    let arrivals = result["dependency"]["pricing"]["arrivals"]
-        .as_u64()
-        .unwrap();
+    let (printed, result, arrivals) = passed(&out, &report);
     assert!(
         arrivals > 100,
         "the service's calls reached faultd on the fixed port: {arrivals}"
@@ -132,12 +138,19 @@ fn a_service_that_calls_the_wrong_path_gets_a_warning_naming_the_paths_that_matc
     );
     let report = scratch.path("report");
     let out = run(faultd_port, sut_port, &report);
-    let printed = text(&out);
+    let printed = text_of(&out);
     // Every call is answered 404 and the breaker never opens: the run fails, and says why.
     assert_eq!(out.status.code(), Some(1), "{printed}");
     assert!(
         printed.contains("matched no route") && printed.contains("GET /prices/"),
         "the warning names the unmatched paths: {printed}"
+    );
+    let summary = std::fs::read_to_string(report.join("summary.txt")).unwrap();
+    assert!(summary.contains("matched no route"), "{summary}");
+    let html = std::fs::read_to_string(report.join("report.html")).unwrap();
+    assert!(
+        html.contains("Calls that matched no route") && html.contains("/prices/"),
+        "report.html shows the unmatched paths"
     );
     let result = result_json(&report);
     let unmatched = &result["unmatched"];
@@ -150,4 +163,56 @@ fn a_service_that_calls_the_wrong_path_gets_a_warning_naming_the_paths_that_matc
     );
     assert!(top.len() <= 20, "{unmatched}");
     assert_eq!(result["dependency"]["pricing"]["arrivals"], 0);
+}
+
+#[test]
+fn a_faultd_started_without_a_configuration_answers_404_until_a_runner_drives_it() {
+    let scratch = Scratch::new("own-service-node-bare-faultd");
+    // No --config: the data plane serves nothing yet, and counts what it was asked for.
+    let faultd = FaultdProcess::start_with(&[]);
+    let (status, _) = http(
+        "GET",
+        &format!("{}/price/1", faultd.data),
+        None,
+        Duration::from_secs(2),
+    )
+    .expect("faultd answers before it is configured");
+    assert_eq!(status, 404);
+    let (_, recording) = http(
+        "GET",
+        &format!("{}/recording", faultd.control),
+        None,
+        Duration::from_secs(2),
+    )
+    .unwrap();
+    let recording: serde_json::Value = serde_json::from_str(&recording).unwrap();
+    assert_eq!(recording["unmatched"], 1, "{recording}");
+
+    let sut_port = free_port();
+    let _service = start_service(sut_port, &faultd.data, "/price/", &scratch);
+    // The service's scenario, with the faultd started above in place of the embedded one.
+    let text = std::fs::read_to_string(service_dir().join("scenario.yaml")).unwrap();
+    let listen = "  listen: 127.0.0.1:${FAULTD_PORT:-9000}\n";
+    assert!(text.contains(listen));
+    let text = text.replace(listen, "").replacen(
+        "dependency:\n",
+        &format!(
+            "faultd: {{ control: {}, url: {} }}\ndependency:\n",
+            faultd.control, faultd.data
+        ),
+        1,
+    );
+    let scenario = scratch.write("scenario.yaml", &text);
+    let report = scratch.path("report");
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .arg("run")
+        .arg(&scenario)
+        .arg("--report-dir")
+        .arg(&report)
+        .env("SUT_PORT", sut_port.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let (_, _, arrivals) = passed(&out, &report);
+    assert!(arrivals > 100, "the runner configured faultd: {arrivals}");
 }

@@ -58,19 +58,43 @@ fn inside(dir: &Path, written: &str) -> Result<PathBuf, String> {
     let root = dir
         .canonicalize()
         .map_err(|e| format!("the --files folder {}: {e}", dir.display()))?;
-    let path = root
-        .join(written)
+    let outside = |path: &Path| {
+        format!(
+            "{written:?} leads to {}, outside the --files folder {}",
+            path.display(),
+            root.display()
+        )
+    };
+    // Judged on the words first, so that a path that leads out is refused alike whether or not its target
+    // exists: the answer must not tell a caller which files exist outside the folder.
+    let lexical = normalized(&root.join(written));
+    if !lexical.starts_with(&root) {
+        return Err(outside(&lexical));
+    }
+    let path = lexical
         .canonicalize()
         .map_err(|e| format!("{written:?}: {e}"))?;
     if path.starts_with(&root) {
         Ok(path)
     } else {
-        Err(format!(
-            "{written:?} leads to {}, outside the --files folder {}",
-            path.display(),
-            root.display()
-        ))
+        Err(outside(&path))
     }
+}
+
+/// `path` with `.` dropped and each `..` taking away the part before it, without asking the file system.
+fn normalized(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -92,10 +116,23 @@ mod tests {
         assert_eq!(within.read("m.bin").unwrap(), b"\x08\x01");
         let absolute = dir.join("m.bin").display().to_string();
         assert_eq!(within.read(&absolute).unwrap(), b"\x08\x01");
-        let e = within.read("../etc/passwd").unwrap_err();
-        assert!(e.contains("outside the --files folder"), "{e}");
-        let e = within.read("/etc/hostname").unwrap_err();
-        assert!(e.contains("outside the --files folder"), "{e}");
+        for out in [
+            "../etc/passwd",
+            "../no-such-file",
+            "sub/../../m.bin",
+            "/etc/hostname",
+        ] {
+            let e = within.read(out).unwrap_err();
+            assert!(e.contains("outside the --files folder"), "{out}: {e}");
+        }
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        assert_eq!(within.read("sub/../m.bin").unwrap(), b"\x08\x01");
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(std::env::temp_dir(), dir.join("link")).unwrap();
+            let e = within.read("link").unwrap_err();
+            assert!(e.contains("outside the --files folder"), "{e}");
+        }
         let e = Files::Refused.read("m.bin").unwrap_err();
         assert!(e.contains("--files") && e.contains("`message`"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();

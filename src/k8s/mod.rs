@@ -389,6 +389,19 @@ fn at(text: &str, file: &str, field: &str, message: String) -> K8sError {
     K8sError::Scenario(locate(text, file, field, &needle, message))
 }
 
+/// Parses `--agents` and holds it to 1..=[`MAX_AGENTS`], for the command line to refuse before any file is read.
+pub fn parse_agents(text: &str) -> Result<u32, String> {
+    let agents: u32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a whole number of agents (1 to {MAX_AGENTS})"))?;
+    match agents {
+        0 => Err(K8sError::NoAgents.to_string()),
+        n if n > MAX_AGENTS => Err(K8sError::TooManyAgents(n).to_string()),
+        n => Ok(n),
+    }
+}
+
 fn check_options(o: &ClusterOptions) -> Result<(), K8sError> {
     if o.agents == 0 {
         return Err(K8sError::NoAgents);
@@ -699,7 +712,7 @@ mod tests {
 
     const CLUSTER_SCENARIO: &str =
         "name: checkout\nduration: 90s\nallow_hosts: [checkout.shop.svc]\n\
-        dependency: { routes: { pricing: { path: /price/* } } }\n\
+        dependency: { listen: 127.0.0.1:9000, routes: { pricing: { path: /price/* } } }\n\
         sut: { url: \"http://checkout.shop.svc:8080\" }\n\
         load: { rate: 100/s, timeout: 5s, requests: [ { get: / } ] }\n";
 

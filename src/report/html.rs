@@ -418,6 +418,7 @@ pub fn page(
     }
     h.push_str("</section>\n");
 
+    unmatched_section(&mut h, &r.unmatched);
     if let Some(tls) = &r.tls {
         tls_section(&mut h, tls, &r.totals.connect_errors);
     }
@@ -544,6 +545,35 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{background:
 .sw.closed{background:#7cc68d}.sw.half{background:#f2b33d}.sw.open{background:#d9534f}.sw.gap{background:repeating-linear-gradient(45deg,#bbb 0 3px,#eee 3px 6px)}\
 #distributions{display:grid;grid-template-columns:repeat(auto-fill,minmax(620px,1fr));gap:8px 24px}.note{color:#6a7283;font-size:12px;margin:0}\
 pre{font-size:12px;background:#f6f7f9;padding:10px;overflow:auto}.error{color:#c5221f;font-weight:600}";
+
+/// Calls that matched no route at faultd: a SUT calling the wrong URL or path of its dependency. Nothing when none.
+fn unmatched_section(h: &mut String, u: &super::result::UnmatchedSummary) {
+    if u.calls == 0 {
+        return;
+    }
+    let _ = write!(
+        h,
+        "<section class=\"unmatched\"><h2>Calls that matched no route</h2><p class=\"warn\">{} calls reached \
+         faultd on no route and were answered 404: check the URL and path the SUT calls its dependency with. \
+         The routes: {}.</p><table><thead><tr><th>method</th><th>path</th><th>calls</th></tr></thead><tbody>",
+        u.calls,
+        escape(&if u.routes.is_empty() {
+            "none".to_string()
+        } else {
+            u.routes.join("; ")
+        })
+    );
+    for p in &u.paths {
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            escape(&p.method),
+            escape(&p.path),
+            p.calls
+        );
+    }
+    h.push_str("</tbody></table></section>\n");
+}
 
 #[cfg(test)]
 mod tests {

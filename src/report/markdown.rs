@@ -213,6 +213,9 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
             peaks.join("; ")
         );
     }
+    if let Some(w) = r.unmatched.warning() {
+        let _ = writeln!(o, "> [!WARNING]\n> {}\n", w.trim_start_matches("warning: "));
+    }
     let _ = writeln!(
         o,
         "Report folder: `{}` (report.html, result.json, junit.xml, .hgrm, sut.hlog).\n",

@@ -438,8 +438,8 @@ impl UnmatchedSummary {
             ""
         };
         Some(format!(
-            "warning: {} calls reached the dependency on no route and were answered 404: {}{more}. The routes are: \
-             {}. Check the URL the SUT calls its dependency with.",
+            "warning: {} calls to the dependency matched no route and were answered 404: {}{more}. The routes \
+             are: {}. Check the URL and path the SUT calls its dependency with.",
             self.calls,
             shown.join(", "),
             if self.routes.is_empty() { "none".to_string() } else { self.routes.join("; ") }

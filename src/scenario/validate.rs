@@ -82,17 +82,6 @@ impl Scenario {
             (Some(d), None, None) => d.validate().map_err(|e| at("sut.demo", "demo:", e.to_string()))?,
             (None, Some(cmd), Some(_)) if !cmd.is_empty() => {}
             (None, Some(_), None) => return Err(at("sut.command", "command:", "a command SUT needs `url:` (e.g. http://127.0.0.1:{sut.port})".into())),
-            // A service started before the run learns no port the run picks: faultd must be where it calls.
-            (None, None, Some(_)) if self.faultd.is_none() && self.dependency.listen.is_none() => {
-                return Err(at(
-                    "sut.url",
-                    "url:",
-                    "a service that is already running cannot learn the port of the faultd this run starts: \
-                     set `dependency.listen` to the address the service calls (e.g. 127.0.0.1:9000), or run \
-                     faultd separately and name it in `faultd: { control, url }`"
-                        .into(),
-                ));
-            }
             (None, None, Some(_)) => {}
             (None, None, None) => return Err(at("sut", "sut:", "name the service under test: `demo: {}`, `command: [...]` with `url:`, or `url:` of a running service".into())),
             _ => return Err(at("sut", "sut:", "choose one: `demo`, or `command` with `url`, or `url` alone".into())),
@@ -157,6 +146,21 @@ impl Scenario {
         }
         for (field, url) in urls {
             check_host(&url, &self.allow_hosts).map_err(|m| at(field, &url, m))?;
+        }
+        // A service started before the run learns no port the run picks: faultd must be where it calls.
+        if sut.demo.is_none()
+            && sut.command.is_none()
+            && self.faultd.is_none()
+            && self.dependency.listen.is_none()
+        {
+            return Err(at(
+                "sut.url",
+                "url:",
+                "a service that is already running cannot learn the port of the faultd this run starts: \
+                 set `dependency.listen` to the address the service calls (e.g. 127.0.0.1:9000), or run \
+                 faultd separately and name it in `faultd: { control, url }`"
+                    .into(),
+            ));
         }
 
         // Phases, routes and breakers, for names in expectations.

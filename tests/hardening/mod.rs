@@ -288,11 +288,16 @@ pub struct FaultdProcess {
 impl FaultdProcess {
     /// `faultd --config FILE --listen 127.0.0.1:0 --control 127.0.0.1:0 EXTRA...`.
     pub fn start(config: &Path, extra: &[&str]) -> FaultdProcess {
+        let mut args = vec!["--config", config.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        FaultdProcess::start_with(&args)
+    }
+
+    /// `faultd --listen 127.0.0.1:0 --control 127.0.0.1:0 ARGS...` (no configuration unless ARGS give one).
+    pub fn start_with(args: &[&str]) -> FaultdProcess {
         let mut child = Command::new(bin("faultd"))
-            .arg("--config")
-            .arg(config)
             .args(["--listen", "127.0.0.1:0", "--control", "127.0.0.1:0"])
-            .args(extra)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
