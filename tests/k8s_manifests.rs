@@ -522,7 +522,7 @@ fn a_bad_scenario_is_refused_with_exit_2_naming_file_line_and_field() {
     std::fs::write(&scenario, text).unwrap();
     let e = refused("bad", &[scenario.to_str().unwrap(), "--agents", "2"]);
     assert!(
-        e.contains("bad.yaml: line 7 column 11") && e.contains("is not a duration"),
+        e.contains("bad.yaml:7:11: duration: ") && e.contains("is not a duration"),
         "{e}"
     );
 }

@@ -354,6 +354,23 @@ impl LoadSpec {
                     .into(),
             );
         }
+        let sends = match &self.rate {
+            Some(RateSpec::Constant(r)) => r.per_sec() > 0.0,
+            Some(RateSpec::Segments(segments)) => segments
+                .iter()
+                .flat_map(|s| [s.rate, s.ramp_to])
+                .flatten()
+                .any(|r| r.per_sec() > 0.0),
+            None => true,
+        };
+        if !sends && !matches!(&self.rate, Some(RateSpec::Segments(s)) if s.is_empty()) {
+            return bad(
+                "load.rate".into(),
+                "a rate of 0/s sends no request, so there is nothing to judge: give a rate above zero \
+                 (e.g. `rate: 100/s`)"
+                    .into(),
+            );
+        }
         if let Some(RateSpec::Segments(segments)) = &self.rate {
             if segments.is_empty() {
                 return bad("load.rate".into(), "the list of segments is empty".into());

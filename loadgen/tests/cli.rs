@@ -133,7 +133,7 @@ fn bad_rates_durations_urls_and_foreign_hosts_exit_2_with_the_reason() {
             "--max-in-flight",
             "0",
         ],
-        "max_in_flight",
+        "--max-in-flight",
     );
     assert_bad_input(
         &[

@@ -36,7 +36,7 @@ pub fn prove(
         let v = match Scenario::load(path, &base) {
             Ok(v) => v,
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("{}", e.render());
                 worst = worst.max(2);
                 continue;
             }
@@ -66,7 +66,7 @@ pub fn prove(
         let vm = match Scenario::load(path, &with_mistake) {
             Ok(v) => v,
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("{}", e.render());
                 worst = worst.max(2);
                 continue;
             }

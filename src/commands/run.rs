@@ -32,7 +32,7 @@ pub fn run_command(
     let v = match Scenario::load(path, overrides) {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("{}", e.render());
             return e.exit_code();
         }
     };

@@ -17,7 +17,7 @@ pub fn validate(paths: &[PathBuf]) -> i32 {
                 v.scenario.dependency.phase_names().len()
             ),
             Err(e) => {
-                eprintln!("error: {e}");
+                eprintln!("{}", e.render());
                 code = 2;
             }
         }

@@ -142,7 +142,48 @@ pub struct Names<'a> {
 impl ExpectationSpec {
     /// Checks the combination of fields and every name, and parses the bounds. The error says which field.
     pub fn resolve(&self, names: &Names<'_>) -> Result<Expectation, String> {
+        let written = self.written();
+        let checks: Vec<&(&str, &[&str])> = CHECKS
+            .iter()
+            .filter(|(c, _)| written.iter().any(|w| w == c))
+            .collect();
+        // Two subjects that are their own checks (`sut_latency`, `sut_share`) are said as two subjects below.
+        let subjects_only = checks
+            .iter()
+            .all(|(c, _)| matches!(*c, "sut_latency" | "sut_share"));
+        if checks.len() > 1 && !subjects_only {
+            let named: Vec<String> = checks.iter().map(|(c, _)| format!("`{c}`")).collect();
+            return Err(format!(
+                "an expectation holds one check, and this one has {}: write one entry for each",
+                named.join(" and ")
+            ));
+        }
         let check = self.resolve_check(names)?;
+        if let [(name, reads)] = checks.as_slice() {
+            let stray = written.iter().find(|w| {
+                !matches!(w.as_str(), "id" | "abort_on_fail")
+                    && w != name
+                    && !reads.contains(&w.as_str())
+            });
+            if let Some(field) = stray {
+                let why = match (field.as_str(), *name) {
+                    ("during", "opens_within" | "closes_within") => format!(
+                        " (`{name}` counts from the start of the phase named by `after`)"
+                    ),
+                    ("after", _) => {
+                        " (`after` belongs to `opens_within` and `closes_within`; the phase a check judges is \
+                         `during`)"
+                            .to_string()
+                    }
+                    _ => String::new(),
+                };
+                let reads: Vec<String> = reads.iter().map(|r| format!("`{r}`")).collect();
+                return Err(format!(
+                    "`{field}` does not apply to `{name}`, which reads {}{why}: remove it",
+                    reads.join(", ")
+                ));
+            }
+        }
         if self.abort_on_fail && !check.decidable_live() {
             return Err(format!(
                 "`abort_on_fail` cannot apply to this check: {} is judged on the whole recording after the run",
@@ -154,6 +195,14 @@ impl ExpectationSpec {
             abort_on_fail: self.abort_on_fail,
             check,
         })
+    }
+
+    /// The fields the entry sets, by name.
+    fn written(&self) -> Vec<String> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(fields)) => fields.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// Multiplies every duration bound by `factor` and divides every rate bound by it (`--time-scale`); counts and
@@ -423,6 +472,37 @@ impl ExpectationSpec {
         Err("a `breaker` expectation needs one of `opens_within`, `closes_within`, `stays_closed: true`, `transitions_at_most`, `probes_per_half_open_at_most`".into())
     }
 }
+
+/// Each check, by the field that names it, with the other fields it reads besides `id` and `abort_on_fail`. An
+/// entry holds exactly one of them; a field its check does not read is an error rather than silently ignored.
+const CHECKS: &[(&str, &[&str])] = &[
+    ("opens_within", &["breaker", "after"]),
+    ("closes_within", &["breaker", "after"]),
+    ("stays_closed", &["breaker", "during"]),
+    ("transitions_at_most", &["breaker", "route", "during"]),
+    ("probes_per_half_open_at_most", &["breaker", "route"]),
+    ("max_in_flight_below", &["dependency", "during"]),
+    ("max_in_flight_at_most", &["dependency", "during"]),
+    ("max_connections_below", &["dependency", "during"]),
+    ("max_connections_at_most", &["dependency", "during"]),
+    ("max_streams_in_flight_below", &["dependency", "during"]),
+    ("max_streams_in_flight_at_most", &["dependency", "during"]),
+    (
+        "grpc_status",
+        &["dependency", "calls_at_least", "calls_at_most", "during"],
+    ),
+    (
+        "rate_while_open_below",
+        &["dependency", "breaker", "while_open"],
+    ),
+    ("amplification_at_most", &["dependency", "during"]),
+    (
+        "handshakes_per_request_at_most",
+        &["dependency", "during", "over"],
+    ),
+    ("sut_latency", &["below", "during", "while_open", "over"]),
+    ("sut_share", &["above", "below", "during", "over"]),
+];
 
 fn list(names: &[String]) -> String {
     if names.is_empty() {

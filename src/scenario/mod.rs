@@ -10,6 +10,7 @@
 mod env;
 mod hosts;
 mod locate;
+mod parse_error;
 mod placeholders;
 mod ready;
 mod replay;
@@ -279,6 +280,39 @@ impl ScenarioError {
     pub fn exit_code(&self) -> i32 {
         2
     }
+
+    /// The error as the CLI prints it: its one line, and for an error at a line of a file that can still be read,
+    /// that line with a caret under the column.
+    pub fn render(&self) -> String {
+        let mut out = format!("error: {self}");
+        if let ScenarioError::Invalid {
+            file, line, column, ..
+        } = self
+        {
+            let text = faultline_units::input::read_capped_text(
+                Path::new(file),
+                faultline_units::input::MAX_CONFIG_SIZE,
+            );
+            let shown = text.ok().and_then(|t| {
+                t.lines()
+                    .nth((*line as usize).checked_sub(1)?)
+                    .map(str::to_string)
+            });
+            if let Some(shown) = shown {
+                let number = line.to_string();
+                let pad = " ".repeat(number.len());
+                let caret: String = shown
+                    .chars()
+                    .take((*column as usize).saturating_sub(1))
+                    .map(|c| if c == '\t' { '\t' } else { ' ' })
+                    .collect();
+                out.push_str(&format!(
+                    "\n {pad} |\n {number} | {shown}\n {pad} | {caret}^"
+                ));
+            }
+        }
+        out
+    }
 }
 
 /// A scenario checked as a whole, with its expectations resolved and its breaker sources ready to use.
@@ -356,10 +390,6 @@ impl Scenario {
         base: &Path,
         overrides: &Overrides,
     ) -> Result<Validated, ScenarioError> {
-        let parse_error = |e: serde_saphyr::Error| ScenarioError::Parse {
-            file: file.to_string(),
-            message: e.to_string().trim_start_matches("error: ").to_string(),
-        };
         let interpolated =
             env::interpolate(text, |name| std::env::var(name).ok()).map_err(|e| {
                 ScenarioError::Invalid {
@@ -375,8 +405,8 @@ impl Scenario {
         let text = match &overrides.patch {
             None => text,
             Some(patch) => {
-                let mut value: serde_json::Value =
-                    serde_saphyr::from_str(text).map_err(parse_error)?;
+                let mut value: serde_json::Value = serde_saphyr::from_str(text)
+                    .map_err(|e| parse_error::from_yaml(&e, text, file))?;
                 merge(&mut value, patch);
                 patched = serde_saphyr::to_string(&value).map_err(|e| ScenarioError::Parse {
                     file: file.to_string(),
@@ -385,7 +415,8 @@ impl Scenario {
                 patched.as_str()
             }
         };
-        let mut scenario: Scenario = serde_saphyr::from_str(text).map_err(parse_error)?;
+        let mut scenario: Scenario =
+            serde_saphyr::from_str(text).map_err(|e| parse_error::from_yaml(&e, text, file))?;
         scenario.replay_trace(text, file, base)?;
         // A gRPC answer's message file is named relative to the scenario, as a trace is, and read now, once.
         scenario

@@ -72,9 +72,15 @@ impl Scenario {
             };
             at(&field, "dependency:", e.message.clone())
         })?;
-        self.load
-            .validate()
-            .map_err(|e| at("load", "load:", e.to_string()))?;
+        self.load.validate().map_err(|e| match e {
+            // The field is the load spec's own path (`load.rate[1].over`): placed at that key.
+            loadgen::LoadError::InvalidSpec { field, why } => {
+                let key = field.rsplit('.').next().unwrap_or("load");
+                let key = key.split('[').next().unwrap_or(key);
+                at(&field, &format!("{key}:"), why)
+            }
+            other => at("load", "load:", other.to_string()),
+        })?;
 
         // The SUT: exactly one kind.
         let sut = &self.sut;
@@ -147,11 +153,17 @@ impl Scenario {
         for (field, url) in urls {
             check_host(&url, &self.allow_hosts).map_err(|m| at(field, &url, m))?;
         }
-        // A service started before the run learns no port the run picks: faultd must be where it calls.
+        // A service started before the run learns no port the run picks: faultd must be where it calls. A
+        // dependency that only stands by (no phase changes it, nothing watches or judges it) is left alone: the
+        // scenario drives a service that calls nothing.
+        let dependency_matters = self.dependency.phases.iter().any(|p| !p.routes.is_empty())
+            || !self.breakers.is_empty()
+            || self.expect.iter().any(|e| e.value.dependency.is_some());
         if sut.demo.is_none()
             && sut.command.is_none()
             && self.faultd.is_none()
             && self.dependency.listen.is_none()
+            && dependency_matters
         {
             return Err(at(
                 "sut.url",
