@@ -59,6 +59,11 @@ pub struct Config {
     /// move, so the control API refuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen: Option<String>,
+    /// What faultd does with a call that matches no route: `404` (the default) answers it so, `{ proxy: URL }`
+    /// forwards it, e.g. to the real dependency, so that only the routes named here are faulted. Either way it is
+    /// counted as unmatched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmatched: Option<crate::unmatched::Unmatched>,
 }
 
 /// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
@@ -318,6 +323,7 @@ impl Config {
             tls: None,
             http2: None,
             listen: None,
+            unmatched: None,
         }
     }
 
@@ -400,6 +406,9 @@ impl Config {
                 "at least 1 stream (0 would refuse every call)",
             )
             .into());
+        }
+        if let Some(u) = &self.unmatched {
+            u.validate().map_err(|e| e.at("unmatched"))?;
         }
         if let Some(b) = self.bucket {
             if b.get() < Duration::from_millis(1) || b.get() > Duration::from_secs(60) {
@@ -592,6 +601,9 @@ impl Config {
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each
     /// call would come back to faultd and be forwarded again. TCP routes are checked as they are created.
     pub fn check_not_own(&self, own: &[std::net::SocketAddr]) -> Result<(), ConfigError> {
+        if let Some(p) = self.unmatched.as_ref().and_then(|u| u.proxy()) {
+            p.check_not_own(own).map_err(|e| e.at("unmatched.proxy"))?;
+        }
         for (name, route) in &self.routes {
             check_proxy_not_own(&route.base(), own).map_err(|e| e.at(&format!("routes.{name}")))?;
         }

@@ -46,6 +46,7 @@ pub mod tcp;
 pub mod timeouts;
 pub mod tls;
 pub mod toxiproxy;
+pub mod unmatched;
 mod yaml_index;
 
 use std::net::SocketAddr;

@@ -473,7 +473,22 @@ async fn until_caller_closes(tcp: &TcpStream) {
     }
 }
 
-/// Handles one call: an HTTP/1.1 request, or an HTTP/2 stream (`h2` holds its connection's stream counts).
+/// Forwards a call that matched no route to the configuration's `unmatched.proxy`, untouched by any fault.
+async fn forward_unmatched(
+    shared: &Shared,
+    upstream: &crate::behaviours::proxy::Proxy,
+    request: Request<Incoming>,
+) -> Response<DataBody> {
+    match Box::pin(upstream.forward(&shared.proxy, request)).await {
+        Ok(answer) => answer.map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()),
+        Err((StatusCode::LOOP_DETECTED, upstream)) => {
+            shared.recorder.loop_detected();
+            crate::loops::loop_detected(&upstream).map(|b| full(Bytes::from(b)))
+        }
+        Err((status, message)) => plain(status, message),
+    }
+}
+
 /// A call that is never answered: its guard, held by the stream's future until the caller gives up.
 struct Held(CallGuard);
 
@@ -483,6 +498,7 @@ async fn hold<T>(guard: CallGuard) -> T {
     std::future::pending().await
 }
 
+/// Handles one call: an HTTP/1.1 request, or an HTTP/2 stream (`h2` holds its connection's stream counts).
 async fn call(
     shared: Arc<Shared>,
     takeover: Arc<TakeoverRequest>,
@@ -491,26 +507,30 @@ async fn call(
 ) -> Result<Response<DataBody>, Held> {
     let now = Instant::now();
     let stream_number = h2.as_ref().map(|s| s.opened());
-    let (plan, route, resolved) = {
+    let found = {
         let live = shared.live();
         let plan = live.plan.clone();
         match plan.table.find(request.method(), request.uri().path()) {
-            None => {
-                drop(live);
-                shared
-                    .recorder
-                    .unmatched(request.method().as_str(), request.uri().path());
-                let body = format!(
-                    "faultd: no route matches {} {}\n",
-                    request.method(),
-                    request.uri().path()
-                );
-                return Ok(plain(StatusCode::NOT_FOUND, body));
+            Some(route) => Ok((live.resolve(route, now), route, plan)),
+            // The read guard ends with this block: an unmatched call may be forwarded, and awaits.
+            None => Err(plan),
+        }
+    };
+    let (plan, route, resolved) = match found {
+        Ok((resolved, route, plan)) => (plan, route, resolved),
+        Err(plan) => {
+            shared
+                .recorder
+                .unmatched(request.method().as_str(), request.uri().path());
+            if let Some(upstream) = plan.config.unmatched.as_ref().and_then(|u| u.proxy()) {
+                return Ok(forward_unmatched(&shared, upstream, request).await);
             }
-            Some(route) => {
-                let resolved = live.resolve(route, now);
-                (plan, route, resolved)
-            }
+            let body = format!(
+                "faultd: no route matches {} {}\n",
+                request.method(),
+                request.uri().path()
+            );
+            return Ok(plain(StatusCode::NOT_FOUND, body));
         }
     };
     let plan_route = &plan.routes[route];

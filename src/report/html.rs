@@ -553,10 +553,18 @@ fn unmatched_section(h: &mut String, u: &super::result::UnmatchedSummary) {
     }
     let _ = write!(
         h,
-        "<section class=\"unmatched\"><h2>Calls that matched no route</h2><p class=\"warn\">{} calls reached \
-         faultd on no route and were answered 404: check the URL and path the SUT calls its dependency with. \
-         The routes: {}.</p><table><thead><tr><th>method</th><th>path</th><th>calls</th></tr></thead><tbody>",
+        "<section class=\"unmatched\"><h2>Calls that matched no route</h2><p class=\"{}\">{} calls reached \
+         faultd on no route and were {}. The routes: {}.</p><table><thead><tr><th>method</th><th>path</th>\
+         <th>calls</th></tr></thead><tbody>",
+        if u.forwarded_to.is_some() { "note" } else { "warn" },
         u.calls,
+        escape(&match &u.forwarded_to {
+            Some(_) => format!("{}, without faults", u.fate()),
+            None => format!(
+                "{}: check the URL and path the SUT calls its dependency with",
+                u.fate()
+            ),
+        }),
         escape(&if u.routes.is_empty() {
             "none".to_string()
         } else {

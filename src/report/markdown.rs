@@ -214,7 +214,11 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
         );
     }
     if let Some(w) = r.unmatched.warning() {
-        let _ = writeln!(o, "> [!WARNING]\n> {}\n", w.trim_start_matches("warning: "));
+        let (kind, text) = match w.strip_prefix("note: ") {
+            Some(text) => ("NOTE", text),
+            None => ("WARNING", w.trim_start_matches("warning: ")),
+        };
+        let _ = writeln!(o, "> [!{kind}]\n> {text}\n");
     }
     let _ = writeln!(
         o,
@@ -550,5 +554,34 @@ mod tests {
             a[0],
             "::error file=s.yaml,title=FAIL the pool expectation::two%0Alines"
         );
+    }
+
+    #[test]
+    fn unmatched_calls_are_a_warning_when_answered_404_and_a_note_when_forwarded() {
+        let mut r = result();
+        let dir = std::path::Path::new("reports/x");
+        assert!(!markdown(&r, dir).contains("matched no route"));
+        r.unmatched = crate::report::result::UnmatchedSummary {
+            calls: 7,
+            paths: vec![faultd::UnmatchedPath {
+                method: "GET".into(),
+                path: "/prices/1".into(),
+                calls: 7,
+            }],
+            routes: vec!["pricing * /price/*".into()],
+            forwarded_to: None,
+        };
+        let text = markdown(&r, dir);
+        assert!(
+            text.contains("> [!WARNING]\n> 7 calls to the dependency matched no route and were answered 404: GET /prices/1 (7). The routes are: pricing * /price/*. Check the URL"),
+            "{text}"
+        );
+        r.unmatched.forwarded_to = Some("http://127.0.0.1:8081".into());
+        let text = markdown(&r, dir);
+        assert!(
+            text.contains("> [!NOTE]\n> 7 calls to the dependency matched no route and were forwarded to http://127.0.0.1:8081, without faults: GET /prices/1 (7)."),
+            "{text}"
+        );
+        assert!(!text.contains("Check the URL"), "{text}");
     }
 }

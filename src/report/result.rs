@@ -400,6 +400,9 @@ pub struct UnmatchedSummary {
     pub paths: Vec<faultd::UnmatchedPath>,
     /// The HTTP routes there were, as `NAME METHOD PATTERN` (`*` for any method).
     pub routes: Vec<String>,
+    /// The upstream they were forwarded to (`dependency.unmatched.proxy`); absent when they were answered 404.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forwarded_to: Option<String>,
 }
 
 impl UnmatchedSummary {
@@ -416,6 +419,19 @@ impl UnmatchedSummary {
                     format!("{name} {} {}", r.method.as_deref().unwrap_or("*"), r.path)
                 })
                 .collect(),
+            forwarded_to: config
+                .unmatched
+                .as_ref()
+                .and_then(|u| u.proxy())
+                .map(|p| p.url().to_string()),
+        }
+    }
+
+    /// What became of the calls, for a sentence: "answered 404" or "forwarded to URL".
+    pub fn fate(&self) -> String {
+        match &self.forwarded_to {
+            Some(url) => format!("forwarded to {url}"),
+            None => "answered 404".to_string(),
         }
     }
 
@@ -437,13 +453,27 @@ impl UnmatchedSummary {
         } else {
             ""
         };
-        Some(format!(
-            "warning: {} calls to the dependency matched no route and were answered 404: {}{more}. The routes \
-             are: {}. Check the URL and path the SUT calls its dependency with.",
-            self.calls,
-            shown.join(", "),
-            if self.routes.is_empty() { "none".to_string() } else { self.routes.join("; ") }
-        ))
+        let routes = if self.routes.is_empty() {
+            "none".to_string()
+        } else {
+            self.routes.join("; ")
+        };
+        Some(match &self.forwarded_to {
+            // Forwarding them was asked for: a note of where they went, not a warning.
+            Some(_) => format!(
+                "note: {} calls to the dependency matched no route and were {}, without faults: {}{more}. The \
+                 routes are: {routes}.",
+                self.calls,
+                self.fate(),
+                shown.join(", "),
+            ),
+            None => format!(
+                "warning: {} calls to the dependency matched no route and were answered 404: {}{more}. The \
+                 routes are: {routes}. Check the URL and path the SUT calls its dependency with.",
+                self.calls,
+                shown.join(", "),
+            ),
+        })
     }
 }
 

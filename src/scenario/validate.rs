@@ -150,6 +150,9 @@ impl Scenario {
                 ));
             }
         }
+        if let Some(p) = self.dependency.unmatched.as_ref().and_then(|u| u.proxy()) {
+            urls.push(("dependency.unmatched.proxy", p.url().to_string()));
+        }
         for (field, url) in urls {
             check_host(&url, &self.allow_hosts).map_err(|m| at(field, &url, m))?;
         }
