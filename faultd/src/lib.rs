@@ -394,6 +394,11 @@ impl Faultd {
         self.shared.recorder.in_flight()
     }
 
+    /// Calls so far that matched no route.
+    pub fn unmatched(&self) -> u64 {
+        self.shared.recorder.unmatched_count()
+    }
+
     /// A snapshot of everything recorded; cheap enough to call once a second.
     pub fn recording(&self) -> Recording {
         control::recording(&self.shared)

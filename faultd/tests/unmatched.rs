@@ -24,7 +24,8 @@ async fn unmatched_calls_are_answered_404_by_default_and_forwarded_when_a_proxy_
         "routes:\n  any: { path: /**, response: { status: 203, headers: { x-real: 'yes' } } }\n",
     )
     .await;
-    let by_default = start("routes:\n  pricing: { path: /price/*, response: { status: 201 } }\n").await;
+    let by_default =
+        start("routes:\n  pricing: { path: /price/*, response: { status: 201 } }\n").await;
     let reply = get(by_default.data_addr(), "/stock/1").await;
     assert_eq!(reply.status(), Some(404));
     assert_eq!(by_default.recording().unmatched, 1);
@@ -36,7 +37,10 @@ async fn unmatched_calls_are_answered_404_by_default_and_forwarded_when_a_proxy_
     ))
     .await;
     // A route's call gets the fault; any other reaches the real dependency with its path and query.
-    assert_eq!(get(forwarding.data_addr(), "/price/1").await.status(), Some(503));
+    assert_eq!(
+        get(forwarding.data_addr(), "/price/1").await.status(),
+        Some(503)
+    );
     let reply = call(forwarding.data_addr(), "POST", "/stock/7?x=1", &[], b"{}").await;
     assert_eq!(reply.status(), Some(203));
     assert_eq!(reply.header("x-real").as_deref(), Some("yes"));
@@ -83,7 +87,13 @@ async fn an_unmatched_proxy_to_faultds_own_listener_and_a_status_other_than_404_
     assert_eq!(reply.status(), Some(400));
     let v: serde_json::Value = serde_json::from_slice(reply.body()).unwrap();
     assert_eq!(v["field"], "unmatched.proxy", "{v}");
-    assert!(v["error"].as_str().unwrap().contains("faultd's own listener"), "{v}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("faultd's own listener"),
+        "{v}"
+    );
 
     let e = Config::from_yaml("routes: {}\nunmatched: 500\n", "u.yaml").unwrap_err();
     assert_eq!(e.field, "unmatched");

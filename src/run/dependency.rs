@@ -163,6 +163,14 @@ impl Dependency {
         }
     }
 
+    /// Calls so far that matched no route, where it can be read without a round trip.
+    pub fn unmatched(&self) -> Option<u64> {
+        match self {
+            Dependency::Embedded(f, _) => Some(f.unmatched()),
+            Dependency::External(_) => None,
+        }
+    }
+
     /// Returns every route to healthy at once (a run that stops early must not leave the dependency failing).
     pub fn reset_to_healthy(&self) {
         if let Dependency::Embedded(f, _) = self {

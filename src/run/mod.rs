@@ -272,7 +272,7 @@ pub async fn run_with(
                 }
                 if live {
                     let decided = live::decided_words(&v.expectations, decisions.decided());
-                    live::draw(clock.elapsed(), &phases, &load.progress(), dependency.in_flight(), &breakers, &decided);
+                    live::draw(clock.elapsed(), &phases, &load.progress(), dependency.in_flight(), dependency.unmatched(), &breakers, &decided);
                 }
                 if let Some(m) = metrics {
                     m.tick(clock.elapsed(), &phases, &load.progress(), &buckets, &live_record, &breakers, decisions.decided());
