@@ -21,7 +21,7 @@ use faultline_units::Scale;
 on a schedule while an open-model load generator drives the service under test through it. It records HDR latency, \
 the calls in flight at the dependency and the service's circuit-breaker transitions, and checks them against the \
 scenario's expectations.",
-    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n  faultline k8s scenarios/checkout.yaml --agents 4 --image registry.example.com/faultline:0.1.0\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
+    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline init --command \"python3 app.py\" --dependency-env PRICING_URL -o my-service.yaml\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n  faultline k8s scenarios/checkout.yaml --agents 4 --image registry.example.com/faultline:0.1.0\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -115,6 +115,26 @@ enum Command {
         /// Spread both runs' load over N local agents (see `run --agents`).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(faultline::agents::MAX_AGENTS)))]
         agents: Option<u32>,
+    },
+    /// Write a commented first scenario for a service faultline did not build, validated as written.
+    #[command(
+        long_about = "Write a commented first scenario for a service faultline did not build: its dependency (faultd) \
+fails every call for 10 s, and the service's breaker must open, keep the service fast, and close after the recovery. \
+The scenario is validated before it is written; edit it from there (docs/your-service.md).",
+        after_help = "Examples:\n  faultline init --command \"python3 app.py\" --dependency-env PRICING_URL -o my-service.yaml\n  \
+faultline init --url http://127.0.0.1:8080 --listen 127.0.0.1:9000 --get /quote/1 --breaker-metric pricing_breaker_state\n  \
+faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get --message 0a023432",
+        group(clap::ArgGroup::new("service").required(true).args(["command", "url"]))
+    )]
+    Init {
+        #[command(flatten)]
+        service: commands::InitOptions,
+        /// Where to write the scenario; stdout when left out.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Replace the output file if it exists.
+        #[arg(long, requires = "output")]
+        force: bool,
     },
     /// Check scenario files without running them.
     Validate {
@@ -380,6 +400,11 @@ fn main() -> ExitCode {
             seed,
             agents,
         } => commands::prove(&scenarios, report_dir, time_scale.get(), seed, agents),
+        Command::Init {
+            service,
+            output,
+            force,
+        } => commands::init(&service, output.as_deref(), force),
         Command::Validate { scenarios } => commands::validate(&scenarios),
         Command::Schema => commands::schema(),
         Command::List { dir } => commands::list(&dir),

@@ -9,30 +9,12 @@
 
 mod hardening;
 
-use std::process::Command;
 
 use hardening::*;
 use serde_json::Value;
 
 const SCENARIO: &str = "tests/services/python_grpc/scenario.yaml";
 const READY_BY_PORT: &str = "ready: { tcp: true }";
-
-fn require_python_with_grpcio_and_pybreaker() {
-    let python = std::env::var("FAULTLINE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = Command::new(&python)
-        .args(["-c", "import grpc, pybreaker"])
-        .output();
-    assert!(
-        matches!(&probe, Ok(o) if o.status.success()),
-        "{python} cannot import grpcio and pybreaker ({}). Install them: \
-         `python3 -m venv /path/to/venv && /path/to/venv/bin/pip install grpcio pybreaker`, \
-         then set FAULTLINE_PYTHON=/path/to/venv/bin/python",
-        match &probe {
-            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-            Err(e) => e.to_string(),
-        }
-    );
-}
 
 /// Runs the service's scenario with `ready` in place of its own readiness; returns result.json.
 fn run_with(scratch: &Scratch, ready: &str) -> Value {

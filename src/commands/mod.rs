@@ -1,5 +1,5 @@
 //! The runner's commands, one file each: what `faultline run`, `prove`, `validate`, `schema`, `report`, `compare`,
-//! `list`, `import` and `k8s` do once their arguments are parsed. Each returns the process exit code, so that it can
+//! `list`, `import`, `init` and `k8s` do once their arguments are parsed. Each returns the process exit code, so that it can
 //! be tested without a process: 0 every expectation held (or the command did its job), 1 an expectation failed, 2 the
 //! scenario or the command was wrong, 3 the run itself broke, 4 nothing failed but an expectation could not be judged
 //! (inconclusive), 130 interrupted.
@@ -9,6 +9,7 @@
 mod agent;
 mod compare;
 mod import;
+mod init;
 mod k8s;
 mod list;
 mod prove;
@@ -20,6 +21,7 @@ mod validate;
 pub use agent::agent;
 pub use compare::compare;
 pub use import::import;
+pub use init::{init, InitOptions};
 pub use k8s::{k8s, MANIFESTS_FILE};
 pub use list::list;
 pub use prove::prove;

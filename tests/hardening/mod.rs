@@ -1,6 +1,6 @@
 //! What the hardening tests (interrupts, a misbehaving SUT, overload) and the tests against real monitoring tools
 //! share: the workspace's binaries, scratch folders, a minimal HTTP/1.1 client on std sockets, process-group
-//! inspection through /proc, and signals.
+//! inspection through /proc, signals, and the Python the own-service tests need.
 //!
 //! Not a test itself, and not for the scenario library's tests (tests/scenario_library.rs has its own helpers).
 
@@ -328,4 +328,23 @@ impl FaultdProcess {
             control,
         }
     }
+}
+
+/// Fails, saying what to install, unless FAULTLINE_PYTHON (default python3) imports grpcio and pybreaker: the
+/// own-service tests' gRPC service (tests/services/python_grpc) needs both.
+pub fn require_python_with_grpcio_and_pybreaker() {
+    let python = std::env::var("FAULTLINE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = Command::new(&python)
+        .args(["-c", "import grpc, pybreaker"])
+        .output();
+    assert!(
+        matches!(&probe, Ok(o) if o.status.success()),
+        "{python} cannot import grpcio and pybreaker ({}). Install them: \
+         `python3 -m venv /path/to/venv && /path/to/venv/bin/pip install grpcio pybreaker`, \
+         then set FAULTLINE_PYTHON=/path/to/venv/bin/python",
+        match &probe {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => e.to_string(),
+        }
+    );
 }
