@@ -169,6 +169,18 @@ fn every_bad_scenario_is_refused_with_its_line_and_field() {
                 ));
             }
         }
+        // One slip, one error: no error that only follows from another. A running SUT off loopback is two slips
+        // in one edit: the host, and a service that cannot learn the embedded faultd's port.
+        let slips = if *name == "a non-loopback SUT without an allow list" {
+            2
+        } else {
+            1
+        };
+        if message.lines().count() != slips {
+            failures.push(format!(
+                "{name}: more than one error for one slip: {message}"
+            ));
+        }
         let names_line = message.starts_with(&format!("table.yaml:{line}:"));
         if !names_line {
             failures.push(format!(
@@ -213,6 +225,64 @@ fn the_cli_exits_2_on_a_bad_scenario_and_names_the_file() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn every_error_of_a_file_is_listed_in_line_order_up_to_twenty() {
+    // Three slips the reader meets: an unknown key in a flow mapping, a value that is not a duration, an unknown
+    // key in a list item; all three are said, each at its line.
+    let slips = GOOD
+        .replace(
+            "latency: { p50: 40ms, p99: 80ms }",
+            "latncy: { p50: 40ms, p99: 80ms }",
+        )
+        .replace("timeout: 2s", "timeout: 2x")
+        .replace("max_in_flight_below: 200 }", "max_in_flihgt_below: 200 }");
+    let e = Scenario::parse(&slips, "table.yaml", &Overrides::default()).unwrap_err();
+    let said = e.to_string();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 3, "{said}");
+    assert!(lines[0].starts_with("table.yaml:7:32: dependency.routes.pricing.latncy: unknown key `latncy`; did you mean `latency`?"), "{said}");
+    assert!(
+        lines[1].starts_with("table.yaml:17:12: load.timeout: \"2x\" is not a duration"),
+        "{said}"
+    );
+    assert!(
+        lines[2].starts_with("table.yaml:24:28: expect[1].max_in_flihgt_below: unknown key"),
+        "{said}"
+    );
+    assert!(e.render().ends_with("\n3 errors"), "{}", e.render());
+
+    // Three slips only the whole scenario shows: each is said.
+    let slips = GOOD
+        .replace("duration: 10s", "duration: 0s")
+        .replace("rate: 100/s", "rate: 0/s")
+        .replace("after: brownout }", "after: brownot }");
+    let said = Scenario::parse(&slips, "table.yaml", &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    let lines: Vec<&str> = said.lines().collect();
+    assert_eq!(lines.len(), 3, "{said}");
+    assert!(lines[0].starts_with("table.yaml:3:1: duration: "), "{said}");
+    assert!(
+        lines[1].starts_with("table.yaml:16:3: load.rate: "),
+        "{said}"
+    );
+    assert!(
+        lines[2].starts_with("table.yaml:23:5: expect[0]: ") && lines[2].contains("brownot"),
+        "{said}"
+    );
+
+    // Twenty-five unknown keys: the first twenty are said, and how many there were.
+    let keys: String = (0..25).map(|i| format!("\nx{i}: 1")).collect();
+    let many = GOOD.replacen("seed: 1", &format!("seed: 1{keys}"), 1);
+    let e = Scenario::parse(&many, "table.yaml", &Overrides::default()).unwrap_err();
+    assert_eq!(e.to_string().lines().count(), 20, "{}", e.render());
+    assert!(
+        e.render().ends_with("\n25 errors; the first 20 are shown"),
+        "{}",
+        e.render()
+    );
 }
 
 #[test]

@@ -9,7 +9,6 @@
 
 mod hardening;
 
-
 use hardening::*;
 use serde_json::Value;
 

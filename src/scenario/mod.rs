@@ -273,7 +273,16 @@ pub enum ScenarioError {
         field: String,
         message: String,
     },
+    /// Several errors of one file, in the order of their lines: at most [`MAX_ERRORS`] of `total`.
+    #[error("{}", errors.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Many {
+        errors: Vec<ScenarioError>,
+        total: usize,
+    },
 }
+
+/// The most errors one file reports at once.
+pub const MAX_ERRORS: usize = 20;
 
 impl ScenarioError {
     /// The process exit code for this error: always 2, bad input.
@@ -281,9 +290,42 @@ impl ScenarioError {
         2
     }
 
+    /// `errors` as one: by line, each said once, at most [`MAX_ERRORS`]; a single one as itself.
+    pub fn many(errors: Vec<ScenarioError>) -> ScenarioError {
+        let mut errors: Vec<ScenarioError> = errors
+            .into_iter()
+            .flat_map(|e| match e {
+                ScenarioError::Many { errors, .. } => errors,
+                one => vec![one],
+            })
+            .collect();
+        errors.sort_by_key(|e| match e {
+            ScenarioError::Invalid { line, column, .. } => (*line, *column),
+            _ => (0, 0),
+        });
+        let mut said = std::collections::HashSet::new();
+        errors.retain(|e| said.insert(e.to_string()));
+        let total = errors.len();
+        errors.truncate(MAX_ERRORS);
+        if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            ScenarioError::Many { errors, total }
+        }
+    }
+
     /// The error as the CLI prints it: its one line, and for an error at a line of a file that can still be read,
-    /// that line with a caret under the column.
+    /// that line with a caret under the column. Several errors are printed one after another, then counted.
     pub fn render(&self) -> String {
+        if let ScenarioError::Many { errors, total } = self {
+            let each: Vec<String> = errors.iter().map(ScenarioError::render).collect();
+            let shown = if errors.len() < *total {
+                format!("; the first {} are shown", errors.len())
+            } else {
+                String::new()
+            };
+            return format!("{}\n{total} errors{shown}", each.join("\n"));
+        }
         let mut out = format!("error: {self}");
         if let ScenarioError::Invalid {
             file, line, column, ..
@@ -415,8 +457,7 @@ impl Scenario {
                 patched.as_str()
             }
         };
-        let mut scenario: Scenario =
-            serde_saphyr::from_str(text).map_err(|e| parse_error::from_yaml(&e, text, file))?;
+        let mut scenario: Scenario = parse_error::read_all(text, file)?;
         scenario.replay_trace(text, file, base)?;
         // A gRPC answer's message file is named relative to the scenario, as a trace is, and read now, once.
         scenario

@@ -36,6 +36,178 @@ pub fn from_yaml(e: &serde_saphyr::Error, text: &str, file: &str) -> ScenarioErr
     }
 }
 
+/// Reads `text` as a `T`, reporting every error serde meets, not only the first (at most [`super::MAX_ERRORS`],
+/// counted up to five times that): after an error at a line, the entry there (with its nested lines, or the whole flow
+/// collection it sits in) is blanked out and the text read again, line numbers kept. A syntax error, a missing
+/// field, or an error that removing an entry may have caused (at an entry that encloses one removed) ends the
+/// reading: what is reported was found in the text as written.
+pub fn read_all<T: serde::de::DeserializeOwned>(
+    text: &str,
+    file: &str,
+) -> Result<T, ScenarioError> {
+    let mut errors: Vec<ScenarioError> = Vec::new();
+    let mut fields: Vec<String> = Vec::new();
+    let mut current = text.to_string();
+    loop {
+        let e = match serde_saphyr::from_str::<T>(&current) {
+            Ok(value) if errors.is_empty() => return Ok(value),
+            Ok(_) => break,
+            Err(e) => e,
+        };
+        // Lines keep their places in `current`: the key path is read from the text as written.
+        let error = from_yaml(&e, text, file);
+        let (line, field) = match &error {
+            ScenarioError::Invalid { line, field, .. } => (Some(*line as usize), field.clone()),
+            _ => (None, String::new()),
+        };
+        let missing = matches!(
+            e.without_snippet(),
+            serde_saphyr::Error::SerdeMissingField { .. }
+        );
+        let consequence = missing || fields.iter().any(|f| encloses(&field, f));
+        if !errors.is_empty() && consequence {
+            break;
+        }
+        errors.push(error);
+        // Counted up to five times what is shown, each a new reading of the whole text.
+        if !recoverable(&e) || errors.len() >= 5 * super::MAX_ERRORS {
+            break;
+        }
+        match line.and_then(|l| blank_entry(&current, l)) {
+            Some(next) if next != current => {
+                current = next;
+                fields.push(field);
+            }
+            _ => break,
+        }
+    }
+    Err(ScenarioError::many(errors))
+}
+
+/// An error that leaves the text readable around it: a value of the wrong type or form, an unknown key or
+/// value, a key given twice. A syntax error does not.
+fn recoverable(e: &serde_saphyr::Error) -> bool {
+    use serde_saphyr::Error as E;
+    matches!(
+        e.without_snippet(),
+        E::Message { .. }
+            | E::InvalidScalar { .. }
+            | E::SerdeInvalidType { .. }
+            | E::SerdeInvalidValue { .. }
+            | E::SerdeInvalidLength { .. }
+            | E::SerdeUnknownVariant { .. }
+            | E::SerdeUnknownField { .. }
+            | E::DuplicateMappingKey { .. }
+            | E::NullIntoString { .. }
+            | E::InvalidBooleanStrict { .. }
+    )
+}
+
+/// Whether the key path `outer` is `inner` or one of its ancestors (`load` of `load.rate`, `expect` of
+/// `expect[1].id`); an empty path is the whole document.
+fn encloses(outer: &str, inner: &str) -> bool {
+    inner
+        .strip_prefix(outer)
+        .is_some_and(|rest| outer.is_empty() || rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// `text` with the entry at 1-based `line` blanked out: that line and the lines nested under it (more indented,
+/// or inside a flow collection it opens); a line inside a flow collection opened earlier blanks from where it
+/// opened. Every line stays where it was, so later errors keep their line numbers.
+fn blank_entry(text: &str, line: usize) -> Option<String> {
+    let lines: Vec<&str> = text.split('\n').collect();
+    let depth = flow_depths(&lines);
+    let mut start = line.checked_sub(1)?;
+    while start > 0 && depth.get(start).copied().unwrap_or(0) > 0 {
+        start -= 1;
+    }
+    let first = lines.get(start)?;
+    let trimmed = first.trim_start();
+    if trimmed.is_empty() {
+        return None;
+    }
+    let indent = first.len() - trimmed.len();
+    let mut end = start + 1;
+    while let Some(l) = lines.get(end) {
+        let t = l.trim_start();
+        if t.is_empty() || t.starts_with('#') || depth[end] > 0 || l.len() - t.len() > indent {
+            end += 1;
+        } else {
+            break;
+        }
+    }
+    let mut kept: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            if (start..end).contains(&i) {
+                String::new()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    // The parent's only entry gone: the parent holds an empty collection, not nothing.
+    let written = |l: &&str| !l.trim().is_empty() && !l.trim_start().starts_with('#');
+    let parent = lines[..start].iter().rposition(&written);
+    let sibling = lines[end..].iter().find(|l| written(l));
+    if let Some(p) = parent {
+        let p_indent = lines[p].len() - lines[p].trim_start().len();
+        let code = lines[p].split(" #").next().unwrap_or(lines[p]).trim_end();
+        let alone = sibling.is_none_or(|l| l.len() - l.trim_start().len() < indent);
+        if p_indent < indent && code.ends_with(':') && alone {
+            let empty = if trimmed.starts_with('-') {
+                " []"
+            } else {
+                " {}"
+            };
+            kept[p] = format!("{code}{empty}");
+        }
+    }
+    Some(kept.join("\n"))
+}
+
+/// For each line, how many flow collections (`{`, `[`) are open where it starts: brackets in quoted strings,
+/// comments and block scalars (`>`, `|`) do not count.
+fn flow_depths(lines: &[&str]) -> Vec<usize> {
+    let mut depths = Vec::with_capacity(lines.len());
+    let mut depth: usize = 0;
+    let mut scalar_indent: Option<usize> = None;
+    for l in lines {
+        depths.push(depth);
+        let t = l.trim_start();
+        let indent = l.len() - t.len();
+        if let Some(at) = scalar_indent {
+            if t.is_empty() || indent > at {
+                continue;
+            }
+            scalar_indent = None;
+        }
+        let (mut single, mut double, mut escaped) = (false, false, false);
+        let mut previous = ' ';
+        for c in l.chars() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if double => escaped = true,
+                '\'' if !double => single = !single,
+                '"' if !single => double = !double,
+                '#' if !single && !double && previous.is_whitespace() => break,
+                '{' | '[' if !single && !double => depth += 1,
+                '}' | ']' if !single && !double => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            previous = c;
+        }
+        let code = l.split(" #").next().unwrap_or(l).trim_end();
+        if depth == 0
+            && (code.ends_with(['>', '|']) || code.ends_with(">-") || code.ends_with("|-"))
+        {
+            scalar_indent = Some(indent);
+        }
+    }
+    depths
+}
+
 /// serde's wording made the scenario's: an unknown key or variant gets the nearest known one suggested, and the
 /// list of known ones only when none is near.
 fn reworded(message: &str) -> String {
@@ -218,6 +390,87 @@ expect:
             reworded("invalid type: string, expected u64"),
             "invalid type: string, expected u64"
         );
+    }
+
+    #[test]
+    fn every_error_serde_meets_is_reported_each_at_its_own_line() {
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Doc {
+            name: String,
+            count: u32,
+            items: Vec<Item>,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Item {
+            id: String,
+            #[serde(default)]
+            size: u32,
+        }
+        let text = "name: a\ncount: many\nitems:\n  - { id: x, sise: 3 }\n  - id: y\n    size: big\n  - { id: z,\n      colour: red }\n";
+        let e = read_all::<Doc>(text, "d.yaml").unwrap_err().to_string();
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), 4, "{e}");
+        assert!(lines[0].starts_with("d.yaml:2:8: count: "), "{e}");
+        assert!(
+            lines[1].starts_with(
+                "d.yaml:4:14: items[0].sise: unknown key `sise`; did you mean `size`?"
+            ),
+            "{e}"
+        );
+        assert!(lines[2].starts_with("d.yaml:6:11: items[1].size: "), "{e}");
+        assert!(
+            lines[3].starts_with("d.yaml:8:7: items[2].colour: unknown key `colour`"),
+            "{e}"
+        );
+        // A good text reads as ever; a missing field is said once, not as a consequence of a removed entry.
+        assert_eq!(
+            read_all::<Doc>("name: a\ncount: 1\nitems: []\n", "d.yaml")
+                .unwrap()
+                .count,
+            1
+        );
+        let e = read_all::<Doc>("name: a\ncount: x\n", "d.yaml")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e.lines().count(), 1, "{e}");
+        // A syntax error ends the reading.
+        let e = read_all::<Doc>("name: a\ncount: x\nitems: [ { id: ", "d.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.lines().count() <= 2, "{e}");
+    }
+
+    #[test]
+    fn an_entry_is_blanked_with_what_it_holds_and_the_flow_collection_it_is_in() {
+        let text = "a:\n  b: 1\n  c:\n    d: 2\n  e: { f: 1,\n       g: 2 }\n  h: >\n    text { with\n  i: 3";
+        assert_eq!(
+            blank_entry(text, 3).unwrap(),
+            "a:\n  b: 1\n\n\n  e: { f: 1,\n       g: 2 }\n  h: >\n    text { with\n  i: 3"
+        );
+        assert_eq!(
+            blank_entry(text, 6).unwrap(),
+            "a:\n  b: 1\n  c:\n    d: 2\n\n\n  h: >\n    text { with\n  i: 3"
+        );
+        assert_eq!(
+            blank_entry(text, 9).unwrap(),
+            "a:\n  b: 1\n  c:\n    d: 2\n  e: { f: 1,\n       g: 2 }\n  h: >\n    text { with\n"
+        );
+        // The only entry of a mapping or a list: the parent is left holding an empty one.
+        assert_eq!(blank_entry("a:\n  b: 1\nc: 2", 2).unwrap(), "a: {}\n\nc: 2");
+        assert_eq!(
+            blank_entry("a:  # the list\n  - 1\n", 2).unwrap(),
+            "a: []\n\n"
+        );
+        assert!(
+            encloses("load", "load.rate")
+                && encloses("expect", "expect[1].id")
+                && encloses("", "x")
+        );
+        assert!(!encloses("load", "loader") && !encloses("load.rate", "load"));
     }
 
     #[test]

@@ -19,15 +19,17 @@ impl Scenario {
     pub(super) fn validate(self, text: &str, file: &str) -> Result<Validated, ScenarioError> {
         let at =
             |field: &str, needle: &str, message: String| locate(text, file, field, needle, message);
+        // Every error is kept, not only the first: a file with three slips is fixed in one go.
+        let mut errors: Vec<ScenarioError> = Vec::new();
         if self.name.trim().is_empty() || self.name.contains(['/', '\\']) {
-            return Err(at(
+            errors.push(at(
                 "name",
                 "name:",
                 "the name must be non-empty and contain no slashes (it names a folder)".into(),
             ));
         }
         if self.duration.get().is_zero() {
-            return Err(at(
+            errors.push(at(
                 "duration",
                 "duration:",
                 "the run needs a duration above zero".into(),
@@ -35,7 +37,7 @@ impl Scenario {
         }
         if let Some(b) = self.bucket {
             if b.get() < std::time::Duration::from_millis(1) {
-                return Err(at(
+                errors.push(at(
                     "bucket",
                     "bucket:",
                     "the bucket must be at least 1ms".into(),
@@ -43,7 +45,7 @@ impl Scenario {
             }
         }
         if self.dependency.routes.is_empty() {
-            return Err(at(
+            errors.push(at(
                 "dependency.routes",
                 "dependency:",
                 "give the dependency at least one route: the calls the service makes to it (e.g. \
@@ -53,7 +55,7 @@ impl Scenario {
         }
         if let Some(listen) = &self.dependency.listen {
             if self.faultd.is_some() {
-                return Err(at(
+                errors.push(at(
                     "dependency.listen",
                     "listen:",
                     "a faultd started elsewhere (`faultd:`) listens where it was started (faultd --listen); \
@@ -61,18 +63,22 @@ impl Scenario {
                         .into(),
                 ));
             }
-            check_host(&format!("http://{listen}"), &self.allow_hosts)
-                .map_err(|m| at("dependency.listen", "listen:", m))?;
+            kept(
+                &mut errors,
+                check_host(&format!("http://{listen}"), &self.allow_hosts)
+                    .map_err(|m| at("dependency.listen", "listen:", m)),
+            );
         }
-        self.dependency.validate().map_err(|e| {
+        let dependency = self.dependency.validate().map_err(|e| {
             let field = if e.field.is_empty() {
                 "dependency".to_string()
             } else {
                 format!("dependency.{}", e.field)
             };
             at(&field, "dependency:", e.message.clone())
-        })?;
-        self.load.validate().map_err(|e| match e {
+        });
+        kept(&mut errors, dependency);
+        let load = self.load.validate().map_err(|e| match e {
             // The field is the load spec's own path (`load.rate[1].over`): placed at that key.
             loadgen::LoadError::InvalidSpec { field, why } => {
                 let key = field.rsplit('.').next().unwrap_or("load");
@@ -80,17 +86,20 @@ impl Scenario {
                 at(&field, &format!("{key}:"), why)
             }
             other => at("load", "load:", other.to_string()),
-        })?;
+        });
+        kept(&mut errors, load);
 
         // The SUT: exactly one kind.
         let sut = &self.sut;
         match (&sut.demo, &sut.command, &sut.url) {
-            (Some(d), None, None) => d.validate().map_err(|e| at("sut.demo", "demo:", e.to_string()))?,
+            (Some(d), None, None) => {
+                kept(&mut errors, d.validate().map_err(|e| at("sut.demo", "demo:", e.to_string())));
+            }
             (None, Some(cmd), Some(_)) if !cmd.is_empty() => {}
-            (None, Some(_), None) => return Err(at("sut.command", "command:", "a command SUT needs `url:` (e.g. http://127.0.0.1:{sut.port})".into())),
+            (None, Some(_), None) => errors.push(at("sut.command", "command:", "a command SUT needs `url:` (e.g. http://127.0.0.1:{sut.port})".into())),
             (None, None, Some(_)) => {}
-            (None, None, None) => return Err(at("sut", "sut:", "name the service under test: `demo: {}`, `command: [...]` with `url:`, or `url:` of a running service".into())),
-            _ => return Err(at("sut", "sut:", "choose one: `demo`, or `command` with `url`, or `url` alone".into())),
+            (None, None, None) => errors.push(at("sut", "sut:", "name the service under test: `demo: {}`, `command: [...]` with `url:`, or `url:` of a running service".into())),
+            _ => errors.push(at("sut", "sut:", "choose one: `demo`, or `command` with `url`, or `url` alone".into())),
         }
 
         // Placeholders and hosts.
@@ -117,7 +126,7 @@ impl Scenario {
             )
         {
             if let Err(name) = Placeholders::check(value, &known) {
-                return Err(at(field, &format!("{{{name}}}"), format!("unknown placeholder {{{name}}}; known: {}, and {{ms:250ms}}, {{secs:30s}}, {{dur:250ms}} for scaled durations", known.join(", "))));
+                errors.push(at(field, &format!("{{{name}}}"), format!("unknown placeholder {{{name}}}; known: {}, and {{ms:250ms}}, {{secs:30s}}, {{dur:250ms}} for scaled durations", known.join(", "))));
             }
         }
         let mut urls: Vec<(&str, String)> = Vec::new();
@@ -125,14 +134,14 @@ impl Scenario {
             urls.push(("sut.url", u.replace("{sut.port}", "1")));
         }
         if let (Some(_), Some((name, _))) = (&self.faultd, self.dependency.tcp_routes().next()) {
-            return Err(at(
+            errors.push(at(
                 &format!("dependency.routes.{name}.tcp"),
                 "tcp:",
                 "TCP routes need the embedded faultd for now; leave out `faultd:` (an external faultd takes TCP routes through its Toxiproxy API)".into(),
             ));
         }
         if let Some(f) = &self.faultd {
-            self.check_replicas(f, text, file)?;
+            kept(&mut errors, self.check_replicas(f, text, file));
             if let Some(c) = &f.control {
                 urls.push(("faultd.control", c.clone()));
             }
@@ -154,7 +163,10 @@ impl Scenario {
             urls.push(("dependency.unmatched.proxy", p.url().to_string()));
         }
         for (field, url) in urls {
-            check_host(&url, &self.allow_hosts).map_err(|m| at(field, &url, m))?;
+            kept(
+                &mut errors,
+                check_host(&url, &self.allow_hosts).map_err(|m| at(field, &url, m)),
+            );
         }
         // A service started before the run learns no port the run picks: faultd must be where it calls. A
         // dependency that only stands by (no phase changes it, nothing watches or judges it) is left alone: the
@@ -162,13 +174,14 @@ impl Scenario {
         let dependency_matters = self.dependency.phases.iter().any(|p| !p.routes.is_empty())
             || !self.breakers.is_empty()
             || self.expect.iter().any(|e| e.value.dependency.is_some());
-        if sut.demo.is_none()
+        if sut.url.is_some()
+            && sut.demo.is_none()
             && sut.command.is_none()
             && self.faultd.is_none()
             && self.dependency.listen.is_none()
             && dependency_matters
         {
-            return Err(at(
+            errors.push(at(
                 "sut.url",
                 "url:",
                 "a service that is already running cannot learn the port of the faultd this run starts: \
@@ -190,8 +203,10 @@ impl Scenario {
         let mut observations = BTreeMap::new();
         for (name, spec) in &self.breakers {
             let obs = resolve_breaker(name, spec, &self.sut, &routes)
-                .map_err(|m| at(&format!("breakers.{name}"), &format!("{name}:"), m))?;
-            observations.insert(name.clone(), obs);
+                .map_err(|m| at(&format!("breakers.{name}"), &format!("{name}:"), m));
+            if let Some(obs) = kept(&mut errors, obs) {
+                observations.insert(name.clone(), obs);
+            }
         }
         let breaker_routes = |b: &str| -> Option<String> {
             let spec = self.breakers.get(b)?;
@@ -217,14 +232,16 @@ impl Scenario {
                     column: spec.referenced.column(),
                     field: format!("expect[{i}]"),
                     message,
-                })?;
-            expectations.push(e);
+                });
+            if let Some(e) = kept(&mut errors, e) {
+                expectations.push(e);
+            }
         }
         let mut ids: Vec<&str> = Vec::new();
         for (i, spec) in self.expect.iter().enumerate() {
             if let Some(id) = &spec.value.id {
                 if ids.contains(&id.as_str()) {
-                    return Err(ScenarioError::Invalid {
+                    errors.push(ScenarioError::Invalid {
                         file: file.to_string(),
                         line: spec.referenced.line(),
                         column: spec.referenced.column(),
@@ -237,14 +254,14 @@ impl Scenario {
         }
         if let Some(proof) = &self.proof {
             if self.sut.demo.is_none() {
-                return Err(at(
+                errors.push(at(
                     "proof",
                     "proof:",
                     "a proof switches the demo's mistakes, so it needs `sut: { demo: ... }`".into(),
                 ));
             }
             if proof.fails.is_empty() {
-                return Err(at(
+                errors.push(at(
                     "proof.fails",
                     "fails:",
                     "name at least one expectation id the mistake must fail".into(),
@@ -252,7 +269,7 @@ impl Scenario {
             }
             for f in &proof.fails {
                 if !ids.contains(&f.as_str()) {
-                    return Err(at(
+                    errors.push(at(
                         "proof.fails",
                         "fails:",
                         format!(
@@ -266,6 +283,9 @@ impl Scenario {
                     ));
                 }
             }
+        }
+        if !errors.is_empty() {
+            return Err(ScenarioError::many(errors));
         }
         Ok(Validated {
             scenario: self,
@@ -306,6 +326,11 @@ impl Scenario {
         }
         Ok(())
     }
+}
+
+/// The value of `r`, or `None` with its error kept in `errors`.
+fn kept<T>(errors: &mut Vec<ScenarioError>, r: Result<T, ScenarioError>) -> Option<T> {
+    r.map_err(|e| errors.push(e)).ok()
 }
 
 fn resolve_breaker(
