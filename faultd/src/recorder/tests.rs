@@ -1,0 +1,168 @@
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn times_are_from_the_origin_on_either_side_of_the_recorders_own_start() {
+    let recorder = Recorder::new(Duration::from_millis(100));
+    let base = Instant::now();
+    let s = Duration::from_secs;
+    assert_eq!(
+        recorder.time_ns(base + s(3)),
+        0,
+        "no origin yet: everything is at 0"
+    );
+    // An origin later than the recorder's start, and one earlier, with instants before and after each.
+    recorder.set_origin(base + s(2), 1);
+    assert_eq!(recorder.time_ns(base + s(5)), 3_000_000_000);
+    assert_eq!(recorder.time_ns(base + s(1)), 0);
+    recorder.set_origin(base - s(5), 1);
+    assert_eq!(recorder.time_ns(base + s(1)), 6_000_000_000);
+    assert_eq!(recorder.time_ns(base - s(2)), 3_000_000_000);
+    assert_eq!(recorder.time_ns(base - s(7)), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_routes_store_and_report_no_buckets_however_long_the_run() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    recorder.set_origin(Instant::now(), 1);
+    let idle: Vec<Arc<RouteRecorder>> = (0..500)
+        .map(|i| recorder.route(&format!("idle-{i}")))
+        .collect();
+    let busy = recorder.route("busy");
+    drop(recorder.arrive(busy.clone(), Arc::from("healthy")));
+    for _ in 0..6 {
+        // 60 s, 600 buckets of 100 ms, read as a runner polls.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        let r = recorder.snapshot();
+        assert!(
+            idle.iter().all(|route| route.buckets_stored() == 0),
+            "an idle route stored buckets"
+        );
+        for i in [0, 250, 499] {
+            let route = &r.routes[&format!("idle-{i}")];
+            assert_eq!(route.buckets, [], "idle-{i} reported a series");
+            assert_eq!(route.totals.arrivals, 0);
+        }
+        // A route that saw a call keeps its series up to now, as before.
+        assert_eq!(r.connections.len(), r.routes["busy"].buckets.len());
+        assert_eq!(r.routes["busy"].totals.arrivals, 1);
+    }
+    assert_eq!(busy.buckets_stored(), CHUNK);
+}
+
+#[tokio::test(start_paused = true)]
+async fn buckets_count_arrivals_departures_and_exact_in_flight() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    recorder.set_origin(Instant::now(), 1);
+    let route = recorder.route("pricing");
+    let phase: Arc<str> = Arc::from("healthy");
+    // Two calls arrive at t=0; one completes at 50ms, the other hangs until 250ms.
+    let mut a = recorder.arrive(route.clone(), phase.clone());
+    let mut b = recorder.arrive(route.clone(), phase.clone());
+    tokio::time::advance(Duration::from_millis(50)).await;
+    a.set_outcome(Outcome::Completed(200));
+    drop(a);
+    tokio::time::advance(Duration::from_millis(200)).await;
+    b.set_outcome(Outcome::Hang);
+    drop(b);
+    tokio::time::advance(Duration::from_millis(100)).await;
+    let r = recorder.snapshot();
+    let p = &r.routes["pricing"];
+    assert_eq!(p.buckets.len(), 4);
+    assert_eq!(p.buckets[0].arrivals, 2);
+    assert_eq!(p.buckets[0].completed.c2xx, 1);
+    assert_eq!(p.buckets[0].in_flight_max, 2);
+    // Bucket 1 had no arrival but still held the hung call.
+    assert_eq!(p.buckets[1].in_flight_max, 1);
+    assert_eq!(p.buckets[2].hangs, 1);
+    assert_eq!(p.buckets[3].in_flight_max, 0);
+    // Means: 2 calls for 50ms + 1 for 50ms over 100ms = 1.5; then 1, then 0.5, then 0.
+    assert!(
+        (p.buckets[0].in_flight_mean - 1.5).abs() < 1e-9,
+        "{:?}",
+        p.buckets[0]
+    );
+    assert!((p.buckets[1].in_flight_mean - 1.0).abs() < 1e-9);
+    assert!((p.buckets[2].in_flight_mean - 0.5).abs() < 1e-9);
+    assert_eq!(p.totals.arrivals, 2);
+    assert_eq!(p.totals.departures(), 2);
+    assert_eq!(p.max_in_flight, 2);
+    assert_eq!(p.latency["healthy"].len(), 1);
+    assert_eq!(
+        p.latency["healthy"].max(),
+        recorder_ns(Duration::from_millis(50))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_that_outlasts_its_due_instant_records_faultds_lateness() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    recorder.set_origin(Instant::now(), 1);
+    let route = recorder.route("pricing");
+    let phase: Arc<str> = Arc::from("healthy");
+    // Due at 30 ms, left at 37 ms: served 37 ms, 7 ms of it faultd's own.
+    let mut late = recorder.arrive(route.clone(), phase.clone());
+    late.set_due(late.arrival() + Duration::from_millis(30));
+    // A call with no due instant (a paced answer) and one that hangs with one add nothing.
+    let paced = recorder.arrive(route.clone(), phase.clone());
+    let mut hung = recorder.arrive(route.clone(), phase.clone());
+    hung.set_due(hung.arrival());
+    tokio::time::advance(Duration::from_millis(37)).await;
+    for mut guard in [late, paced] {
+        guard.set_outcome(Outcome::Completed(200));
+    }
+    hung.set_outcome(Outcome::Hang);
+    drop(hung);
+    let r = recorder.snapshot();
+    let p = &r.routes["pricing"];
+    assert_eq!(p.latency["healthy"].len(), 2);
+    assert_eq!(p.late["healthy"].len(), 1);
+    assert_eq!(
+        p.late["healthy"].max(),
+        recorder_ns(Duration::from_millis(7))
+    );
+    let json = serde_json::to_string(&r).unwrap();
+    let back: Recording = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.routes["pricing"].late, p.late);
+    // A recording from before faultd kept its lateness reads with none.
+    let mut older: serde_json::Value = serde_json::from_str(&json).unwrap();
+    older["routes"]["pricing"]
+        .as_object_mut()
+        .unwrap()
+        .remove("late");
+    let older: Recording = serde_json::from_value(older).unwrap();
+    assert!(older.routes["pricing"].late.is_empty());
+}
+
+fn recorder_ns(d: Duration) -> u64 {
+    let mut h = new_histogram();
+    h.record(d.as_nanos() as u64).unwrap();
+    h.max()
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_before_the_schedule_starts_land_in_bucket_zero() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    let route = recorder.route("r");
+    tokio::time::advance(Duration::from_secs(5)).await;
+    drop(recorder.arrive(route, Arc::from("before-start")));
+    let r = recorder.snapshot();
+    assert_eq!(r.routes["r"].buckets[0].arrivals, 1);
+    assert_eq!(r.routes["r"].buckets[0].abandoned, 1);
+    assert_eq!(r.schedule_started_unix_ms, None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn recording_round_trips_through_json_with_histograms() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    recorder.set_origin(Instant::now(), 1_700_000_000_000);
+    let route = recorder.route("r");
+    let mut g = recorder.arrive(route, Arc::from("p"));
+    tokio::time::advance(Duration::from_millis(40)).await;
+    g.set_outcome(Outcome::Completed(503));
+    drop(g);
+    let r = recorder.snapshot();
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains("\"5xx\":1"), "{json}");
+    let back: Recording = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+}
