@@ -4,8 +4,9 @@
 
 use super::*;
 
-/// Forwards a call that matched no route to the configuration's `unmatched.proxy`, untouched by any fault.
-pub(super) async fn forward_unmatched(
+/// `request` forwarded to `upstream`: the upstream's answer, 502 with the reason, or 508 at a loop (counted). A
+/// route's `proxy` and the configuration's `unmatched.proxy` both forward through here.
+pub(super) async fn forwarded(
     shared: &Shared,
     upstream: &crate::behaviours::proxy::Proxy,
     request: Request<Incoming>,
@@ -54,7 +55,7 @@ pub(super) async fn call(
                 .recorder
                 .unmatched(request.method().as_str(), request.uri().path());
             if let Some(upstream) = plan.config.unmatched.as_ref().and_then(|u| u.proxy()) {
-                return Ok(forward_unmatched(&shared, upstream, request).await);
+                return Ok(forwarded(&shared, upstream, request).await);
             }
             let body = format!(
                 "faultd: no route matches {} {}\n",
@@ -273,19 +274,7 @@ pub(super) async fn call(
         }
         _ => match (&behaviour.behaviour.proxy, request) {
             (Some(upstream), Some(request)) => {
-                match Box::pin(upstream.forward(&shared.proxy, request)).await {
-                    Ok(upstream_response) => guarded(
-                        upstream_response
-                            .map(|b| b.map_err(|e| Box::new(e) as BodyError).boxed_unsync()),
-                        guard,
-                    ),
-                    Err((StatusCode::LOOP_DETECTED, upstream)) => {
-                        shared.recorder.loop_detected();
-                        let answer = crate::loops::loop_detected(&upstream);
-                        guarded(answer.map(|b| full(Bytes::from(b))), guard)
-                    }
-                    Err((status, message)) => guarded(plain(status, message), guard),
-                }
+                guarded(forwarded(&shared, upstream, request).await, guard)
             }
             _ => {
                 let healthy = &behaviour.healthy;
