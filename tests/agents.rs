@@ -5,8 +5,8 @@
 //! others' data kept; agents started elsewhere (`loadgen agent`) register on `--agents-listen`; and a library
 //! scenario is proven with two agents as with one process.
 
-mod hardening;
-mod peers;
+use crate::hardening;
+use crate::peers;
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;

@@ -4,7 +4,7 @@
 //! `started_at` must be its intended send time (its index over the rate) within 20 ms: a loopback round trip and
 //! the send lag are a few milliseconds, the SUT's start-up delay is 1.5 s.
 
-mod hardening;
+use crate::hardening;
 
 use std::time::{Duration, UNIX_EPOCH};
 

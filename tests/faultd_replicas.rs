@@ -8,8 +8,8 @@
 //! Needs `apt-get install -y haproxy` (the test fails, never skips, without it) and the faultd binary
 //! (`cargo build --release -p faultd`).
 
-mod hardening;
-mod peers;
+use crate::hardening;
+use crate::peers;
 
 use std::ffi::OsString;
 use std::time::Duration;

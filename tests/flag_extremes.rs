@@ -6,7 +6,7 @@
 //! Needs faultd, loadgen and demo built with the same profile (`cargo build --release -p faultd -p loadgen -p
 //! demo`).
 
-mod hardening;
+use crate::hardening;
 
 use std::path::Path;
 use std::time::Duration;

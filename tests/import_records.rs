@@ -531,7 +531,7 @@ fn python() -> String {
         .output();
     assert!(
         matches!(&probe, Ok(o) if o.status.success()),
-        "{python} cannot import the OpenTelemetry SDK and its OTLP JSON file exporter ({}). Install them: \
+        "{python} cannot import the OpenTelemetry SDK and its OTLP JSON file exporter ({}). scripts/test sets them up in .venv; or install them: \
          `python3 -m venv VENV && VENV/bin/pip install opentelemetry-sdk opentelemetry-exporter-otlp-json-file`, \
          then set FAULTLINE_PYTHON=VENV/bin/python",
         match &probe {

@@ -4,7 +4,7 @@
 //!
 //! Needs faultd built with the same profile (`cargo build --release -p faultd`).
 
-mod hardening;
+use crate::hardening;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

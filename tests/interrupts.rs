@@ -10,7 +10,7 @@
 //! Timing: every wait is a poll with a generous limit; the signal points are placed by what the test observes
 //! (the pid file, the SUT answering /health), never by a fixed sleep from the start.
 
-mod hardening;
+use crate::hardening;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

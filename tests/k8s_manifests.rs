@@ -93,7 +93,7 @@ fn kubernetes_validate() -> (String, Vec<String>) {
         .output();
     assert!(
         matches!(&probe, Ok(o) if o.status.success()),
-        "{python} cannot import kubernetes-validate ({}). Install it: \
+        "{python} cannot import kubernetes-validate ({}). scripts/test sets it up in .venv; or install it: \
          `python3 -m venv VENV && VENV/bin/pip install kubernetes-validate`, \
          then set FAULTLINE_PYTHON=VENV/bin/python",
         match &probe {

@@ -3,7 +3,7 @@
 //! holds. An address that is taken and a Pushgateway that refuses change nothing but the report's note: same exit
 //! code, no hang. Plain HTTP over std sockets, loopback only, every read bounded.
 
-mod hardening;
+use crate::hardening;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -412,9 +412,10 @@ fn a_pushgateway_that_never_answers_and_a_linger_nobody_scrapes_end_within_their
 #[test]
 fn ctrl_c_ends_a_linger_at_once_and_leaves_the_report_and_exit_code_alone() {
     let dir = scratch("metrics-linger-interrupted");
+    let port = free_port();
     let mut child = hardening::Running(
         run_in(&dir)
-            .args(["--metrics-listen", "127.0.0.1:0"])
+            .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
             .args(["--metrics-linger", "60s"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -426,7 +427,10 @@ fn ctrl_c_ends_a_linger_at_once_and_leaves_the_report_and_exit_code_alone() {
     hardening::wait_until(Duration::from_secs(30), "the report", || {
         dir.join("report/summary.txt").exists()
     });
-    std::thread::sleep(Duration::from_millis(500));
+    // Lingering: the endpoint still answers after the report is written.
+    hardening::wait_until(Duration::from_secs(10), "a scrape after the report", || {
+        scrape(port).is_some()
+    });
     assert!(child.0.try_wait().unwrap().is_none(), "it did not linger");
     let interrupted = Instant::now();
     hardening::signal(child.pid(), libc::SIGINT);

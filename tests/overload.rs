@@ -238,7 +238,13 @@ async fn faultd_over_its_connection_limit_sheds_with_503_counts_them_and_its_con
             n
         })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The control API is timed once the flood is on: its first batch has been shed.
+    wait_for(
+        Duration::from_secs(10),
+        "the flood's first batch shed",
+        || f.shed() >= (OVER + 32) as u64,
+    )
+    .await;
     let latencies = control_latencies(control, 20).await;
     let flooded = flood.await.unwrap();
     let (median, max) = median_and_max(&latencies);

@@ -7,7 +7,7 @@
 //! `python3 -m venv VENV && VENV/bin/pip install grpcio pybreaker`, then `FAULTLINE_PYTHON=VENV/bin/python`
 //! (default `python3`).
 
-mod hardening;
+use crate::hardening;
 
 use hardening::*;
 use serde_json::Value;

@@ -6,7 +6,7 @@
 //! Needs Node 18 or later and `npm ci --prefix tests/services/node_express` (the test command installs it); a
 //! missing `node` or `node_modules` fails the test with what to install.
 
-mod hardening;
+use crate::hardening;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@
 //! ended, so the run is given `--metrics-linger 10s`: the endpoint stays up until a scrape has read them (about one
 //! scrape interval), and the `pool` expectation, pending until the end, must end held in Prometheus.
 
-mod hardening;
-mod peers;
+use crate::hardening;
+use crate::peers;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

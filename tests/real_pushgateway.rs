@@ -4,8 +4,8 @@
 //! holds result.json's final values: the request totals by class, each verdict, the breaker's last state and
 //! the run's length.
 
-mod hardening;
-mod peers;
+use crate::hardening;
+use crate::peers;
 
 use hardening::Scratch;
 use peers::Peer;

@@ -1,29 +1,21 @@
-//! The product, end to end: `faultline run scenarios/slow-dependency.yaml` against the bundled demo service with an
-//! embedded faultd, time-compressed (every duration x0.5, every rate /0.5, so every count stays the same).
+//! The product, end to end, at full length: the README's main job, `faultline run scenarios/slow-dependency.yaml`
+//! against the bundled demo service with an embedded faultd, 90 s as written (the library's proof of the same file,
+//! in tests/scenario_library.rs, runs it at half length with and without the no-timeout mistake).
 //!
-//! The recommended breaker passes; the same scenario with the demo's no-timeout switch fails on the pool, with a
-//! sentence that shows the measured in-flight count; and the breaker timeline inferred from traffic agrees with the
-//! one the demo reported, within the inference's stated resolution.
+//! The recommended breaker passes with every report file written, the pool stays within Little's law, and the
+//! breaker timeline inferred from traffic agrees with the one the demo reported, within the inference's stated
+//! resolution.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
 
-const SCALE: &str = "0.5";
-
-fn run(extra: &[&str], dir: &Path) -> (i32, Value, String) {
+fn run(dir: &Path) -> (i32, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "run",
-            "scenarios/slow-dependency.yaml",
-            "--time-scale",
-            SCALE,
-            "--report-dir",
-        ])
+        .args(["run", "scenarios/slow-dependency.yaml", "--report-dir"])
         .arg(dir)
-        .args(extra)
         .output()
         .expect("faultline runs");
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
@@ -50,9 +42,9 @@ fn verdict<'a>(result: &'a Value, id: &str) -> &'a Value {
 }
 
 #[test]
-fn the_recommended_breaker_passes_and_no_timeout_fails_on_the_pool() {
+fn the_main_scenario_at_full_length_passes_and_its_inferred_timeline_agrees_with_the_demo() {
     let dir = tmp("recommended");
-    let (code, result, stdout) = run(&[], &dir);
+    let (code, result, stdout) = run(&dir);
     let sentences: Vec<&str> = result["verdicts"]
         .as_array()
         .unwrap()
@@ -101,19 +93,5 @@ fn the_recommended_breaker_passes_and_no_timeout_fails_on_the_pool() {
         "observed open at {observed} s (±{observed_res}), inferred at {inferred} s (±{inferred_res})"
     );
 
-    let dir = tmp("no-timeout");
-    let (code, result, _) = run(&["--mistake", "no_timeout"], &dir);
-    assert_eq!(code, 1);
-    let pool = verdict(&result, "pool");
-    assert_eq!(pool["passed"], false);
-    let sentence = pool["sentence"].as_str().unwrap();
-    // The bulkhead admits 200; faultd may see a call or two more for an instant, when the demo has its answer and
-    // frees the slot before faultd's handler has finished.
-    let peak = pool["measured"].as_f64().unwrap();
-    assert!(peak >= 200.0, "{sentence}");
-    assert!(
-        sentence.starts_with(&format!("calls in flight at pricing peaked at {peak}")),
-        "{sentence}"
-    );
-    assert!(sentence.ends_with("expected below 200: FAIL"), "{sentence}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

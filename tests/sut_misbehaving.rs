@@ -6,7 +6,7 @@
 //! The SUTs are shell scripts around the faultd binary, which serves /health and a /work route whose behaviour
 //! (malformed, hang) makes it a misbehaving service.
 
-mod hardening;
+use crate::hardening;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! run's CA, `{faultd.url}` is `https://`, and a command SUT (Python's `ssl` module) that trusts only
 //! `{faultd.ca}` calls it. The report folder keeps the CA as `ca.pem`, named in result.json.
 
-mod hardening;
+use crate::hardening;
 
 use hardening::*;
 

@@ -193,10 +193,17 @@ async fn a_slow_dependency_ends_at_the_deadline_the_demo_sends_and_counts_as_a_f
         Some(BreakerState::Open)
     );
     demo.shutdown().await;
-    // faultd ended each call at the deadline the demo sent (or saw the demo give up at the same instant).
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let r = f.recording();
-    assert_eq!(r.routes["pricing"].in_flight, 0);
+    // faultd ended each call at the deadline the demo sent (or saw the demo give up at the same instant). Served to
+    // the end, a call would stay in flight 2 s from its arrival, which is after `started`; so every call leaving
+    // before `started` + 1.9 s tells the two apart, with over 1.5 s to spare after the three 100 ms deadlines.
+    let undecided_after = started + Duration::from_millis(1900);
+    while f.recording().routes["pricing"].in_flight != 0 {
+        assert!(
+            std::time::Instant::now() < undecided_after,
+            "calls still in flight at faultd 1.9 s after the first began: not ended at their deadline"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     f.shutdown().await;
 }
 

@@ -2,7 +2,7 @@
 //! shared counters, the shared-breaker and no-timeout mistakes, the bulkhead, metrics and the webhook.
 //! Real time, loopback only, each test well under a few seconds.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -433,6 +433,7 @@ async fn metrics_use_the_seed_names_and_transitions_reach_the_webhook() {
         c.get(format!("{base}/product/1")).send().await.unwrap();
     }
     fake.set("/price/", 200, Duration::ZERO);
+    // Past `open_for` (200 ms), the next call is the half-open probe, which succeeds and closes the breaker.
     tokio::time::sleep(Duration::from_millis(250)).await;
     c.get(format!("{base}/product/1")).send().await.unwrap();
     let text = c

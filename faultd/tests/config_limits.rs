@@ -1,7 +1,7 @@
 //! faultd's limits on what one configuration may hold, the same through a file, the control API and the
 //! Toxiproxy API; and a recording whose size follows the routes that saw traffic, not the routes configured.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::process::Command;

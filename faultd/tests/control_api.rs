@@ -1,7 +1,7 @@
 //! The control API over loopback: bearer token, 400s that name the field, run-time changes, the schedule, the
 //! recording and /metrics.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

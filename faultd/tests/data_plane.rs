@@ -1,7 +1,7 @@
 //! End-to-end tests of the data plane over loopback: each behaviour as a client sees it, and what the recorder
 //! counted. Real time, but every delay is short and every assertion is an exact count or a physical bound.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

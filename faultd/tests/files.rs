@@ -2,7 +2,7 @@
 //! `--files DIR` and only regular files inside DIR with it, never blocking on a FIFO nor reading a device; a
 //! `--config` file names files beside it under the same rules.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

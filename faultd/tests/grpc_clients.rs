@@ -52,7 +52,7 @@ async fn grpcio_sees_every_status_deadline_reset_and_goaway_as_configured() {
         .await;
     assert!(
         matches!(&probe, Ok(o) if o.status.success()),
-        "{python} cannot import grpcio ({}). Install it: \
+        "{python} cannot import grpcio ({}). scripts/test sets it up in .venv; or install it: \
          `python3 -m venv /path/to/venv && /path/to/venv/bin/pip install grpcio`, \
          then set FAULTLINE_PYTHON=/path/to/venv/bin/python",
         match &probe {

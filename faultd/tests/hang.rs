@@ -1,7 +1,7 @@
 //! The end-to-end test the issue asks for: 200 concurrent clients against a hang route, and faultd reports a
 //! maximum of exactly 200 calls in flight; when the clients give up, every call leaves and counts as a hang.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -25,7 +25,8 @@ async fn two_hundred_clients_on_a_hang_route_are_exactly_two_hundred_in_flight()
     }))
     .await;
     wait_for("200 calls in flight", || f.in_flight() == CLIENTS as u64).await;
-    // Hold a little longer: nothing more arrives, nothing leaves.
+    // Hold for three of the recorder's 100 ms buckets, so that at least one whole bucket begins after all 200
+    // arrived and ends before the reading: nothing more arrives, nothing leaves.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let r = f.recording();
     let route = &r.routes["pricing"];

@@ -84,6 +84,30 @@ async fn hold(addr: std::net::SocketAddr, n: usize) -> Vec<std::net::TcpStream> 
     .unwrap()
 }
 
+/// The live heap once it has settled: within `STEADY` bytes over five readings 20 ms apart (100 ms in which no
+/// connection moved), waiting at most 10 s for it.
+async fn settled_heap(when: &str) -> isize {
+    const STEADY: isize = 1024;
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut last = LIVE_BYTES.load(Ordering::Relaxed);
+    let mut steady_readings = 0;
+    while steady_readings < 5 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let now = LIVE_BYTES.load(Ordering::Relaxed);
+        steady_readings = if (now - last).abs() <= STEADY {
+            steady_readings + 1
+        } else {
+            0
+        };
+        last = now;
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the heap did not settle {when} within 10 s ({now} bytes live)"
+        );
+    }
+    last
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_call_holds_under_four_kib_of_heap_and_still_ends_as_a_hang() {
     let config = Config::from_yaml(
@@ -101,14 +125,12 @@ async fn a_hung_call_holds_under_four_kib_of_heap_and_still_ends_as_a_hang() {
     wait_for("the warm-up calls in flight", || f.in_flight() == 50).await;
     drop(warm);
     wait_for("the warm-up calls to leave", || f.in_flight() == 0).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
 
-    let before = LIVE_BYTES.load(Ordering::Relaxed);
+    let before = settled_heap("after the warm-up").await;
     let held = hold(addr, HELD).await;
     wait_for("every call in flight", || f.in_flight() == HELD as u64).await;
-    // Let every connection reach its resting state (request parsed, call decided, socket taken back).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let during = LIVE_BYTES.load(Ordering::Relaxed);
+    // Every connection at its resting state (request parsed, call decided, socket taken back).
+    let during = settled_heap("with every call held").await;
     let per_call = (during - before) / HELD as isize;
     eprintln!("a held call costs {per_call} bytes of heap");
     assert!(

@@ -2,7 +2,7 @@
 //! versions, a stream counts as a call, and each stream-level fault (gRPC statuses, deadlines, RST_STREAM,
 //! GOAWAY, the stream limit) reaches the client as configured. Real time; every delay is short.
 
-mod common;
+use crate::common;
 
 use common::http2::{connect, exchange, framed, get, grpc, start};
 

@@ -3,7 +3,7 @@
 //! protocol's own error, never a panic, and a well-behaved connection with a call in flight beside it is served as
 //! if nothing happened. Real time over loopback; every count and delay is small.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

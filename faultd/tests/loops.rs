@@ -1,7 +1,7 @@
 //! Routes that would send faultd's calls back to itself: refused when the upstream is one of its own listeners, and
 //! ended at the first repeat (508 Loop Detected, counted) when the loop goes through a second faultd.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 
@@ -132,9 +132,32 @@ async fn a_tcp_route_to_faultds_own_listener_is_refused_through_the_toxiproxy_ap
     f.shutdown().await;
 }
 
-/// Descriptors this process has open.
-fn open_descriptors() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
+/// TCP connections with an end on one of `ports`, as the kernel lists them (/proc/net/tcp and tcp6): both ends of
+/// a loopback connection count, listening sockets and closed ones (TIME_WAIT, CLOSE) do not. Other tests of the
+/// same process open their own connections to other ports, so this counts only the ones under test.
+fn connections_on(ports: &[u16]) -> usize {
+    let mut n = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let port = |addr: &str| {
+                addr.rsplit_once(':')
+                    .and_then(|(_, p)| u16::from_str_radix(p, 16).ok())
+            };
+            // st: 0A listening, 06 TIME_WAIT, 07 CLOSE.
+            let open = !matches!(fields.get(3), Some(&"0A" | &"06" | &"07"));
+            let ours = fields[1..=2]
+                .iter()
+                .any(|a| port(a).is_some_and(|p| ports.contains(&p)));
+            if open && ours {
+                n += 1;
+            }
+        }
+    }
+    n
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -146,7 +169,8 @@ async fn a_loop_through_a_second_faultd_ends_at_the_first_repeat_with_508_and_is
         .unwrap();
     a.set_route("hop", &proxy_to(&format!("http://{}", b.data_addr())))
         .unwrap();
-    let before = open_descriptors();
+    let ports = [a.data_addr().port(), b.data_addr().port()];
+    let before = connections_on(&ports);
     let reply = call(a.data_addr(), "GET", "/loop", &[], b"").await;
     assert_eq!(
         reply.status(),
@@ -173,9 +197,10 @@ async fn a_loop_through_a_second_faultd_ends_at_the_first_repeat_with_508_and_is
     let text = String::from_utf8_lossy(metrics.body()).to_string();
     assert!(text.contains("faultd_loops_detected_total{} 1"), "{text}");
     // The connections of the one call (pooled between the two) do not pile up.
-    wait_for("descriptors back near where they were", || {
-        open_descriptors() <= before + 8
-    })
+    wait_for(
+        "connections between the two back near where they were",
+        || connections_on(&ports) <= before + 8,
+    )
     .await;
     a.shutdown().await;
     b.shutdown().await;

@@ -11,7 +11,7 @@
 //! Needs the Debian package `postgresql` (server binaries under /usr/lib/postgresql/15/bin, `psql` on the
 //! PATH); fails, not skips, without it.
 
-mod servers;
+use crate::servers;
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -266,7 +266,23 @@ async fn real_postgres_through_a_tcp_route_is_slowed_reset_and_cut_as_psql_repor
         assert!(Instant::now() < deadline, "the long query never connected");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The query is running at the server (asked directly, not through the route) before the route goes down.
+    let server_port = pg.port;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let running = blocking(move || {
+            psql(
+                server_port,
+                &["select count(*) from pg_stat_activity where state = 'active' and query like 'select pg_sleep%'"],
+            )
+        })
+        .await;
+        if running.stdout == b"1\n" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the long query never ran");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let down = faultd::tcp::ProxyUpdate {
         enabled: Some(false),
         ..Default::default()

@@ -5,7 +5,7 @@
 //!
 //! Needs the Debian package `redis-server` (which brings `redis-cli`); fails, not skips, without it.
 
-mod servers;
+use crate::servers;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

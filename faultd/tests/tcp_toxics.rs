@@ -1,6 +1,6 @@
 //! Each toxic's effect on real traffic: a client, a faultd TCP route and an echo upstream, all on 127.0.0.1.
 
-mod tcp;
+use crate::tcp;
 
 use std::time::Duration;
 

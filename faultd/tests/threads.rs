@@ -2,7 +2,7 @@
 //! calls on one connection at once, gRPC answers, delays ended by its deadline waker, the recording and /metrics.
 //! A count of zero is refused.
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};

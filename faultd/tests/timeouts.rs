@@ -3,7 +3,7 @@
 //! (HTTP/1.1, HTTP/2, TLS) and on the control and Toxiproxy APIs; while the calls faultd holds on purpose (a hang,
 //! a delay) are never cut.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! the toxic list and the bytes on the wire never disagree for longer than one wait of the toxic's own. A suite
 //! that removes a `bandwidth` toxic and then measures its service must measure the service, not the toxic.
 
-mod tcp;
+use crate::tcp;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! The Toxiproxy-compatible API: paths, defaults, status codes and error shapes, over real loopback sockets.
 
-mod common;
-mod tcp;
+use crate::common;
+use crate::tcp;
 
 use std::net::SocketAddr;
 use std::time::Duration;

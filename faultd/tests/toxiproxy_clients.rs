@@ -7,7 +7,7 @@
 //! - Node 18+: `npm ci --prefix faultd/tests/toxiproxy_clients` (or `npm install`); `FAULTLINE_NODE_MODULES` can
 //!   point at another `node_modules` (default `faultd/tests/toxiproxy_clients/node_modules`).
 
-mod tcp;
+use crate::tcp;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -61,7 +61,7 @@ async fn toxiproxy_python_walks_the_life_cycle() {
     let ready = matches!(&probe, Ok(o) if o.status.success());
     assert!(
         ready,
-        "{python} cannot import the toxiproxy-python client ({}). Install it: \
+        "{python} cannot import the toxiproxy-python client ({}). scripts/test sets it up in .venv; or install it: \
          `python3 -m venv /path/to/venv && /path/to/venv/bin/pip install toxiproxy-python`, \
          then set FAULTLINE_PYTHON=/path/to/venv/bin/python",
         match &probe {
@@ -81,7 +81,7 @@ async fn toxiproxy_node_client_walks_the_life_cycle() {
         .unwrap_or_else(|_| scripts().join("node_modules"));
     assert!(
         modules.join("toxiproxy-node-client/package.json").is_file(),
-        "toxiproxy-node-client is not installed in {}. Install it: \
+        "toxiproxy-node-client is not installed in {}. scripts/test installs it; or install it: \
          `npm ci --prefix faultd/tests/toxiproxy_clients` (Node 18 or later), \
          or set FAULTLINE_NODE_MODULES to a node_modules that holds it",
         modules.display()

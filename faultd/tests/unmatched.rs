@@ -1,7 +1,7 @@
 //! Calls that match no route: answered 404 by default, or forwarded to `unmatched.proxy` untouched by any fault;
 //! counted as unmatched either way.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 

@@ -1,7 +1,7 @@
 //! The `loadgen` binary: bad input exits 2 with a message that says what is wrong; a real run prints the
 //! wrk2-style table, valid JSON and an .hgrm file that matches the recording.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -37,7 +37,7 @@ impl Server {
             .await;
         assert!(
             matches!(&probe, Ok(o) if o.status.success()),
-            "{python} cannot import grpcio ({}). Install it: \
+            "{python} cannot import grpcio ({}). scripts/test sets it up in .venv; or install it: \
              `python3 -m venv /path/to/venv && /path/to/venv/bin/pip install grpcio`, \
              then set FAULTLINE_PYTHON=/path/to/venv/bin/python",
             match &probe {

@@ -1,7 +1,7 @@
 //! End-to-end over real loopback sockets: the physics the open model promises (Little's law, queueing charged
 //! from the intended time), with tolerances derived from the physics and the bucket size, not tuned.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -339,7 +339,7 @@ pub fn require_python_with_grpcio_and_pybreaker() {
         .output();
     assert!(
         matches!(&probe, Ok(o) if o.status.success()),
-        "{python} cannot import grpcio and pybreaker ({}). Install them: \
+        "{python} cannot import grpcio and pybreaker ({}). scripts/test sets them up in .venv; or install them: \
          `python3 -m venv /path/to/venv && /path/to/venv/bin/pip install grpcio pybreaker`, \
          then set FAULTLINE_PYTHON=/path/to/venv/bin/python",
         match &probe {
