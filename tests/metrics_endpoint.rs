@@ -412,25 +412,38 @@ fn a_pushgateway_that_never_answers_and_a_linger_nobody_scrapes_end_within_their
 #[test]
 fn ctrl_c_ends_a_linger_at_once_and_leaves_the_report_and_exit_code_alone() {
     let dir = scratch("metrics-linger-interrupted");
-    let port = free_port();
     let mut child = hardening::Running(
         run_in(&dir)
-            .args(["--metrics-listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", "127.0.0.1:0"])
             .args(["--metrics-linger", "60s"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .spawn()
             .unwrap(),
     );
     let started = Instant::now();
-    // The report is written before the endpoint lingers.
-    hardening::wait_until(Duration::from_secs(30), "the report", || {
-        dir.join("report/summary.txt").exists()
+    // The report is written, then the endpoint lingers and says so. (A scrape would end the linger: it reads
+    // the final values.)
+    let stderr = child.0.stderr.take().unwrap();
+    let (said, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            let _ = said.send(line);
+        }
     });
-    // Lingering: the endpoint still answers after the report is written.
-    hardening::wait_until(Duration::from_secs(10), "a scrape after the report", || {
-        scrape(port).is_some()
-    });
+    let lingering = loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30).saturating_sub(started.elapsed()))
+            .expect("the run said it lingers within 30 s");
+        if line.starts_with("metrics: the final values wait at http://") {
+            break line;
+        }
+    };
+    assert!(
+        lingering.ends_with("at most 1m (--metrics-linger; Ctrl-C ends the wait)"),
+        "{lingering}"
+    );
+    assert!(dir.join("report/summary.txt").exists());
     assert!(child.0.try_wait().unwrap().is_none(), "it did not linger");
     let interrupted = Instant::now();
     hardening::signal(child.pid(), libc::SIGINT);

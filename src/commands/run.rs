@@ -192,6 +192,15 @@ pub(crate) fn execute_with(
                 }
             }
             if let Some(endpoint) = server.take() {
+                if !exports.linger.is_zero() {
+                    // Said on stderr (stdout may be --json): why the run has not ended yet.
+                    eprintln!(
+                        "metrics: the final values wait at http://{}/metrics for a scrape, at most {} \
+                         (--metrics-linger; Ctrl-C ends the wait)",
+                        endpoint.addr,
+                        humantime::format_duration(exports.linger)
+                    );
+                }
                 runtime.block_on(endpoint.close(m, exports.linger, || late_signal.get().is_some()));
             }
             result.not_exported = m.problems();
