@@ -18,8 +18,12 @@ CODES = [c for c in grpc.StatusCode if c != grpc.StatusCode.OK]
 
 
 def channel():
-    # No proxy: the traffic stays on loopback whatever the environment says.
-    return grpc.insecure_channel(ADDR, options=[("grpc.enable_http_proxy", 0)])
+    # No proxy: the traffic stays on loopback whatever the environment says. A subchannel pool of its own: by
+    # default grpcio shares connections between channels to the same address, so a block below could reuse the
+    # previous block's connection while it is being torn down, and the connections counted would depend on timing.
+    return grpc.insecure_channel(
+        ADDR, options=[("grpc.enable_http_proxy", 0), ("grpc.use_local_subchannel_pool", 1)]
+    )
 
 
 def call(ch, method, request=b"", timeout=5.0):
