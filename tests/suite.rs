@@ -8,7 +8,7 @@ mod hardening;
 mod peers;
 
 // The longest runs first: libtest starts a binary's tests in the order of their names and the binary ends with its
-// last test, so these two files' runs (the library's proofs, four at a time, and the full-length main scenario)
+// last test, so these two files' runs (the library's proofs, three at a time, and the full-length main scenario)
 // begin at once and the shorter tests fill the threads beside them.
 #[path = "scenario_library.rs"]
 mod a1_scenario_library;
