@@ -96,6 +96,11 @@ pub fn advance(
                             .iter()
                             .map(|us| Duration::from_micros(u64::from(*us)))
                             .collect(),
+                        first_held: b
+                            .first_held_us
+                            .iter()
+                            .map(|us| us.map(|us| Duration::from_micros(u64::from(us))))
+                            .collect(),
                         grpc_status: b.grpc_status.clone(),
                     })
                     .unwrap_or_default()

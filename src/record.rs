@@ -64,6 +64,15 @@ pub struct SutBucket {
     pub max: Option<Duration>,
 }
 
+/// One call at a dependency route, as faultd timed it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimedCall {
+    /// When it arrived, from the run's start.
+    pub at: Duration,
+    /// When faultd answered it or its caller left; `None` when unknown.
+    pub answered: Option<Duration>,
+}
+
 /// One bucket of one dependency route, as faultd saw it.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DependencyBucket {
@@ -79,6 +88,10 @@ pub struct DependencyBucket {
     /// that sparse calls such as half-open probes can be placed within a bucket).
     #[serde(default)]
     pub first_arrivals: Vec<Duration>,
+    /// How long faultd held each of those calls before it answered or its caller left (`None`: unknown, or still in
+    /// flight when the run ended): the moment the caller could first know how the call went.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_held: Vec<Option<Duration>>,
     /// gRPC calls that ended in the bucket, by the name of their status (`OK`, `UNAVAILABLE`, ...); empty for a
     /// route no gRPC call reached.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -262,6 +275,52 @@ impl RunRecord {
             }
         }
         n
+    }
+
+    /// Every call that reached `route` in `[from, to)`, in order of arrival, each with the moment faultd answered it
+    /// (or its caller left; `None` while still in flight at the end), when faultd timed them all; `None` when a
+    /// bucket the window cuts holds arrivals it did not time, or a recording does not hold the answers' times.
+    pub fn timed_calls(&self, route: &str, from: Duration, to: Duration) -> Option<Vec<TimedCall>> {
+        let series = self.dependency.get(route)?;
+        let step = self.bucket.as_nanos().max(1);
+        let first = (from.as_nanos() / step) as usize;
+        let last = to.as_nanos().div_ceil(step) as usize;
+        let mut calls = Vec::new();
+        for (i, b) in series.iter().enumerate().take(last).skip(first) {
+            let start = self.bucket_start(i);
+            if b.arrivals > b.first_arrivals.len() as u64 {
+                // The untimed ones came after the last timed one: harmless only if that is past the window.
+                let untimed_from =
+                    start + b.first_arrivals.iter().copied().max().unwrap_or_default();
+                if untimed_from < to {
+                    return None;
+                }
+            }
+            // A recording without the answers' times (an older faultd) cannot place them.
+            if b.first_held.len() < b.first_arrivals.len() {
+                return None;
+            }
+            for (k, off) in b.first_arrivals.iter().enumerate() {
+                let at = start + *off;
+                if (from..to).contains(&at) {
+                    let answered = b.first_held.get(k).copied().flatten().map(|h| at + h);
+                    calls.push(TimedCall { at, answered });
+                }
+            }
+        }
+        calls.sort_by_key(|c| c.at);
+        Some(calls)
+    }
+
+    /// Requests the SUT was sent per second over the buckets `[from, to)` touches; 0 when none.
+    pub fn offered_rate(&self, from: Duration, to: Duration) -> f64 {
+        let buckets = self.buckets_in(from, to);
+        let span = self.bucket.as_secs_f64() * buckets.len() as f64;
+        if span > 0.0 {
+            self.sent_in(buckets) as f64 / span
+        } else {
+            0.0
+        }
     }
 
     /// SUT latency percentile over the given buckets; `None` when nothing completed there.

@@ -1,11 +1,14 @@
 //! A breaker whose half-open windows are shorter than the scrape that watches it: the demo's breaker in front of a
-//! dependency that fails in 40 ms, probed once a second, scraped every 100 ms. The scrape sees almost none of the
-//! windows; the verdicts must never fail the right breaker for it (a probe count it cannot make is inconclusive,
-//! not a failure) and must still fail the wrong one (unlimited half-open lets a burst through every window, which
-//! faultd counts between two scrapes that saw the breaker open).
+//! dependency that fails in 40 ms, probed once a second, scraped every 100 ms or every second; then opossum's (npm)
+//! behind Express. The scrape sees almost none of the windows: faultd's timing of every call decides the probe
+//! count. The right breaker passes (after its first probe's answer, silence or calls in flight together), the wrong
+//! one fails (unlimited half-open lets a burst through before the first probe is answered).
 //!
-//! `for i in $(seq 20); do cargo test --release --test coarse_scrape -- --nocapture; done` runs it in a loop and
-//! prints each run's outcomes.
+//! The recovered dependency answers in 25 ms: at 200 requests a second, five calls are in flight at once after the
+//! close, so the close shows within a call or two of the probe's answer (with one call per answer it could not).
+//!
+//! `for i in $(seq 20); do cargo test --release --test suite coarse_scrape -- --nocapture; done` runs it in a loop
+//! and prints each run's outcomes.
 
 use std::process::Command;
 
@@ -15,13 +18,15 @@ const SCENARIO: &str = r#"name: coarse-scrape
 description: half-open windows of ~40 ms under a 100 ms scrape
 duration: 12s
 seed: 11
+# faultd times the first 8 calls of each bucket and route: 10 ms holds 2 at 200 requests a second.
+bucket: 10ms
 dependency:
   routes:
     pricing: { path: /price/*, latency: { fixed: 2ms } }
   phases:
     - { name: healthy, at: 0s }
     - { name: outage, at: 3s, routes: { pricing: { latency: { fixed: 40ms }, errors: [ { share: 100%, status: 503 } ] } } }
-    - { name: recovered, at: 9s, routes: { pricing: healthy } }
+    - { name: recovered, at: 9s, routes: { pricing: { latency: { fixed: 25ms } } } }
 sut:
   demo:
     operations:
@@ -40,13 +45,17 @@ expect:
   - { id: no-flapping, breaker: pricing, transitions_at_most: 40 }
 "#;
 
-/// Runs the scenario (with `mistakes`), returning the exit code and each verdict's id and outcome.
-fn run(name: &str, mistakes: &[&str]) -> (Option<i32>, Vec<(String, String, String)>) {
+/// Runs `scenario` (with `mistakes`), returning the exit code and each verdict's id, outcome and sentence.
+fn run(
+    name: &str,
+    scenario: &str,
+    mistakes: &[&str],
+) -> (Option<i32>, Vec<(String, String, String)>) {
     let dir = std::env::temp_dir().join(format!("faultline-coarse-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("scenario.yaml");
-    std::fs::write(&file, SCENARIO).unwrap();
+    std::fs::write(&file, scenario).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_faultline"));
     cmd.arg("run")
         .arg(&file)
@@ -80,29 +89,100 @@ fn outcome<'a>(verdicts: &'a [(String, String, String)], id: &str) -> &'a (Strin
 }
 
 #[test]
-fn windows_shorter_than_the_scrape_never_fail_the_right_breaker_and_still_fail_the_wrong_one() {
-    let (code, right) = run("right", &[]);
+fn windows_shorter_than_the_scrape_pass_the_right_breaker_and_fail_the_wrong_one() {
+    let (code, right) = run("right", SCENARIO, &[]);
     for (id, outcome, sentence) in &right {
         println!("recommended: {id}: {outcome}: {sentence}");
     }
-    assert_eq!(outcome(&right, "opens").1, "pass", "{right:?}");
-    for id in ["one-probe", "no-flapping"] {
+    for id in ["opens", "one-probe", "no-flapping"] {
         let (_, o, sentence) = outcome(&right, id);
-        assert_ne!(
-            o, "fail",
-            "the right breaker failed {id} for want of resolution: {sentence}"
-        );
+        assert_eq!(o, "pass", "{id}: {sentence}");
     }
     assert!(
-        matches!(code, Some(0) | Some(4)),
-        "exit {code:?}: {right:?}"
+        outcome(&right, "one-probe")
+            .2
+            .contains("each ended by faultd's timing"),
+        "{right:?}"
     );
+    assert_eq!(code, Some(0), "{right:?}");
 
-    let (code, wrong) = run("wrong", &["unlimited_half_open"]);
+    let (code, wrong) = run("wrong", SCENARIO, &["unlimited_half_open"]);
     for (id, outcome, sentence) in &wrong {
         println!("unlimited_half_open: {id}: {outcome}: {sentence}");
     }
     let (_, o, sentence) = outcome(&wrong, "one-probe");
     assert_eq!(o, "fail", "{sentence}");
+    assert!(
+        sentence.contains("before its first probe was answered"),
+        "{sentence}"
+    );
     assert_eq!(code, Some(1));
+}
+
+#[test]
+fn a_one_second_scrape_still_counts_one_probe_per_round() {
+    // Open for 1 s between probes, scraped every second: two rounds can fall between the same two samples.
+    let scenario = SCENARIO.replace("interval: 100ms", "interval: 1s");
+    let (_, right) = run("right-1s", &scenario, &[]);
+    for (id, outcome, sentence) in &right {
+        println!("recommended, 1 s scrape: {id}: {outcome}: {sentence}");
+    }
+    let (_, o, sentence) = outcome(&right, "one-probe");
+    assert_eq!(o, "pass", "{sentence}");
+}
+
+/// opossum behind Express, started by the run; its breaker watched by a 100 ms scrape and by its own log lines.
+const OPOSSUM: &str = r#"name: opossum-probes
+description: opossum's half-open windows of ~25 ms under a 100 ms scrape
+duration: 12s
+seed: 5
+bucket: 10ms
+dependency:
+  routes:
+    pricing: { path: /price/*, latency: { fixed: 5ms } }
+  phases:
+    - { name: healthy, at: 0s }
+    - { name: failing, at: 3s, routes: { pricing: { latency: { fixed: 25ms }, errors: [ { share: 100%, status: 503 } ] } } }
+    - { name: recovered, at: 8s, routes: { pricing: { latency: { fixed: 25ms } } } }
+sut:
+  command: [ node, "SERVICE/server.js" ]
+  env: { PORT: "{sut.port}", PRICING_URL: "{faultd.url}", BREAKER_RESET_MS: "1000" }
+  url: http://127.0.0.1:{sut.port}
+  ready: /health
+load:
+  rate: 200/s
+  timeout: 2s
+  requests: [ { get: "/quote/{rand:1..100}" } ]
+  fallback_header: x-fallback
+breakers:
+  by_metrics:
+    route: pricing
+    metrics: { metric: pricing_breaker_state, labels: { breaker: pricing },
+               values: { closed: 0, open: 1, half_open: 2 }, interval: 100ms }
+  by_log:
+    route: pricing
+    log: { pattern: 'breaker pricing -> (?P<state>\w+)' }
+expect:
+  - { id: by-metrics, breaker: by_metrics, probes_per_half_open_at_most: 1 }
+  - { id: by-log, breaker: by_log, probes_per_half_open_at_most: 1 }
+"#;
+
+#[test]
+fn opossums_one_probe_passes_by_the_scrape_as_by_its_log() {
+    let service =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/node_express");
+    assert!(
+        service.join("node_modules/opossum").is_dir(),
+        "the service's packages are missing: npm ci --prefix tests/services/node_express (Node 18 or later)"
+    );
+    let scenario = OPOSSUM.replace("SERVICE", &service.display().to_string());
+    let (code, verdicts) = run("opossum", &scenario, &[]);
+    for (id, outcome, sentence) in &verdicts {
+        println!("opossum: {id}: {outcome}: {sentence}");
+    }
+    for id in ["by-metrics", "by-log"] {
+        let (_, o, sentence) = outcome(&verdicts, id);
+        assert_eq!(o, "pass", "{id}: {sentence}");
+    }
+    assert_eq!(code, Some(0), "{verdicts:?}");
 }

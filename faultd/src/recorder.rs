@@ -115,6 +115,9 @@ struct RouteCell {
     /// Offsets in the bucket (us) of its first arrivals, so that sparse calls (half-open probes) can be placed
     /// more finely than the bucket.
     first: [AtomicU32; FIRST_ARRIVALS],
+    /// How long faultd held each of those calls (us, plus one; 0 while in flight): its answer, or the moment its
+    /// caller left, is when the caller could first know how it went.
+    held: [AtomicU32; FIRST_ARRIVALS],
     departures: AtomicU64,
     class: [AtomicU64; 4],
     resets: AtomicU64,
@@ -344,12 +347,13 @@ impl Recorder {
         let b = route.bucket_ns;
         let cell = route.cells.at((t / b) as usize);
         let nth = cell.arrivals.fetch_add(1, Ordering::Relaxed) as usize;
-        if let Some(slot) = cell.first.get(nth) {
+        let timed = cell.first.get(nth).map(|slot| {
             slot.store(
                 ((t % b) / 1_000).min(u64::from(u32::MAX)) as u32,
                 Ordering::Relaxed,
             );
-        }
+            ((t / b) as usize, nth)
+        });
         cell.arrival_residual
             .fetch_add(b - t % b, Ordering::Relaxed);
         cell.in_flight_max.fetch_max(level, Ordering::Relaxed);
@@ -358,6 +362,7 @@ impl Recorder {
             route,
             phase,
             arrival,
+            timed,
             outcome: Outcome::Abandoned,
             grpc_status: None,
             due: None,
@@ -497,6 +502,12 @@ impl RouteRecorder {
                     .iter()
                     .take(out.arrivals.min(FIRST_ARRIVALS as u64) as usize)
                     .map(|a| a.load(Ordering::Relaxed))
+                    .collect();
+                out.first_held_us = c
+                    .held
+                    .iter()
+                    .take(out.first_arrivals_us.len())
+                    .map(|h| h.load(Ordering::Relaxed).checked_sub(1))
                     .collect();
                 let departures = load(&c.departures);
                 out.completed = StatusClasses {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use faultline_units::Dur;
 use serde::{Deserialize, Serialize};
 
-use super::probes::{self, Round, RoundCount};
+use super::probes::{self, After, Round, RoundCount};
 use super::words::{during_words, secs};
 use super::{ended, phase_words, span, timeline, Outcome, Verdict};
 use crate::breaker::{BreakerState, BreakerTimeline, Source, Transition};
@@ -278,6 +278,36 @@ fn counts(rounds: &[Round]) -> String {
         .join(", ")
 }
 
+/// Why a round's count is not decided, from what faultd's timing showed after its first answer.
+fn undecided_because(r: &Round, rc: &RoundCount, source: &str, record: &RunRecord) -> String {
+    let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
+    match r.after {
+        After::Placed | After::Nothing => {
+            let margin = Duration::from_secs(1);
+            let rate = record.offered_rate(r.possible.start.saturating_sub(margin), r.possible.end + margin);
+            let timed = FIRST_ARRIVALS as f64;
+            let hint = if rate * record.bucket.as_secs_f64() > timed {
+                // The largest whole 10 ms that holds no more calls than faultd times, at the offered rate.
+                let fits = ((timed / rate * 100.0).floor() * 10.0).max(10.0);
+                format!(", and faultd, which times the first {FIRST_ARRIVALS} calls of each bucket, could not time them all at {rate:.0} requests a second in buckets of {}: `bucket: {fits:.0}ms` would let it decide by when the probes were answered", ms(record.bucket))
+            } else {
+                String::new()
+            };
+            format!("{source} cannot separate its last probes from the traffic that returned when it closed{hint}")
+        }
+        After::OnePerAnswer => format!("after the first probe was answered ({} after it came), every call waited for the one before it to be answered, as the probes of a breaker that needs several successes do, and as calls do through a service that lets one at a time through its closed breaker; {source} cannot tell which", ms(r.certain.end - r.certain.start)),
+        After::Closed => "calls in flight together show it closed by then, but after some of its later calls were answered, so those may have been probes too".into(),
+        After::SeveralAtOnce => {
+            let most = rc.rounds.iter().map(|r| r.at_least).max().unwrap_or(0);
+            format!("in some round {most} calls came before the first probe was answered, so the breaker admits several at once, and the calls in flight together after an answer may have been probes as well as the traffic of a closed breaker")
+        }
+        After::TooFast => "the first probes were answered before the load offered meanwhile could have shown a second call, so it cannot be told whether the breaker admits several at once, which would make the calls in flight together after an answer probes too".into(),
+    }
+}
+
+/// How many arrivals per bucket and route faultd times individually (faultd's `FIRST_ARRIVALS`).
+const FIRST_ARRIVALS: usize = 8;
+
 fn span_words(r: &std::ops::Range<Duration>) -> String {
     format!("{:.2}-{:.2} s", r.start.as_secs_f64(), r.end.as_secs_f64())
 }
@@ -306,13 +336,25 @@ fn probes(name: String, record: &RunRecord, breaker: &str, route: &str, at_most:
     }
     let summary = |t: &BreakerTimeline, rc: &RoundCount| {
         let worst = rc.rounds.iter().map(|r| r.at_most).max().unwrap_or(0);
-        let n = rc.rounds.len();
+        // A polled timeline's stretch between two samples that saw the breaker open, with no call in it, is no
+        // round: the breaker stayed open.
+        let rounds: Vec<Round> = rc
+            .rounds
+            .iter()
+            .filter(|r| r.at_most > 0 || t.samples.is_empty())
+            .cloned()
+            .collect();
+        let n = rounds.len();
+        let by = if rc.rounds.iter().any(|r| r.after != After::Placed) {
+            format!("rounds found by {}, each ended by faultd's timing of its calls: after the first probe's answer, silence (open again) or calls in flight together (closed)", label(t))
+        } else {
+            format!("rounds placed by {}, calls counted by faultd", label(t))
+        };
         format!(
-            "at most {worst} {} reached {route} in any of breaker {breaker}'s {n} half-open {} (counts: {}; rounds placed by {}, calls counted by faultd)",
+            "at most {worst} {} reached {route} in any of breaker {breaker}'s {n} half-open {} (counts: {}; {by})",
             plural(worst as usize, "call", "calls"),
             plural(n, "round", "rounds"),
-            counts(&rc.rounds),
-            label(t)
+            counts(&rounds),
         )
     };
     if let Some((t, rc)) = judged.iter().find(|(t, _)| t.is_exact()) {
@@ -334,7 +376,14 @@ fn probes(name: String, record: &RunRecord, breaker: &str, route: &str, at_most:
         .iter()
         .find(|(_, rc)| rc.undecided(bound).next().is_none() && rc.over(bound).next().is_none());
     match (failing, passing) {
-        (Some((t, r)), None) => Verdict::new(name, false, format!("{} calls reached {route} in one half-open round of breaker {breaker} ({}, placed by {}, calls counted by faultd); {expected}", r.at_least, span_words(&r.certain), label(t)), Some(r.at_least as f64), Some(at_most as f64)),
+        (Some((t, r)), None) => {
+            let how = if r.after == After::Placed {
+                format!("{}, placed by {}, calls counted by faultd", span_words(&r.certain), label(t))
+            } else {
+                format!("{}, before its first probe was answered, so all of them admitted while half-open; found by {}, timed by faultd", span_words(&r.certain), label(t))
+            };
+            Verdict::new(name, false, format!("{} calls reached {route} in one half-open round of breaker {breaker} ({how}); {expected}", r.at_least), Some(r.at_least as f64), Some(at_most as f64))
+        }
         (None, Some((t, rc))) => {
             let worst = rc.rounds.iter().map(|r| r.at_most).max().unwrap_or(0);
             Verdict::new(name, true, format!("{}; {expected}", summary(t, rc)), Some(worst as f64), Some(at_most as f64))
@@ -343,7 +392,8 @@ fn probes(name: String, record: &RunRecord, breaker: &str, route: &str, at_most:
         (None, None) => {
             let (t, rc) = &judged[0];
             let r = rc.undecided(bound).next().cloned().unwrap_or_else(|| rc.rounds[0].clone());
-            Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker}'s half-open round at {} had between {} and {} calls at {route}: {} cannot separate its last probes from the traffic that returned when it closed; a log or webhook source, or a shorter scrape interval, would decide it; {expected}", span_words(&r.possible), r.at_least, r.at_most, label(t)), None, Some(at_most as f64))
+            let why = undecided_because(&r, rc, &label(t), record);
+            Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker}'s half-open round at {} had between {} and {} calls at {route}: {why}; a log or webhook source would decide it; {expected}", span_words(&r.possible), r.at_least, r.at_most), None, Some(at_most as f64))
         }
     }
 }

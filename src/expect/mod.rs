@@ -262,4 +262,6 @@ pub(crate) fn timeline<'a>(record: &'a RunRecord, breaker: &str) -> &'a BreakerT
 #[cfg(test)]
 mod evidence_tests;
 #[cfg(test)]
+mod probe_timing_tests;
+#[cfg(test)]
 mod tests;

@@ -18,13 +18,16 @@
 //!   interval before it probes again.
 //! - Inferred timelines: each half-open window as inferred, widened back by the inference's window.
 //!
+//! Where a timeline is not exact, faultd's own timing then decides each round (`timed`): faultd knows when every
+//! call arrived and when it answered, and no breaker leaves half-open before it knows how a probe went.
+//!
 //! Not for deciding the verdict (`breaker`), only for the rounds.
 
 use std::ops::Range;
 use std::time::Duration;
 
 use crate::breaker::{BreakerState, BreakerTimeline};
-use crate::record::RunRecord;
+use crate::record::{RunRecord, TimedCall};
 
 /// Calls in flight when a breaker opens are still arriving for a moment after it: not probes.
 pub(crate) const IN_TRANSIT: Duration = Duration::from_millis(5);
@@ -39,6 +42,29 @@ pub(crate) struct Round {
     pub at_least: u64,
     /// Calls that may have been probes of this round.
     pub at_most: u64,
+    /// What the calls after the round's first answer showed, when faultd's timing placed the round.
+    pub after: After,
+}
+
+/// What faultd's timing showed after a round's first probe was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum After {
+    /// The timeline alone placed the round: it is exact, or faultd did not time every call in it.
+    Placed,
+    /// Nothing else reached the route before the breaker was open again (or the run ended).
+    Nothing,
+    /// A call arrived while another was still in flight, so the breaker was no longer admitting one call at a
+    /// time: it had closed on the answers that had come by then.
+    Closed,
+    /// Every later call waited for the one before it to be answered, as a breaker that admits one probe after
+    /// another would have them; so would a service that lets one call at a time through a closed breaker.
+    OnePerAnswer,
+    /// More than one call reached the route before the first answer: a breaker that admits several at once could
+    /// also have admitted the calls that came after it.
+    SeveralAtOnce,
+    /// The first probe was answered too soon for a second call to have shown whether the breaker admits several
+    /// at once: the load offered while first probes were in flight was too small.
+    TooFast,
 }
 
 /// What one timeline says about the probes of every round.
@@ -80,6 +106,7 @@ pub(crate) fn rounds(t: &BreakerTimeline, record: &RunRecord, route: &str) -> Ro
             at_most: count(pa, pb),
             certain: a..b,
             possible: pa..pb,
+            after: After::Placed,
         }
     };
     let shows_half_open = t
@@ -120,7 +147,199 @@ pub(crate) fn rounds(t: &BreakerTimeline, record: &RunRecord, route: &str) -> Ro
             rounds.push(round(from, from, certain_to, b));
         }
     }
+    if !t.is_exact() {
+        rounds = rounds
+            .into_iter()
+            .flat_map(|r| timed(&r, t, record, route).unwrap_or_else(|| vec![r]))
+            .collect();
+        trust_overlaps(&mut rounds, record, route);
+    }
     RoundCount { rounds }
+}
+
+/// A spell with nothing in flight and nothing arriving that lasts this many mean spacings of the offered load shows
+/// the breaker open: one that admits a probe after each answer would have let the next request through long before
+/// (a chance of e^-10 under Poisson arrivals).
+const QUIET_SPACINGS: f64 = 10.0;
+
+/// The load offered while first probes were in flight that a breaker admitting several calls at once would have
+/// shown by a second call before some first answer: missed with a chance of e^-3 (5%) under Poisson arrivals.
+const SEVERAL_AT_ONCE_SHOWN: f64 = 3.0;
+
+/// The half-open rounds inside one round a polled or inferred timeline placed, from faultd's timing of every call
+/// in it; `None` when faultd did not time them all.
+///
+/// The first call in it is a probe. Every call that arrives before that probe is answered is an admission of the
+/// same round, since no breaker leaves half-open before it knows how a probe went. After the answer:
+/// - a spell of `QUIET_SPACINGS` with nothing in flight ends the round (the breaker was open again), and the next
+///   call starts another;
+/// - a call that arrives while another that came after the answer is still in flight shows the breaker closed by
+///   then (one that admits one probe after each answer never has two in flight): the close came on one of the
+///   answers before that call, so the round's admissions are at most the calls up to the latest of them;
+/// - with neither, every call up to the end of the timeline's round may have been a probe.
+pub(crate) fn timed(
+    round: &Round,
+    t: &BreakerTimeline,
+    record: &RunRecord,
+    route: &str,
+) -> Option<Vec<Round>> {
+    let calls = record.timed_calls(route, round.possible.start, round.possible.end)?;
+    if calls.is_empty() {
+        return None;
+    }
+    let closes = t.state_at(round.possible.end) == BreakerState::Closed;
+    let later = if closes {
+        let end = round.possible.end;
+        record
+            .timed_calls(
+                route,
+                end,
+                (end + Duration::from_secs(1)).min(record.duration),
+            )
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let margin = Duration::from_secs(1);
+    let rate = record.offered_rate(
+        round.possible.start.saturating_sub(margin),
+        round.possible.end + margin,
+    );
+    let quiet = if rate > 0.0 {
+        Duration::from_secs_f64(QUIET_SPACINGS / rate)
+    } else {
+        Duration::MAX
+    };
+    let answered = |c: &TimedCall| c.answered.unwrap_or(Duration::MAX);
+    // A round that starts at a sample which saw the breaker open starts with a probe; any other (first seen
+    // half-open, or inferred) may start with the traffic before the opening, so its first round starts after the
+    // first quiet spell in it.
+    let known_open = !t.samples.is_empty() && round.possible.start == round.certain.start;
+    let mut i = 0;
+    if !known_open {
+        let mut busy_until = Duration::ZERO;
+        while i < calls.len()
+            && !(i > 0 && calls[i].at > busy_until && calls[i].at - busy_until > quiet)
+        {
+            busy_until = busy_until.max(answered(&calls[i]));
+            i += 1;
+        }
+        if i == calls.len() {
+            return None;
+        }
+    }
+    let mut out = Vec::new();
+    while i < calls.len() {
+        let first_answer = answered(&calls[i]);
+        let mut j = i + 1;
+        while j < calls.len() && calls[j].at <= first_answer {
+            j += 1;
+        }
+        // Calls after the answer, up to a quiet spell; the first overlap among them, and the latest answer before it.
+        let mut busy_until = calls[i..j]
+            .iter()
+            .map(answered)
+            .max()
+            .unwrap_or(first_answer);
+        let mut settled_by: Option<Duration> = None;
+        let mut k = j;
+        while k < calls.len() {
+            let c = calls[k];
+            if c.at > busy_until && c.at - busy_until > quiet {
+                break;
+            }
+            if settled_by.is_none() && calls[j..k].iter().any(|e| answered(e) > c.at) {
+                settled_by = calls[i..k].iter().map(answered).filter(|a| *a < c.at).max();
+            }
+            busy_until = busy_until.max(answered(&c));
+            k += 1;
+        }
+        // The round the timeline saw closed: the calls just after it may still show the overlap (their breaker was
+        // closed, and on an answer that came before them).
+        if k == calls.len() && k > j && settled_by.is_none() && closes {
+            let mut busy = calls[j..k].iter().map(answered).collect::<Vec<_>>();
+            let mut until = busy_until;
+            for c in &later {
+                if c.at > until && c.at - until > quiet {
+                    break;
+                }
+                if busy.iter().any(|a| *a > c.at) {
+                    settled_by = calls[i..k]
+                        .iter()
+                        .map(answered)
+                        .chain(busy.iter().copied())
+                        .filter(|a| *a < c.at)
+                        .max();
+                    break;
+                }
+                busy.push(answered(c));
+                until = until.max(answered(c));
+            }
+        }
+        let end = calls.get(k).map(|c| c.at).unwrap_or(round.possible.end);
+        let first = (j - i) as u64;
+        // A polled timeline that saw the breaker half-open after the probe makes every call before that sample one.
+        let seen_half_open = t
+            .samples
+            .iter()
+            .filter(|(at, st)| *st == BreakerState::HalfOpen && (calls[i].at..end).contains(at))
+            .map(|(at, _)| *at)
+            .max();
+        let before_sample = seen_half_open
+            .map(|s| calls[i..k].iter().filter(|c| c.at <= s).count() as u64)
+            .unwrap_or(0);
+        let at_least = first.max(before_sample);
+        let (at_most, after) = if j == k {
+            (first, After::Nothing)
+        } else if let Some(a) = settled_by {
+            let n = calls[i..k].iter().filter(|c| c.at <= a).count() as u64;
+            (n, After::Closed)
+        } else {
+            ((k - i) as u64, After::OnePerAnswer)
+        };
+        out.push(Round {
+            certain: calls[i].at..first_answer.min(end),
+            possible: calls[i].at..end,
+            at_least,
+            at_most: at_most.max(at_least),
+            after,
+        });
+        i = k;
+    }
+    Some(out)
+}
+
+/// An overlap shows a close only if the breaker admits one call at a time while a probe is out. Where a round
+/// admitted several before its first answer, or the load offered while first probes were out was too small for a
+/// second one to show, the calls after the answer may have been probes too.
+fn trust_overlaps(rounds: &mut [Round], record: &RunRecord, route: &str) {
+    let several = rounds
+        .iter()
+        .any(|r| r.after != After::Placed && r.at_least > 1);
+    let offered: f64 = rounds
+        .iter()
+        .filter(|r| r.after != After::Placed)
+        .map(|r| {
+            let margin = Duration::from_secs(1);
+            let rate = record.offered_rate(
+                r.certain.start.saturating_sub(margin),
+                r.certain.end + margin,
+            );
+            rate * (r.certain.end - r.certain.start).as_secs_f64()
+        })
+        .sum();
+    if several || offered < SEVERAL_AT_ONCE_SHOWN {
+        for r in rounds.iter_mut().filter(|r| r.after == After::Closed) {
+            r.at_most =
+                r.at_most
+                    .max(record.arrivals_between(route, r.possible.start, r.possible.end));
+            r.after = if several {
+                After::SeveralAtOnce
+            } else {
+                After::TooFast
+            };
+        }
+    }
 }
 
 /// The spans in which the breaker was not closed: from an opening (or a half-open) to the next close.

@@ -767,8 +767,9 @@ fn a_round_that_closes_within_one_scrape_cannot_be_judged_on_the_scrape_alone() 
     assert!(v.inconclusive(), "{}", v.sentence);
     assert!(
         v.sentence.contains("between 0 and 50 calls at pricing")
+            && v.sentence.contains("`bucket: 10ms` would let it decide")
             && v.sentence
-                .contains("a log or webhook source, or a shorter scrape interval"),
+                .contains("a log or webhook source would decide it"),
         "{}",
         v.sentence
     );

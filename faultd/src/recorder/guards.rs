@@ -25,6 +25,8 @@ pub struct CallGuard {
     pub(super) route: Arc<RouteRecorder>,
     pub(super) phase: Arc<str>,
     pub(super) arrival: Instant,
+    /// The bucket and slot that timed the call's arrival, when it was among its bucket's first.
+    pub(super) timed: Option<(usize, usize)>,
     pub(super) outcome: Outcome,
     pub(super) grpc_status: Option<GrpcCode>,
     pub(super) due: Option<Instant>,
@@ -66,6 +68,15 @@ impl Drop for CallGuard {
         let route = &self.route;
         let b = route.bucket_ns;
         let cell = route.cells.at((t / b) as usize);
+        if let Some((bucket, nth)) = self.timed {
+            let held = now.saturating_duration_since(self.arrival).as_micros();
+            if let Some(slot) = route.cells.at(bucket).held.get(nth) {
+                slot.store(
+                    (held.min(u128::from(u32::MAX - 1)) as u32) + 1,
+                    Ordering::Relaxed,
+                );
+            }
+        }
         match self.outcome {
             Outcome::Completed(status) => {
                 let class = match status {

@@ -219,10 +219,28 @@ fn add_bucket(into: &mut RouteBucket, other: &RouteBucket) {
     into.in_flight_mean += other.in_flight_mean;
     // Each list holds its replica's earliest arrivals, so the earliest of the union are among them; and every
     // arrival left untimed came after the last one kept, as `first_arrivals_us` promises.
-    into.first_arrivals_us
-        .extend_from_slice(&other.first_arrivals_us);
-    into.first_arrivals_us.sort_unstable();
-    into.first_arrivals_us.truncate(FIRST_ARRIVALS);
+    let timed = |b: &RouteBucket| {
+        let held = b
+            .first_held_us
+            .iter()
+            .copied()
+            .chain(std::iter::repeat(None));
+        b.first_arrivals_us
+            .iter()
+            .copied()
+            .zip(held)
+            .collect::<Vec<_>>()
+    };
+    let mut calls = timed(into);
+    calls.extend(timed(other));
+    calls.sort_unstable();
+    calls.truncate(FIRST_ARRIVALS);
+    into.first_arrivals_us = calls.iter().map(|c| c.0).collect();
+    into.first_held_us = if calls.iter().any(|c| c.1.is_some()) {
+        calls.iter().map(|c| c.1).collect()
+    } else {
+        Vec::new()
+    };
 }
 
 fn add_connections(into: &mut ConnectionBucket, other: &ConnectionBucket) {
@@ -523,8 +541,19 @@ mod tests {
     fn first_arrivals_are_the_earliest_of_the_union() {
         let mut a = bucket(10, 0, 1, 0.0);
         a.first_arrivals_us = vec![10, 20, 30, 40, 50, 60, 70, 80];
+        a.first_held_us = vec![
+            Some(1),
+            Some(2),
+            None,
+            Some(4),
+            Some(5),
+            Some(6),
+            Some(7),
+            Some(8),
+        ];
         let mut b = bucket(3, 0, 1, 0.0);
         b.first_arrivals_us = vec![5, 45, 90];
+        // A replica that did not time its calls' ends: theirs are unknown, the others' kept beside their arrivals.
         let m = Recording::merge_replicas(&[
             recording(vec![("pricing", route(vec![a], 1))]),
             recording(vec![("pricing", route(vec![b], 1))]),
@@ -532,6 +561,19 @@ mod tests {
         .unwrap();
         let b0 = &m.routes["pricing"].buckets[0];
         assert_eq!(b0.first_arrivals_us, vec![5, 10, 20, 30, 40, 45, 50, 60]);
+        assert_eq!(
+            b0.first_held_us,
+            vec![
+                None,
+                Some(1),
+                Some(2),
+                None,
+                Some(4),
+                None,
+                Some(5),
+                Some(6)
+            ]
+        );
         assert_eq!(b0.arrivals, 13);
     }
 

@@ -110,6 +110,10 @@ pub struct RouteBucket {
     /// When the bucket's first arrivals (at most `FIRST_ARRIVALS`) came, in microseconds from the bucket's start.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub first_arrivals_us: Vec<u32>,
+    /// How long faultd held each of those calls, in microseconds, until it answered or its caller left (`None`:
+    /// still in flight). Beside the arrivals, this places the answer a half-open probe's breaker waited for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_held_us: Vec<Option<u32>>,
     /// Calls answered in full, by status class.
     pub completed: StatusClasses,
     /// Calls reset: their connection (HTTP/1.1) or their stream (HTTP/2 RST_STREAM, an abrupt GOAWAY).

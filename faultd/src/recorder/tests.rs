@@ -75,6 +75,12 @@ async fn buckets_count_arrivals_departures_and_exact_in_flight() {
     assert_eq!(p.buckets[1].in_flight_max, 1);
     assert_eq!(p.buckets[2].hangs, 1);
     assert_eq!(p.buckets[3].in_flight_max, 0);
+    // Both arrivals are timed, and so are their ends: the answer at 50 ms, the hang's end at 250 ms.
+    assert_eq!(p.buckets[0].first_arrivals_us, vec![0, 0]);
+    assert_eq!(
+        p.buckets[0].first_held_us,
+        vec![Some(50_000), Some(250_000)]
+    );
     // Means: 2 calls for 50ms + 1 for 50ms over 100ms = 1.5; then 1, then 0.5, then 0.
     assert!(
         (p.buckets[0].in_flight_mean - 1.5).abs() < 1e-9,
