@@ -7,6 +7,10 @@
 //! The recovered dependency answers in 25 ms: at 200 requests a second, five calls are in flight at once after the
 //! close, so the close shows within a call or two of the probe's answer (with one call per answer it could not).
 //!
+//! The Python gRPC service of tests/services/python_grpc shows the two ends of what a scrape leaves to faultd's
+//! timing: circuitbreaker (PyPI) admits every call while half-open and fails; pybreaker (PyPI) sends one call at a
+//! time even when closed, which no timing can tell from probes in turn, and is inconclusive with that reason.
+//!
 //! `for i in $(seq 20); do cargo test --release --test suite coarse_scrape -- --nocapture; done` runs it in a loop
 //! and prints each run's outcomes.
 
@@ -145,7 +149,7 @@ dependency:
     - { name: failing, at: 3s, routes: { pricing: { latency: { fixed: 25ms }, errors: [ { share: 100%, status: 503 } ] } } }
     - { name: recovered, at: 8s, routes: { pricing: { latency: { fixed: 25ms } } } }
 sut:
-  command: [ node, "SERVICE/server.js" ]
+  command: [ node, "@SERVICE@/server.js" ]
   env: { PORT: "{sut.port}", PRICING_URL: "{faultd.url}", BREAKER_RESET_MS: "1000" }
   url: http://127.0.0.1:{sut.port}
   ready: /health
@@ -175,7 +179,7 @@ fn opossums_one_probe_passes_by_the_scrape_as_by_its_log() {
         service.join("node_modules/opossum").is_dir(),
         "the service's packages are missing: npm ci --prefix tests/services/node_express (Node 18 or later)"
     );
-    let scenario = OPOSSUM.replace("SERVICE", &service.display().to_string());
+    let scenario = OPOSSUM.replace("@SERVICE@", &service.display().to_string());
     let (code, verdicts) = run("opossum", &scenario, &[]);
     for (id, outcome, sentence) in &verdicts {
         println!("opossum: {id}: {outcome}: {sentence}");
@@ -185,4 +189,81 @@ fn opossums_one_probe_passes_by_the_scrape_as_by_its_log() {
         assert_eq!(o, "pass", "{id}: {sentence}");
     }
     assert_eq!(code, Some(0), "{verdicts:?}");
+}
+
+/// The Python gRPC service with `@LIBRARY@`'s breaker, scraped every 100 ms on port `@METRICS@`.
+const PYTHON: &str = r#"name: python-grpc-probes
+description: a Python breaker's half-open rounds under a 100 ms scrape
+duration: 12s
+seed: 9
+bucket: 10ms
+dependency:
+  routes:
+    pricing: { path: /price/*, latency: { fixed: 2ms } }
+  phases:
+    - { name: healthy, at: 0s }
+    - { name: failing, at: 3s, routes: { pricing: { latency: { fixed: 25ms }, errors: [ { share: 100%, status: 503 } ] } } }
+    - { name: recovered, at: 8s, routes: { pricing: { latency: { fixed: 10ms } } } }
+sut:
+  command: [ "@PYTHON@", "@SERVICE@/prices.py" ]
+  env: { PORT: "{sut.port}", PRICING_URL: "{faultd.url}", METRICS_PORT: "@METRICS@", BREAKER: "@LIBRARY@",
+         RESET_MS: "1000", FAIL_MAX: "5" }
+  url: http://127.0.0.1:{sut.port}
+  ready: { tcp: true }
+  ready_timeout: 20s
+load:
+  rate: 50/s
+  timeout: 3s
+  requests: [ { grpc: /shop.Prices/Get, message: 0a023432 } ]
+  fallback_header: x-fallback
+breakers:
+  pricing:
+    metrics: { url: "http://127.0.0.1:@METRICS@/metrics", metric: pricing_breaker_state, labels: { breaker: pricing },
+               values: { closed: 0, open: 1, half_open: 2 }, interval: 100ms }
+expect:
+  - { id: one-probe, breaker: pricing, probes_per_half_open_at_most: 1 }
+"#;
+
+/// The verdict on the Python service's probes with `library`'s breaker.
+fn python_probes(library: &str) -> (String, String) {
+    // .cargo/config.toml hands the tests scripts/test's .venv, which has grpcio, pybreaker and circuitbreaker.
+    let python = std::env::var("FAULTLINE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let service =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/python_grpc");
+    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let scenario = PYTHON
+        .replace("@PYTHON@", &python)
+        .replace("@SERVICE@", &service.display().to_string())
+        .replace("@METRICS@", &metrics.to_string())
+        .replace("@LIBRARY@", library);
+    let (_, verdicts) = run(&format!("python-{library}"), &scenario, &[]);
+    for (id, outcome, sentence) in &verdicts {
+        println!("{library}: {id}: {outcome}: {sentence}");
+    }
+    let (_, o, sentence) = outcome(&verdicts, "one-probe");
+    (o.clone(), sentence.clone())
+}
+
+#[test]
+fn circuitbreakers_half_open_lets_calls_through_before_the_probe_is_answered_and_fails() {
+    let (outcome, sentence) = python_probes("circuitbreaker");
+    assert_eq!(outcome, "fail", "{sentence}");
+    assert!(
+        sentence.contains("before its first probe was answered"),
+        "{sentence}"
+    );
+}
+
+#[test]
+fn pybreakers_calls_one_at_a_time_leave_its_probe_count_undecided_and_say_why() {
+    let (outcome, sentence) = python_probes("pybreaker");
+    assert_eq!(outcome, "inconclusive", "{sentence}");
+    assert!(
+        sentence.contains("every call waited for the one before it"),
+        "{sentence}"
+    );
 }

@@ -210,3 +210,56 @@ fn a_breaker_that_admits_several_at_once_is_not_taken_as_closed_by_its_overlaps(
         v.sentence
     );
 }
+
+/// An inferred timeline (no samples) with the given changes, each known to 50 ms.
+fn inferred(changes: &[(f64, BreakerState)]) -> BreakerTimeline {
+    let mut from = Closed;
+    let transitions = changes
+        .iter()
+        .map(|(at, to)| {
+            let tr = crate::breaker::Transition {
+                at: s(*at),
+                from,
+                to: *to,
+                source: Source::Inferred,
+                resolution: s(0.05),
+            };
+            from = *to;
+            tr
+        })
+        .collect();
+    BreakerTimeline {
+        transitions,
+        resolution: s(0.05),
+        source: Some(Source::Inferred),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn an_inferred_window_in_which_the_calls_never_stopped_is_no_round() {
+    // A slow start read by the inference as an opening and a half-open window, while faultd saw calls all along.
+    let calls = steady(0.0, 10.0, 0.025);
+    let t = inferred(&[(0.20, Open), (0.25, HalfOpen), (0.30, Closed)]);
+    let v = judge(1, &record(&calls, t));
+    assert_ne!(v.outcome(), Outcome::Fail, "{}", v.sentence);
+}
+
+#[test]
+fn a_pause_in_the_load_is_not_a_breaker_open_again() {
+    // The load pauses for 300 ms inside the closing round: no calls, but no requests either, so the calls after
+    // the pause are the same closed traffic, not a new round.
+    let mut calls = closed_until_open();
+    calls.push((4.013, 0.040));
+    calls.push((5.013, 0.025));
+    calls.extend(steady(5.040, 5.060, 0.025));
+    calls.extend(steady(5.360, 10.0, 0.025));
+    let windows = vec![(4.013, 4.053), (5.013, 5.038)];
+    let mut r = record(&calls, scrape(1.0, &truth(windows, 5.038)));
+    for b in &mut r.sut[506..536] {
+        b.offered = 0;
+    }
+    let v = judge(1, &r);
+    assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
+    assert!(v.sentence.contains("counts: 1, 1;"), "{}", v.sentence);
+}

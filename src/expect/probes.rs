@@ -183,7 +183,16 @@ pub(crate) fn timed(
     record: &RunRecord,
     route: &str,
 ) -> Option<Vec<Round>> {
-    let calls = record.timed_calls(route, round.possible.start, round.possible.end)?;
+    // A round that starts at a sample which saw the breaker open starts with a probe. Any other (first seen
+    // half-open, or inferred) may start with the traffic before the opening, or after its probe: its rounds are
+    // found from the quiet spell before them, looked for up to a second earlier.
+    let known_open = !t.samples.is_empty() && round.possible.start == round.certain.start;
+    let from = if known_open {
+        round.possible.start
+    } else {
+        round.possible.start.saturating_sub(Duration::from_secs(1))
+    };
+    let calls = record.timed_calls(route, from, round.possible.end)?;
     if calls.is_empty() {
         return None;
     }
@@ -211,21 +220,23 @@ pub(crate) fn timed(
         Duration::MAX
     };
     let answered = |c: &TimedCall| c.answered.unwrap_or(Duration::MAX);
-    // A round that starts at a sample which saw the breaker open starts with a probe; any other (first seen
-    // half-open, or inferred) may start with the traffic before the opening, so its first round starts after the
-    // first quiet spell in it.
-    let known_open = !t.samples.is_empty() && round.possible.start == round.certain.start;
+    // Nothing in flight from `idle` to `next` while the SUT was offered the load that many spacings carry.
+    let quiet_between = |idle: Duration, next: Duration| {
+        next > idle
+            && next - idle > quiet
+            && offered_between(record, idle, next) >= QUIET_SPACINGS / 2.0
+    };
     let mut i = 0;
     if !known_open {
         let mut busy_until = Duration::ZERO;
-        while i < calls.len()
-            && !(i > 0 && calls[i].at > busy_until && calls[i].at - busy_until > quiet)
-        {
+        while i < calls.len() && !(i > 0 && quiet_between(busy_until, calls[i].at)) {
             busy_until = busy_until.max(answered(&calls[i]));
             i += 1;
         }
         if i == calls.len() {
-            return None;
+            // Inferred from the same traffic at a coarser grain: with no quiet spell in it, the breaker was never
+            // open here. A scrape that saw it half-open is believed, and left to place the round itself.
+            return t.samples.is_empty().then(Vec::new);
         }
     }
     let mut out = Vec::new();
@@ -245,7 +256,7 @@ pub(crate) fn timed(
         let mut k = j;
         while k < calls.len() {
             let c = calls[k];
-            if c.at > busy_until && c.at - busy_until > quiet {
+            if quiet_between(busy_until, c.at) {
                 break;
             }
             if settled_by.is_none() && calls[j..k].iter().any(|e| answered(e) > c.at) {
@@ -260,7 +271,7 @@ pub(crate) fn timed(
             let mut busy = calls[j..k].iter().map(answered).collect::<Vec<_>>();
             let mut until = busy_until;
             for c in &later {
-                if c.at > until && c.at - until > quiet {
+                if quiet_between(until, c.at) {
                     break;
                 }
                 if busy.iter().any(|a| *a > c.at) {
@@ -297,6 +308,11 @@ pub(crate) fn timed(
         } else {
             ((k - i) as u64, After::OnePerAnswer)
         };
+        if end <= round.possible.start {
+            // A round before this one, found only to place this one.
+            i = k;
+            continue;
+        }
         out.push(Round {
             certain: calls[i].at..first_answer.min(end),
             possible: calls[i].at..end,
@@ -306,7 +322,25 @@ pub(crate) fn timed(
         });
         i = k;
     }
-    Some(out)
+    (!out.is_empty() || t.samples.is_empty()).then_some(out)
+}
+
+/// Requests the SUT was sent in `[from, to)`, a bucket cut by either end counted in proportion.
+fn offered_between(record: &RunRecord, from: Duration, to: Duration) -> f64 {
+    let step = record.bucket.as_secs_f64();
+    if step <= 0.0 || to <= from {
+        return 0.0;
+    }
+    let (a, b) = (from.as_secs_f64(), to.as_secs_f64());
+    let first = (a / step).floor() as usize;
+    let last = (b / step).ceil() as usize;
+    (first..last)
+        .map(|i| {
+            let (s, e) = (i as f64 * step, (i + 1) as f64 * step);
+            let overlap = (e.min(b) - s.max(a)).max(0.0) / step;
+            record.sent_in(i..i + 1) as f64 * overlap
+        })
+        .sum()
 }
 
 /// An overlap shows a close only if the breaker admits one call at a time while a probe is out. Where a round

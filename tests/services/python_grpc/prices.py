@@ -10,7 +10,13 @@ Every change of the breaker's state is one line on stdout, `breaker pricing: clo
 faultline's log source reads. `serving shop.Prices on HOST:PORT` says it is ready.
 
 Environment: PORT (to listen on 127.0.0.1), PRICING_URL, CALL_TIMEOUT_MS (default 200), FAIL_MAX (consecutive
-failures that open the breaker, default 5), RESET_MS (how long it stays open before a trial call, default 1000).
+failures that open the breaker, default 5), RESET_MS (how long it stays open before a trial call, default 1000),
+SUCCESS_THRESHOLD (pybreaker: trial calls that must succeed in turn before it closes, default 1).
+
+BREAKER picks the library: `pybreaker` (default; it runs every call under its lock, so one at a time, and admits
+one trial call while half-open) or `circuitbreaker` (fabfuel's; while half-open it lets every call through until
+one ends). With METRICS_PORT set, GET /metrics on it answers the breaker's state in the Prometheus text format:
+`pricing_breaker_state{breaker="pricing"}` 0 closed, 1 open, 2 half-open.
 """
 
 import os
@@ -22,6 +28,7 @@ from concurrent import futures
 
 import grpc
 import pybreaker
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 SERVICE = "shop.Prices"
 DEFAULT_CENTS = 999
@@ -90,29 +97,80 @@ class PrintTransitions(pybreaker.CircuitBreakerListener):
         log("breaker %s: %s -> %s" % (cb.name, old_state.name if old_state else "none", new_state.name))
 
 
+STATE_VALUES = {"closed": 0, "open": 1, "half-open": 2, "half_open": 2}
+
+
+def serve_metrics(port, state):
+    """GET /metrics on 127.0.0.1:port: the breaker's state, as `state()` names it, as a gauge."""
+
+    class Metrics(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path != "/metrics":
+                self.send_error(404)
+                return
+            body = (
+                "# TYPE pricing_breaker_state gauge\n"
+                'pricing_breaker_state{breaker="pricing"} %d\n' % STATE_VALUES[state()]
+            ).encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Metrics)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+
+
 def main():
     port = int(os.environ["PORT"])
     pricing_url = os.environ["PRICING_URL"].rstrip("/")
     timeout = int(os.environ.get("CALL_TIMEOUT_MS", "200")) / 1000
     # No proxy from the environment: the dependency is on loopback.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    breaker = pybreaker.CircuitBreaker(
-        fail_max=int(os.environ.get("FAIL_MAX", "5")),
-        reset_timeout=int(os.environ.get("RESET_MS", "1000")) / 1000,
-        listeners=[PrintTransitions()],
-        name="pricing",
-    )
 
     def fetch_price(sku):
         with opener.open("%s/price/%s" % (pricing_url, sku), timeout=timeout) as answer:
             answer.read()
         return 100 + sum(sku.encode("utf-8")) % 900
 
+    fail_max = int(os.environ.get("FAIL_MAX", "5"))
+    reset = int(os.environ.get("RESET_MS", "1000")) / 1000
+    library = os.environ.get("BREAKER", "pybreaker")
+    if library == "pybreaker":
+        breaker = pybreaker.CircuitBreaker(
+            fail_max=fail_max,
+            reset_timeout=reset,
+            success_threshold=int(os.environ.get("SUCCESS_THRESHOLD", "1")),
+            listeners=[PrintTransitions()],
+            name="pricing",
+        )
+        open_error = pybreaker.CircuitBreakerError
+        guarded = lambda sku: breaker.call(fetch_price, sku)  # noqa: E731
+        state = lambda: breaker.current_state  # noqa: E731
+    elif library == "circuitbreaker":
+        import circuitbreaker
+
+        breaker = circuitbreaker.CircuitBreaker(
+            failure_threshold=fail_max, recovery_timeout=reset, name="pricing"
+        )
+        open_error = circuitbreaker.CircuitBreakerError
+        # Its check for an open circuit is in the decorated function, not in `call`.
+        guarded = breaker.decorate(fetch_price)
+        state = lambda: breaker.state  # noqa: E731
+    else:
+        sys.exit("BREAKER must be pybreaker or circuitbreaker, not %r" % library)
+    if os.environ.get("METRICS_PORT"):
+        serve_metrics(int(os.environ["METRICS_PORT"]), state)
+
     def get(request, context):
         sku = read_request(request)
         try:
-            cents = breaker.call(fetch_price, sku)
-        except pybreaker.CircuitBreakerError:
+            cents = guarded(sku)
+        except open_error:
             context.set_trailing_metadata((("x-fallback", "breaker-open"),))
             return write_price(sku, DEFAULT_CENTS, True)
         except Exception as e:  # a timeout, a refused connection, a 5xx: the dependency failed this call
