@@ -167,7 +167,7 @@ const QUIET_SPACINGS: f64 = 10.0;
 const SEVERAL_AT_ONCE_SHOWN: f64 = 3.0;
 
 /// The half-open rounds inside one round a polled or inferred timeline placed, from faultd's timing of every call
-/// in it; `None` when faultd did not time them all.
+/// in it; `None` when faultd did not time them all, or its timing finds no round where the timeline saw one.
 ///
 /// The first call in it is a probe. Every call that arrives before that probe is answered is an admission of the
 /// same round, since no breaker leaves half-open before it knows how a probe went. After the answer:
@@ -177,7 +177,7 @@ const SEVERAL_AT_ONCE_SHOWN: f64 = 3.0;
 ///   then (one that admits one probe after each answer never has two in flight): the close came on one of the
 ///   answers before that call, so the round's admissions are at most the calls up to the latest of them;
 /// - with neither, every call up to the end of the timeline's round may have been a probe.
-pub(crate) fn timed(
+fn timed(
     round: &Round,
     t: &BreakerTimeline,
     record: &RunRecord,
