@@ -298,7 +298,7 @@ fn undecided_because(r: &Round, rc: &RoundCount, source: &str, record: &RunRecor
         After::OnePerAnswer => format!("after the first probe was answered ({} after it came), every call waited for the one before it to be answered, as the probes of a breaker that needs several successes do, and as calls do through a service that lets one at a time through its closed breaker; {source} cannot tell which", ms(r.certain.end - r.certain.start)),
         After::Closed => "calls in flight together show it closed by then, but after some of its later calls were answered, so those may have been probes too".into(),
         After::SeveralAtOnce => {
-            let most = rc.rounds.iter().map(|r| r.at_least).max().unwrap_or(0);
+            let most = rc.rounds.iter().map(|r| r.before_answer).max().unwrap_or(0);
             format!("in some round {most} calls came before the first probe was answered, so the breaker admits several at once, and the calls in flight together after an answer may have been probes as well as the traffic of a closed breaker")
         }
         After::TooFast => "the first probes were answered before the load offered meanwhile could have shown a second call, so it cannot be told whether the breaker admits several at once, which would make the calls in flight together after an answer probes too".into(),
@@ -377,7 +377,9 @@ fn probes(name: String, record: &RunRecord, breaker: &str, route: &str, at_most:
         .find(|(_, rc)| rc.undecided(bound).next().is_none() && rc.over(bound).next().is_none());
     match (failing, passing) {
         (Some((t, r)), None) => {
-            let how = if r.after == After::Placed {
+            let how = if r.after != After::Placed && r.before_answer < r.at_least {
+                format!("{}, before a scrape that saw it half-open, so all of them admitted while half-open; found by {}, timed by faultd", span_words(&r.possible), label(t))
+            } else if r.after == After::Placed {
                 format!("{}, placed by {}, calls counted by faultd", span_words(&r.certain), label(t))
             } else {
                 format!("{}, before its first probe was answered, so all of them admitted while half-open; found by {}, timed by faultd", span_words(&r.certain), label(t))

@@ -263,3 +263,24 @@ fn a_pause_in_the_load_is_not_a_breaker_open_again() {
     assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
     assert!(v.sentence.contains("counts: 1, 1;"), "{}", v.sentence);
 }
+
+#[test]
+fn probes_in_turn_that_a_sample_saw_are_not_taken_for_probes_at_once() {
+    // Three successes in turn, the scrape's sample at 5.1 s seeing the second of them: two certain, three at most.
+    let mut calls = closed_until_open();
+    calls.push((4.013, 0.040));
+    calls.extend([(5.053, 0.025), (5.080, 0.025), (5.107, 0.025)]);
+    calls.extend(steady(5.134, 10.0, 0.025));
+    let windows = vec![(4.013, 4.053), (5.053, 5.132)];
+    let r = record(&calls, scrape(0.1, &truth(windows, 5.132)));
+    let v = judge(1, &r);
+    assert_eq!(v.outcome(), Outcome::Fail, "{}", v.sentence);
+    assert_eq!(v.measured, Some(2.0), "{}", v.sentence);
+    assert!(
+        v.sentence.contains("before a scrape that saw it half-open"),
+        "{}",
+        v.sentence
+    );
+    let v = judge(3, &r);
+    assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
+}

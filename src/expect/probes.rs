@@ -44,6 +44,8 @@ pub(crate) struct Round {
     pub at_most: u64,
     /// What the calls after the round's first answer showed, when faultd's timing placed the round.
     pub after: After,
+    /// Calls that arrived before the round's first answer, when faultd's timing placed the round (else 0).
+    pub before_answer: u64,
 }
 
 /// What faultd's timing showed after a round's first probe was answered.
@@ -107,6 +109,7 @@ pub(crate) fn rounds(t: &BreakerTimeline, record: &RunRecord, route: &str) -> Ro
             certain: a..b,
             possible: pa..pb,
             after: After::Placed,
+            before_answer: 0,
         }
     };
     let shows_half_open = t
@@ -319,6 +322,7 @@ fn timed(
             at_least,
             at_most: at_most.max(at_least),
             after,
+            before_answer: first,
         });
         i = k;
     }
@@ -347,9 +351,7 @@ fn offered_between(record: &RunRecord, from: Duration, to: Duration) -> f64 {
 /// admitted several before its first answer, or the load offered while first probes were out was too small for a
 /// second one to show, the calls after the answer may have been probes too.
 fn trust_overlaps(rounds: &mut [Round], record: &RunRecord, route: &str) {
-    let several = rounds
-        .iter()
-        .any(|r| r.after != After::Placed && r.at_least > 1);
+    let several = rounds.iter().any(|r| r.before_answer > 1);
     let offered: f64 = rounds
         .iter()
         .filter(|r| r.after != After::Placed)
