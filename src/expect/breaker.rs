@@ -29,6 +29,10 @@ pub enum BreakerCheck {
         breaker: String,
         within: Dur,
         after: String,
+        /// The route the breaker guards, where known: faultd's timing of its calls can place a close that a coarse
+        /// source cannot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
     },
     StaysClosed {
         breaker: String,
@@ -70,6 +74,7 @@ impl BreakerCheck {
                 breaker,
                 within,
                 after,
+                ..
             } => format!("breaker {breaker} closes within {within} after {after}"),
             BreakerCheck::StaysClosed { breaker, during } => {
                 format!("breaker {breaker} stays closed{}", during_words(during))
@@ -109,6 +114,7 @@ impl BreakerCheck {
                 breaker,
                 within,
                 after,
+                ..
             } => {
                 let t = timeline(record, breaker);
                 match record.phase(after) {
@@ -120,7 +126,10 @@ impl BreakerCheck {
                         let quiet_since_start =
                             t.transitions_in(p.start, record.duration).next().is_none();
                         let closing = matches!(self, BreakerCheck::ClosesWithin { .. });
-                        if v.passed {
+                        if closing && v.inconclusive() {
+                            // faultd's timing may yet place the close, from calls not recorded yet.
+                            false
+                        } else if v.passed {
                             // A transition seen in time cannot move; "already closed and stayed closed" can still
                             // be undone by a later opening, so it waits for the end of the run.
                             !(closing
@@ -154,6 +163,7 @@ impl BreakerCheck {
                 breaker,
                 within,
                 after,
+                ..
             } => {
                 let opening = matches!(self, BreakerCheck::OpensWithin { .. });
                 let (target, verb) = if opening {
@@ -198,6 +208,11 @@ impl BreakerCheck {
                         let delay = tr.at - phase.start;
                         let earliest = delay.saturating_sub(tr.resolution);
                         if delay > within.get() && earliest <= within.get() {
+                            if let BreakerCheck::ClosesWithin { route: Some(route), .. } = self {
+                                if let Some(v) = close_by_timing(&name, record, breaker, route, tr, &phase, within.get()) {
+                                    return v;
+                                }
+                            }
                             return Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker} {verb} between {} and {} after {after} began ({}); the bound {within} lies inside that span, which a log or webhook source, or a shorter scrape interval, would decide", secs(earliest), secs(delay), how(tr)), Some(delay.as_secs_f64()), Some(within.as_secs_f64()));
                         }
                         let passed = delay <= within.get();
@@ -276,6 +291,54 @@ fn counts(rounds: &[Round]) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A close a coarse source placed only to within its resolution, placed again by faultd's timing of the calls
+/// at `route`: after a round's first answer and before the first call in flight beside another
+/// ([`Round::closed_in`]). `None` when the timing places no close inside the source's span.
+fn close_by_timing(
+    name: &str,
+    record: &RunRecord,
+    breaker: &str,
+    route: &str,
+    tr: &Transition,
+    phase: &crate::record::PhaseSpan,
+    within: Duration,
+) -> Option<Verdict> {
+    let after = &phase.name;
+    let t = timeline(record, breaker);
+    if t.is_exact() {
+        return None;
+    }
+    let seen_from = tr.at.saturating_sub(tr.resolution);
+    let (lo, hi) = probes::rounds(t, record, route)
+        .rounds
+        .iter()
+        .filter_map(|r| r.closed_in.clone())
+        .map(|c| (c.start.max(seen_from), c.end.min(tr.at)))
+        .find(|(lo, hi)| lo <= hi && *lo >= phase.start)?;
+    let (earliest, latest) = (lo - phase.start, hi - phase.start);
+    // To the millisecond: the span is as narrow as the spacing of two calls.
+    let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
+    let how = format!("{}, placed by faultd's timing: after its probe's answer at {} and before calls were in flight together at {}", how(tr), secs(lo), secs(hi));
+    let bound = Some(within.as_secs_f64());
+    Some(if latest <= within {
+        Verdict::new(
+            name.to_string(),
+            true,
+            format!(
+                "breaker {breaker} closed {} after {after} began ({how}); expected within {}",
+                secs(latest),
+                secs(within)
+            ),
+            Some(latest.as_secs_f64()),
+            bound,
+        )
+    } else if earliest > within {
+        Verdict::new(name.to_string(), false, format!("breaker {breaker} closed {} after {after} began at the earliest ({how}); expected within {}", secs(earliest), secs(within)), Some(earliest.as_secs_f64()), bound)
+    } else {
+        Verdict::with_outcome(name.to_string(), Outcome::Inconclusive, format!("breaker {breaker} closed between {} and {} after {after} began ({how}); the bound {} lies inside that span, which a log or webhook source would decide", secs(earliest), secs(latest), secs(within)), Some(latest.as_secs_f64()), bound)
+    })
 }
 
 /// Why a round's count is not decided, from what faultd's timing showed after its first answer.

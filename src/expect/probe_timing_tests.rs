@@ -284,3 +284,31 @@ fn probes_in_turn_that_a_sample_saw_are_not_taken_for_probes_at_once() {
     let v = judge(3, &r);
     assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
 }
+
+#[test]
+fn a_close_a_one_second_scrape_cannot_place_is_placed_by_faultds_timing() {
+    // The breaker closes on its probe's answer at 5.038 s; the calls are in flight together from 5.045 s. A 1 s
+    // scrape sees it closed at 6 s, so on its own it places the close in (5 s, 6 s].
+    let t = scrape(1.0, &truth(vec![(4.013, 4.053), (5.013, 5.038)], 5.038));
+    let r = record(&one_probe(), t);
+    let spec =
+        |within: &str| format!("{{ breaker: pricing, closes_within: {within}, after: healthy }}");
+    let v = super::tests::verdict(&spec("5.5s"), &r);
+    assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
+    assert!(
+        v.sentence.contains("placed by faultd's timing"),
+        "{}",
+        v.sentence
+    );
+    assert_eq!(v.measured, Some(5.045), "{}", v.sentence);
+    let v = super::tests::verdict(&spec("5020ms"), &r);
+    assert_eq!(v.outcome(), Outcome::Fail, "{}", v.sentence);
+    let v = super::tests::verdict(&spec("5040ms"), &r);
+    assert_eq!(v.outcome(), Outcome::Inconclusive, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .contains("closed between 5.038 s and 5.045 s after healthy began"),
+        "{}",
+        v.sentence
+    );
+}

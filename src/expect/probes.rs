@@ -46,6 +46,9 @@ pub(crate) struct Round {
     pub after: After,
     /// Calls that arrived before the round's first answer, when faultd's timing placed the round (else 0).
     pub before_answer: u64,
+    /// When faultd's timing shows the breaker closed at the end of this round: after its first answer and before
+    /// the first call in flight beside another.
+    pub closed_in: Option<Range<Duration>>,
 }
 
 /// What faultd's timing showed after a round's first probe was answered.
@@ -110,6 +113,7 @@ pub(crate) fn rounds(t: &BreakerTimeline, record: &RunRecord, route: &str) -> Ro
             possible: pa..pb,
             after: After::Placed,
             before_answer: 0,
+            closed_in: None,
         }
     };
     let shows_half_open = t
@@ -256,6 +260,7 @@ fn timed(
             .max()
             .unwrap_or(first_answer);
         let mut settled_by: Option<Duration> = None;
+        let mut overlap_at: Option<Duration> = None;
         let mut k = j;
         while k < calls.len() {
             let c = calls[k];
@@ -264,6 +269,7 @@ fn timed(
             }
             if settled_by.is_none() && calls[j..k].iter().any(|e| answered(e) > c.at) {
                 settled_by = calls[i..k].iter().map(answered).filter(|a| *a < c.at).max();
+                overlap_at = Some(c.at);
             }
             busy_until = busy_until.max(answered(&c));
             k += 1;
@@ -284,6 +290,7 @@ fn timed(
                         .chain(busy.iter().copied())
                         .filter(|a| *a < c.at)
                         .max();
+                    overlap_at = Some(c.at);
                     break;
                 }
                 busy.push(answered(c));
@@ -323,6 +330,9 @@ fn timed(
             at_most: at_most.max(at_least),
             after,
             before_answer: first,
+            closed_in: overlap_at
+                .filter(|_| after == After::Closed)
+                .map(|c| first_answer..c),
         });
         i = k;
     }
@@ -369,6 +379,7 @@ fn trust_overlaps(rounds: &mut [Round], record: &RunRecord, route: &str) {
             r.at_most =
                 r.at_most
                     .max(record.arrivals_between(route, r.possible.start, r.possible.end));
+            r.closed_in = None;
             r.after = if several {
                 After::SeveralAtOnce
             } else {

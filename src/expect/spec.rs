@@ -434,10 +434,15 @@ impl ExpectationSpec {
             }));
         }
         if let Some(within) = self.closes_within {
+            let route = match &self.route {
+                Some(r) => Some(route("route", r)?),
+                None => (names.breaker_routes)(&b),
+            };
             return Ok(Check::Breaker(BreakerCheck::ClosesWithin {
+                after: after()?,
                 breaker: b,
                 within,
-                after: after()?,
+                route,
             }));
         }
         if self.stays_closed == Some(true) {
