@@ -312,15 +312,35 @@ impl RunRecord {
         Some(calls)
     }
 
-    /// Requests the SUT was sent per second over the buckets `[from, to)` touches; 0 when none.
-    pub fn offered_rate(&self, from: Duration, to: Duration) -> f64 {
-        let buckets = self.buckets_in(from, to);
-        let span = self.bucket.as_secs_f64() * buckets.len() as f64;
-        if span > 0.0 {
-            self.sent_in(buckets) as f64 / span
+    /// Requests the SUT was sent per second over the buckets a second either side of `span` touches; 0 when
+    /// none: the offered rate around a moment too short to measure it in.
+    pub fn offered_rate_near(&self, span: &Range<Duration>) -> f64 {
+        let margin = Duration::from_secs(1);
+        let buckets = self.buckets_in(span.start.saturating_sub(margin), span.end + margin);
+        let secs = self.bucket.as_secs_f64() * buckets.len() as f64;
+        if secs > 0.0 {
+            self.sent_in(buckets) as f64 / secs
         } else {
             0.0
         }
+    }
+
+    /// Requests the SUT was sent in `[from, to)`, a bucket cut by either end counted in proportion.
+    pub fn sent_between(&self, from: Duration, to: Duration) -> f64 {
+        let step = self.bucket.as_secs_f64();
+        if step <= 0.0 || to <= from {
+            return 0.0;
+        }
+        let (a, b) = (from.as_secs_f64(), to.as_secs_f64());
+        let first = (a / step).floor() as usize;
+        let last = (b / step).ceil() as usize;
+        (first..last)
+            .map(|i| {
+                let (s, e) = (i as f64 * step, (i + 1) as f64 * step);
+                let overlap = (e.min(b) - s.max(a)).max(0.0) / step;
+                self.sent_in(i..i + 1) as f64 * overlap
+            })
+            .sum()
     }
 
     /// SUT latency percentile over the given buckets; `None` when nothing completed there.

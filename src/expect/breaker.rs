@@ -15,6 +15,7 @@ use super::words::{during_words, secs};
 use super::{ended, phase_words, span, timeline, Outcome, Verdict};
 use crate::breaker::{BreakerState, BreakerTimeline, Source, Transition};
 use crate::record::RunRecord;
+use faultd::recorder::FIRST_ARRIVALS;
 
 /// A check on one breaker's timeline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -346,8 +347,7 @@ fn undecided_because(r: &Round, rc: &RoundCount, source: &str, record: &RunRecor
     let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
     match r.after {
         After::Placed | After::Nothing => {
-            let margin = Duration::from_secs(1);
-            let rate = record.offered_rate(r.possible.start.saturating_sub(margin), r.possible.end + margin);
+            let rate = record.offered_rate_near(&r.possible);
             let timed = FIRST_ARRIVALS as f64;
             let hint = if rate * record.bucket.as_secs_f64() > timed {
                 // The largest whole 10 ms that holds no more calls than faultd times, at the offered rate.
@@ -367,9 +367,6 @@ fn undecided_because(r: &Round, rc: &RoundCount, source: &str, record: &RunRecor
         After::TooFast => "the first probes were answered before the load offered meanwhile could have shown a second call, so it cannot be told whether the breaker admits several at once, which would make the calls in flight together after an answer probes too".into(),
     }
 }
-
-/// How many arrivals per bucket and route faultd times individually (faultd's `FIRST_ARRIVALS`).
-const FIRST_ARRIVALS: usize = 8;
 
 fn span_words(r: &std::ops::Range<Duration>) -> String {
     format!("{:.2}-{:.2} s", r.start.as_secs_f64(), r.end.as_secs_f64())

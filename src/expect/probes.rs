@@ -216,11 +216,7 @@ fn timed(
     } else {
         Vec::new()
     };
-    let margin = Duration::from_secs(1);
-    let rate = record.offered_rate(
-        round.possible.start.saturating_sub(margin),
-        round.possible.end + margin,
-    );
+    let rate = record.offered_rate_near(&round.possible);
     let quiet = if rate > 0.0 {
         Duration::from_secs_f64(QUIET_SPACINGS / rate)
     } else {
@@ -231,7 +227,7 @@ fn timed(
     let quiet_between = |idle: Duration, next: Duration| {
         next > idle
             && next - idle > quiet
-            && offered_between(record, idle, next) >= QUIET_SPACINGS / 2.0
+            && record.sent_between(idle, next) >= QUIET_SPACINGS / 2.0
     };
     let mut i = 0;
     if !known_open {
@@ -246,11 +242,16 @@ fn timed(
             return t.samples.is_empty().then(Vec::new);
         }
     }
+    // The calls just after the window serve only the round the timeline saw closed: they may still show the
+    // overlap (their breaker was closed, and on an answer that came before them).
+    let n = calls.len();
+    let mut calls = calls;
+    calls.extend(later);
     let mut out = Vec::new();
-    while i < calls.len() {
+    while i < n {
         let first_answer = answered(&calls[i]);
         let mut j = i + 1;
-        while j < calls.len() && calls[j].at <= first_answer {
+        while j < n && calls[j].at <= first_answer {
             j += 1;
         }
         // Calls after the answer, up to a quiet spell; the first overlap among them, and the latest answer before it.
@@ -263,6 +264,9 @@ fn timed(
         let mut overlap_at: Option<Duration> = None;
         let mut k = j;
         while k < calls.len() {
+            if k >= n && (k == j || settled_by.is_some() || !closes) {
+                break;
+            }
             let c = calls[k];
             if quiet_between(busy_until, c.at) {
                 break;
@@ -274,30 +278,12 @@ fn timed(
             busy_until = busy_until.max(answered(&c));
             k += 1;
         }
-        // The round the timeline saw closed: the calls just after it may still show the overlap (their breaker was
-        // closed, and on an answer that came before them).
-        if k == calls.len() && k > j && settled_by.is_none() && closes {
-            let mut busy = calls[j..k].iter().map(answered).collect::<Vec<_>>();
-            let mut until = busy_until;
-            for c in &later {
-                if quiet_between(until, c.at) {
-                    break;
-                }
-                if busy.iter().any(|a| *a > c.at) {
-                    settled_by = calls[i..k]
-                        .iter()
-                        .map(answered)
-                        .chain(busy.iter().copied())
-                        .filter(|a| *a < c.at)
-                        .max();
-                    overlap_at = Some(c.at);
-                    break;
-                }
-                busy.push(answered(c));
-                until = until.max(answered(c));
-            }
-        }
-        let end = calls.get(k).map(|c| c.at).unwrap_or(round.possible.end);
+        let k = k.min(n);
+        let end = if k < n {
+            calls[k].at
+        } else {
+            round.possible.end
+        };
         let first = (j - i) as u64;
         // A polled timeline that saw the breaker half-open after the probe makes every call before that sample one.
         let seen_half_open = t
@@ -339,24 +325,6 @@ fn timed(
     (!out.is_empty() || t.samples.is_empty()).then_some(out)
 }
 
-/// Requests the SUT was sent in `[from, to)`, a bucket cut by either end counted in proportion.
-fn offered_between(record: &RunRecord, from: Duration, to: Duration) -> f64 {
-    let step = record.bucket.as_secs_f64();
-    if step <= 0.0 || to <= from {
-        return 0.0;
-    }
-    let (a, b) = (from.as_secs_f64(), to.as_secs_f64());
-    let first = (a / step).floor() as usize;
-    let last = (b / step).ceil() as usize;
-    (first..last)
-        .map(|i| {
-            let (s, e) = (i as f64 * step, (i + 1) as f64 * step);
-            let overlap = (e.min(b) - s.max(a)).max(0.0) / step;
-            record.sent_in(i..i + 1) as f64 * overlap
-        })
-        .sum()
-}
-
 /// An overlap shows a close only if the breaker admits one call at a time while a probe is out. Where a round
 /// admitted several before its first answer, or the load offered while first probes were out was too small for a
 /// second one to show, the calls after the answer may have been probes too.
@@ -366,11 +334,7 @@ fn trust_overlaps(rounds: &mut [Round], record: &RunRecord, route: &str) {
         .iter()
         .filter(|r| r.after != After::Placed)
         .map(|r| {
-            let margin = Duration::from_secs(1);
-            let rate = record.offered_rate(
-                r.certain.start.saturating_sub(margin),
-                r.certain.end + margin,
-            );
+            let rate = record.offered_rate_near(&r.certain);
             rate * (r.certain.end - r.certain.start).as_secs_f64()
         })
         .sum();
