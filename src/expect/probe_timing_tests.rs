@@ -312,3 +312,18 @@ fn a_close_a_one_second_scrape_cannot_place_is_placed_by_faultds_timing() {
         v.sentence
     );
 }
+
+#[test]
+fn the_calls_after_the_scrapes_closed_sample_still_show_the_close() {
+    // Closed on the probe's answer at 5.038 s, but the next call (5.060 s, held 50 ms) is the only one before the
+    // scrape sees it closed at 5.1 s; the call beside it (5.105 s) comes only after that sample.
+    let mut calls = closed_until_open();
+    calls.push((4.013, 0.040));
+    calls.push((5.013, 0.025));
+    calls.push((5.060, 0.050));
+    calls.extend(steady(5.105, 10.0, 0.025));
+    let windows = vec![(4.013, 4.053), (5.013, 5.038)];
+    let v = judge(1, &record(&calls, scrape(0.1, &truth(windows, 5.038))));
+    assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
+    assert!(v.sentence.contains("counts: 1, 1;"), "{}", v.sentence);
+}
