@@ -741,6 +741,45 @@ fn a_record_too_long_for_its_bucket_exits_2_asking_for_a_larger_bucket() {
 }
 
 #[test]
+fn a_record_of_more_buckets_than_faultd_holds_phases_is_refused_and_imports_in_larger_buckets() {
+    // One request 45 minutes before the others: in 100 ms buckets the record spans 27,031 buckets, a phase each,
+    // where faultd holds 10,000; in 1 s buckets it spans 2,704.
+    let mut log = String::new();
+    for i in 0..30u64 {
+        let stamp = if i == 10 {
+            "10/Oct/2026:13:10:02".to_string()
+        } else {
+            format!("10/Oct/2026:13:55:{:02}", i / 5)
+        };
+        log.push_str(&format!(
+            "10.0.0.{} - - [{stamp} +0000] \"GET /api/items/{i} HTTP/1.1\" 200 512 \"-\" \"curl/8.5.0\"\n",
+            i % 5 + 1
+        ));
+    }
+    let options = |bucket| ImportOptions {
+        format: Format::Nginx,
+        bucket,
+        ..ImportOptions::default()
+    };
+    let Err(err) = faultline::import::import_text("early.log", log.as_bytes(), &options(0.1))
+    else {
+        panic!("27,031 phases accepted");
+    };
+    assert!(err.to_string().contains("27031 buckets of 0.1 s"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("a phase per bucket, over faultd's limit of 10000"),
+        "{err}"
+    );
+    assert!(err.to_string().contains("larger --bucket"), "{err}");
+    let imported =
+        faultline::import::import_text("early.log", log.as_bytes(), &options(1.0)).unwrap();
+    let scenario = Scenario::parse(&imported.yaml, "early.yaml", &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}\n{}", imported.yaml));
+    assert_eq!(scenario.scenario.dependency.phases.len(), 2704);
+}
+
+#[test]
 fn the_reading_half_counts_what_the_whole_import_reads() {
     let mut log = brownout_log();
     log.push_str("not a line of this format\n");

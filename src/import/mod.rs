@@ -217,8 +217,12 @@ pub enum ImportError {
     },
     #[error("the times of {files} jump from {from:.3} to {to:.3} (Unix seconds) with no request between: a clock jump, or records of different times; import them apart")]
     ClockJump { files: String, from: f64, to: f64 },
-    #[error("the record spans {buckets} buckets of {bucket} s, a scenario larger than a scenario file may be; import it with a larger --bucket, or in parts")]
-    TooLarge { buckets: usize, bucket: f64 },
+    #[error("the record spans {buckets} buckets of {bucket} s, a scenario larger than a scenario file may be ({limit}); import it with a larger --bucket, or in parts")]
+    TooLarge {
+        buckets: usize,
+        bucket: f64,
+        limit: String,
+    },
     #[error("bad option: {0}")]
     Option(String),
     #[error(transparent)]
@@ -475,6 +479,28 @@ fn pipeline(
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "imported".into())
     });
+    // The scenario loader parses YAML within a budget of nodes (what keeps a hostile file from exhausting
+    // memory), and faultd holds a configuration within limits (phases, behaviours, bytes); a long record in fine
+    // buckets can write more than either.
+    let too_large = |limit: String| ImportError::TooLarge {
+        buckets: timeline.buckets(),
+        bucket: options.bucket,
+        limit,
+    };
+    // A phase per bucket, and a behaviour per route and phase: counts known before a line is written.
+    let (buckets, routes) = (timeline.buckets(), timeline.dependencies().len().max(1));
+    if buckets > faultd::limits::MAX_PHASES {
+        return Err(too_large(format!(
+            "dependency.phases: a phase per bucket, over faultd's limit of {}",
+            faultd::limits::MAX_PHASES
+        )));
+    }
+    if buckets * routes > faultd::limits::MAX_SCHEDULE_CELLS {
+        return Err(too_large(format!(
+            "dependency.phases: {buckets} phases x {routes} routes, over faultd's limit of {} behaviours",
+            faultd::limits::MAX_SCHEDULE_CELLS
+        )));
+    }
     let phases = find_phases(&timeline);
     let replay = match timetable {
         Some(t) => Some(
@@ -496,14 +522,23 @@ fn pipeline(
         bad,
         replay.as_ref(),
     );
-    // The scenario loader parses YAML within a budget of nodes (what keeps a hostile file from exhausting
-    // memory); a long record in fine buckets with wide histograms can write more than that.
-    if let Err(e) = serde_saphyr::from_str::<serde_json::Value>(&yaml) {
-        if e.to_string().contains("budget") {
-            return Err(ImportError::TooLarge {
-                buckets: timeline.buckets(),
-                bucket: options.bucket,
-            });
+    match serde_saphyr::from_str::<serde_json::Value>(&yaml) {
+        Err(e) if e.to_string().contains("budget") => {
+            return Err(too_large("the YAML loader's budget of nodes".into()))
+        }
+        Err(_) => {}
+        Ok(mut written) => {
+            if let Ok(dependency) =
+                serde_json::from_value::<faultd::Config>(written["dependency"].take())
+            {
+                if let Err(e) = faultd::limits::check_config(&dependency) {
+                    let field = match e.field.as_str() {
+                        "" => "dependency".to_string(),
+                        f => format!("dependency.{f}"),
+                    };
+                    return Err(too_large(format!("{field}: {}", e.message)));
+                }
+            }
         }
     }
     Ok(Imported {

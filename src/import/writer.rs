@@ -48,7 +48,36 @@ fn fraction(f: f64) -> Option<String> {
     ))
 }
 
-/// A route name from a record's peer: its letters kept, other characters as `-`.
+/// `s` as a YAML double-quoted scalar: `"` and `\` escaped, and every character YAML does not take as it is
+/// (control characters, DEL, C1 controls, line and paragraph separators, a byte-order mark, noncharacters) as
+/// `\uXXXX`; the rest, combining marks included, as written.
+pub fn yaml_quoted(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            ' '..='~' => out.push(c),
+            '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..
+                if !matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}') =>
+            {
+                out.push(c)
+            }
+            _ => {
+                let _ = write!(out, "\\u{:04X}", c as u32);
+            }
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The longest route name import writes, before a `-2`, `-3`, ... that sets apart two peers of one name: well
+/// within faultd's limit on names, and as much of a peer as a reader takes in.
+const ROUTE_NAME_BYTES: usize = 64;
+
+/// A route name from a record's peer: its letters kept, other characters as `-`, at most [`ROUTE_NAME_BYTES`].
 pub fn route_name(peer: &str) -> String {
     let mut s: String = peer
         .chars()
@@ -63,7 +92,10 @@ pub fn route_name(peer: &str) -> String {
     while s.contains("--") {
         s = s.replace("--", "-");
     }
-    let s = s.trim_matches('-').to_string();
+    let mut s = s.trim_matches('-').to_string();
+    // Only ASCII is left, so any byte is a character's edge.
+    s.truncate(ROUTE_NAME_BYTES);
+    let s = s.trim_end_matches('-').to_string();
     if s.is_empty() {
         "dependency".into()
     } else {
@@ -302,7 +334,8 @@ pub fn write(
         load_rate(&mut y, t, o, &timeout);
     }
     expectations(&mut y, t, phases, speed);
-    y
+    // What the record holds is text, never a variable: a `${` in a path or a peer's name is written as `$${`.
+    y.replace("${", "$${")
 }
 
 /// The load as an exact timetable: `load.replay`.
@@ -401,9 +434,9 @@ fn load_rate(y: &mut String, t: &Timeline, o: &ImportOptions, timeout: &str) {
         let weight = ((tpl.count as f64 / scale).round() as u64).max(1);
         let _ = writeln!(
             y,
-            "    - {{ {}: {:?}, weight: {weight} }}",
+            "    - {{ {}: {}, weight: {weight} }}",
             tpl.method.to_ascii_lowercase(),
-            tpl.path()
+            yaml_quoted(&tpl.path())
         );
     }
 }
@@ -474,5 +507,12 @@ mod tests {
         assert_eq!(share(0, 5), None);
         assert_eq!(route_name("127.0.0.1:9000"), "127-0-0-1-9000");
         assert_eq!(route_name("Pricing"), "pricing");
+        assert_eq!(
+            yaml_quoted("/p/7\u{737}\"\\\u{11}\u{7F}\u{85}\u{2028}é"),
+            "\"/p/7\u{737}\\\"\\\\\\u0011\\u007F\\u0085\\u2028é\""
+        );
+        let long = format!("{}.svc:8080", "a".repeat(63));
+        assert_eq!(route_name(&long), "a".repeat(63));
+        assert_eq!(route_name(&"x".repeat(300)).len(), ROUTE_NAME_BYTES);
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! Not for the run's own values (ports faultd picks, the SUT's port, scaled durations): those are the `{...}`
 //! placeholders rendered once the run has started them. Variables are replaced in the text before it is parsed, so
-//! they work in every field, and a `$` not followed by `{` is left as it is.
+//! they work in every field; a `$` not followed by `{` is left as it is, and `$${` is a literal `${` (Compose's
+//! `$$`), for text that holds one: a request path, a peer's name in a comment.
 
 /// Where and why a `${...}` could not be replaced.
 #[derive(Debug, PartialEq)]
@@ -28,6 +29,12 @@ pub fn interpolate(
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(open) = rest.find("${") {
+        if rest[..open].ends_with('$') {
+            out.push_str(&rest[..open - 1]);
+            out.push_str("${");
+            rest = &rest[open + 2..];
+            continue;
+        }
         out.push_str(&rest[..open]);
         let before = &text[..text.len() - rest.len() + open];
         let fail = |reference: &str, message: String| EnvError {
@@ -110,6 +117,16 @@ mod tests {
             interpolate(text, env).unwrap(),
             "a: 127.0.0.1:6390\nb: 7\nc: x\nd: $5 {faultd.url}\n"
         );
+    }
+
+    #[test]
+    fn a_doubled_dollar_before_a_brace_is_a_literal_one() {
+        let text = "a: \"/p/$${HOME}\"\nb: $$${REDIS_PORT}\nc: $$5\n";
+        assert_eq!(
+            interpolate(text, env).unwrap(),
+            "a: \"/p/${HOME}\"\nb: $${REDIS_PORT}\nc: $$5\n"
+        );
+        assert!(referenced_variables(text).is_empty());
     }
 
     #[test]
