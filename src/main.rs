@@ -21,7 +21,7 @@ use faultline_units::Scale;
 on a schedule while an open-model load generator drives the service under test through it. It records HDR latency, \
 the calls in flight at the dependency and the service's circuit-breaker transitions, and checks them against the \
 scenario's expectations.",
-    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline init --command \"python3 app.py\" --dependency-env PRICING_URL -o my-service.yaml\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n  faultline k8s scenarios/checkout.yaml --agents 4 --image registry.example.com/faultline:0.1.0\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
+    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline init --command \"python3 app.py\" --dependency-env PRICING_URL -o my-service.yaml\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n  faultline k8s tests/fixtures/k8s/slow-dependency.yaml --agents 4 --image registry.example.com/faultline:0.1.0\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -219,7 +219,7 @@ The scenario is validated first. Its SUT must be a `url:` of a service running i
 Everything goes into one multi-document file, DIR/faultline.yaml, in the order kubectl must meet the objects: one \
 run is applied, inspected and deleted as one (`kubectl apply -f` / `kubectl delete -f`), and one file is easy to \
 review, keep beside the scenario, or hand to kustomize. docs/distributed.md has the whole procedure.",
-        after_help = "Example:\n  faultline k8s scenarios/checkout.yaml --agents 4 --image registry.example.com/faultline:0.1.0 -n shop\n  kubectl apply -f k8s/checkout/faultline.yaml\n\nExit codes: 0 the manifests were written, 2 the scenario, an option or a file the scenario names was wrong (nothing is written)."
+        after_help = "Example:\n  faultline k8s tests/fixtures/k8s/slow-dependency.yaml --agents 4 --image registry.example.com/faultline:0.1.0 -n shop\n  kubectl apply -f k8s/slow-dependency/faultline.yaml\n\nExit codes: 0 the manifests were written, 2 the scenario, an option or a file the scenario names was wrong (nothing is written)."
     )]
     K8s(Box<K8sArgs>),
     /// List the scenarios in a folder with their descriptions.

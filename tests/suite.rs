@@ -21,6 +21,7 @@ mod bad_scenarios;
 mod ci_action;
 mod clock;
 mod coarse_scrape;
+mod docs;
 mod faultd_replicas;
 mod flag_extremes;
 mod github_actions;

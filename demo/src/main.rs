@@ -12,13 +12,13 @@ use faultline_units::Scale;
 
 const EXAMPLES: &str = "\
 Examples:
-  # The recommended breaker (seed 000) in front of a dependency on port 9000
+  # The recommended breaker (docs/seeds/000) in front of a dependency on port 9000
   demo --listen 127.0.0.1:8080 --dependency http://127.0.0.1:9000
 
   # The same service without timeouts and counting 4xx: two classic mistakes
   demo --dependency http://127.0.0.1:9000 --mistake no_timeout --mistake count_4xx
 
-  # Seed 000's volume floor: 60 instances, each with its own breakers; then the fix
+  # The volume floor of docs/seeds/000: 60 instances, each with its own breakers; then the fix
   demo --dependency http://127.0.0.1:9000 --instances 60
   demo --dependency http://127.0.0.1:9000 --instances 60 --shared-counters
 
@@ -68,7 +68,7 @@ struct Cli {
     /// Independent copies in this process, requests spread round-robin (overrides the file), 1 to 1000.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=demo::config::MAX_INSTANCES as i64))]
     instances: Option<u16>,
-    /// Share each operation's breaker state across instances (seed 000's fix for the volume floor).
+    /// Share each operation's breaker state across instances (the fix for the volume floor in docs/seeds/000).
     #[arg(long)]
     shared_counters: bool,
     /// Switch on a classic mistake; repeat the flag or separate names with commas.
