@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use faultline::commands;
 use faultline::scenario::Overrides;
 use faultline_units::Scale;
@@ -102,6 +102,7 @@ enum Command {
     /// Run a scenario twice against the demo service: with its recommended configuration every expectation must
     /// hold; with the scenario's `proof.mistake` switched on, the expectations in `proof.fails` must fail.
     Prove {
+        /// The scenario files, each with a `proof:` (the library's: scenarios/*.yaml).
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
         /// Where to write the reports (default reports/<scenario>/<UTC timestamp>-{recommended,mistake}/).
@@ -110,6 +111,7 @@ enum Command {
         /// As `run --time-scale`, for both runs.
         #[arg(long, default_value = "1")]
         time_scale: Scale,
+        /// Override each scenario's seed, for both runs.
         #[arg(long)]
         seed: Option<u64>,
         /// Spread both runs' load over N local agents (see `run --agents`).
@@ -143,6 +145,25 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
     },
     /// Print the JSON Schema of the scenario format (for editor completion).
     Schema,
+    /// Print the shell completion script of faultline (bash, zsh, fish, elvish or powershell).
+    #[command(
+        after_help = "Examples:\n  faultline completions bash > ~/.local/share/bash-completion/completions/faultline\n  faultline completions zsh > ~/.zfunc/_faultline     # with fpath+=~/.zfunc before compinit\n  faultline completions fish > ~/.config/fish/completions/faultline.fish"
+    )]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: commands::Shell,
+    },
+    /// Print faultline's man page, or write it and one page per command into a folder.
+    #[command(
+        after_help = "Examples:\n  faultline man | man -l -\n  faultline man --dir ~/.local/share/man/man1     # faultline.1, faultline-run.1, ..."
+    )]
+    Man {
+        /// Write faultline.1 and faultline-COMMAND.1 for each command into DIR (made if missing) instead of
+        /// printing faultline.1.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Render a run's report files again from its saved data (result.json, load.json, dependency.json).
     Report {
         /// The run directory, e.g. reports/slow-dependency/2026-11-30T09-00-00Z.
@@ -407,6 +428,8 @@ fn main() -> ExitCode {
         } => commands::init(&service, output.as_deref(), force),
         Command::Validate { scenarios } => commands::validate(&scenarios),
         Command::Schema => commands::schema(),
+        Command::Completions { shell } => commands::completions(Cli::command(), shell),
+        Command::Man { dir } => commands::man(Cli::command(), dir.as_deref()),
         Command::List { dir } => commands::list(&dir),
         Command::Import {
             files,

@@ -198,6 +198,43 @@ fn every_bad_scenario_is_refused_with_its_line_and_field() {
 }
 
 #[test]
+fn validate_and_run_read_a_scenario_from_standard_input_as_dash() {
+    use std::io::Write;
+    let with_stdin = |args: &[&str], text: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let out = with_stdin(&["validate", "-"], GOOD);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "-: ok (2 expectations, 2 phases)\n"
+    );
+    // A mistake is placed in standard input's text, with its line shown.
+    for args in [&["validate", "-"][..], &["run", "-"][..]] {
+        let out = with_stdin(args, &GOOD.replace("duration: 10s", "duration: 5 sec"));
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("-:3:11: duration: ") && err.contains(" 3 | duration: 5 sec"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
 fn the_cli_exits_2_on_a_bad_scenario_and_names_the_file() {
     let dir = std::env::temp_dir().join(format!("faultline-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

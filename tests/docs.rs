@@ -3,7 +3,8 @@
 //! at); every YAML example is accepted by what reads it (a scenario fragment laid over a minimal scenario, the
 //! demo's configuration, faultd's, the action's inputs); and every command line of faultline, faultd, loadgen and
 //! the demo, in the docs and in the binaries' own `--help` examples, parses: it is run with `--help` appended, which
-//! clap answers only once every argument before it has been read and its value checked.
+//! clap answers only once every argument before it has been read and its value checked. The completion scripts and
+//! man pages `faultline completions` and `faultline man` generate from the same definition are checked here too.
 //!
 //! Not for prose: what a sentence claims about behaviour is the business of the test that proves the behaviour.
 
@@ -567,4 +568,80 @@ fn command_lines_are_read_as_a_shell_reads_them() {
         anchor("Environment variables: `${NAME}`"),
         "environment-variables-name"
     );
+}
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_line_definition() {
+    let scratch = std::env::temp_dir().join(format!("faultline-docs-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let faultline = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // bash, the shell every Debian has, completes a command and a flag from the script.
+    let script = faultline(&["completions", "bash"]);
+    assert!(script.status.success());
+    let path = scratch.join("faultline.bash");
+    std::fs::write(&path, &script.stdout).unwrap();
+    let complete = |words: &str, current: usize| {
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source {}; COMP_WORDS=({words}); COMP_CWORD={current}; \
+                 _faultline faultline \"${{COMP_WORDS[$COMP_CWORD]}}\" \"${{COMP_WORDS[$COMP_CWORD-1]}}\"; \
+                 echo \"${{COMPREPLY[@]}}\"",
+                path.display()
+            ))
+            .output()
+            .expect("bash runs (apt-get install bash)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert_eq!(complete("faultline ru", 1), "run");
+    assert_eq!(complete("faultline run --time", 2), "--time-scale");
+    assert_eq!(complete("faultline imp", 1), "import");
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let out = faultline(&["completions", shell]);
+        assert!(out.status.success(), "{shell}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("time-scale"),
+            "{shell}"
+        );
+    }
+    let refused = faultline(&["completions", "tcsh"]);
+    assert_eq!(refused.status.code(), Some(2));
+
+    // A page per command the help lists, each in roff with its own title.
+    let man = faultline(&["man"]);
+    assert!(man.status.success());
+    assert!(String::from_utf8_lossy(&man.stdout).contains(".TH faultline 1"));
+    let dir = scratch.join("man1");
+    assert!(faultline(&["man", "--dir", dir.to_str().unwrap()])
+        .status
+        .success());
+    for command in [
+        "run",
+        "prove",
+        "validate",
+        "import",
+        "compare",
+        "k8s",
+        "completions",
+        "man",
+    ] {
+        let page = std::fs::read_to_string(dir.join(format!("faultline-{command}.1")))
+            .unwrap_or_else(|e| panic!("faultline-{command}.1: {e}"));
+        assert!(
+            page.contains(&format!(".TH faultline-{command} 1")),
+            "{page}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
 }

@@ -137,7 +137,7 @@ fn a_brownout_log_becomes_a_valid_scenario_with_its_rates_phases_and_histograms(
     assert_eq!(requests.as_array().unwrap().len(), 1);
 
     // The dependency in second 12: its histogram plays the log's percentiles back within a 2% bin, and 10% 503s.
-    let route = "127-0-0-1-9000";
+    let route = "dependency";
     let phase = &s.dependency.phases[12];
     let faultd::config::PhaseRoute::Set(b) = &phase.routes[route] else {
         panic!("second 12 sets the route");
@@ -185,8 +185,7 @@ fn speed_and_scale_rate_compress_time_and_multiply_the_load() {
     assert_eq!(v.scenario.dependency.phases[10].at.to_string(), "5s");
     let rate = serde_json::to_value(&v.scenario.load.rate).unwrap();
     assert_eq!(rate[0]["rate"], "600/s");
-    let faultd::config::PhaseRoute::Set(b) =
-        &v.scenario.dependency.phases[12].routes["127-0-0-1-9000"]
+    let faultd::config::PhaseRoute::Set(b) = &v.scenario.dependency.phases[12].routes["dependency"]
     else {
         panic!("second 12 sets the route");
     };
@@ -303,7 +302,7 @@ fn envoy_and_haproxy_default_logs_give_a_route_per_upstream_with_its_timeouts() 
     let (v, _) = import_fixture(&dir, &[&fixture("envoy.log"), "--format", "envoy"]);
     assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
     // Second 2: one call in five timed out upstream (UT), played as a hang.
-    let b = behaviour(&v, 2, "10-0-2-1-8080");
+    let b = behaviour(&v, 2, "dependency");
     assert_eq!(b.hang.map(|h| h.0.to_string()), Some("20%".to_string()));
 
     let dir = tmp("haproxy");
@@ -323,7 +322,7 @@ fn a_har_file_gives_a_route_per_host_with_its_failed_connections() {
     let dir = tmp("har");
     let (v, _) = import_fixture(&dir, &[&fixture("pricing.har"), "--format", "har"]);
     assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
-    let b = behaviour(&v, 2, "pricing-local-8080");
+    let b = behaviour(&v, 2, "pricing-local");
     assert_eq!(b.reset.map(|r| r.0.to_string()), Some("20%".to_string()));
     let p50 = b.latency.as_ref().unwrap().model().unwrap().quantile(0.5);
     assert!((p50.as_secs_f64() - 0.6025).abs() < 0.6 * 0.03, "{p50:?}");
@@ -531,7 +530,7 @@ fn a_replayed_brownout_serves_the_logs_latency_per_phase_and_offers_its_arrivals
         let served: Vec<&Value> = phases
             .iter()
             .filter(|p| p["name"] == name || p["name"].as_str().unwrap().starts_with(&prefix))
-            .map(|p| &p["dependency_latency"]["127-0-0-1-9000"])
+            .map(|p| &p["dependency_latency"]["dependency"])
             .collect();
         assert_eq!(served.len(), 10, "{name}: one phase per second of the log");
         let logged: Vec<f64> = seconds
@@ -701,6 +700,48 @@ fn the_real_records_of_the_library_import_into_their_brownout() {
             600
         );
     }
+}
+
+#[test]
+fn a_record_of_another_log_format_exits_2_naming_the_flag_that_reads_it() {
+    // The repository's nginx sample is written by a log_format of its own, not nginx's default `combined`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            "scenarios/traces/brownout.nginx.log",
+            "--format",
+            "nginx",
+        ],
+        root,
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("brownout.nginx.log:1"), "{stderr}");
+    assert!(
+        stderr.contains("hint: --format nginx reads nginx's default `combined` lines"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--log-format"), "{stderr}");
+    let dir = tmp("log-format");
+    let out = dir.join("brownout.yaml");
+    let (code, _, stderr) = faultline(
+        &[
+            "import",
+            "scenarios/traces/brownout.nginx.log",
+            "--format",
+            "nginx",
+            "--log-format",
+            LOG_FORMAT,
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        root,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let yaml = std::fs::read_to_string(&out).unwrap();
+    // The route is named for a reader, not for the connection's port; the description names the file alone.
+    assert!(yaml.contains("\n    dependency: { path: /**"), "{yaml}");
+    assert!(yaml.contains("  Replay of brownout.nginx.log:"), "{yaml}");
 }
 
 #[test]

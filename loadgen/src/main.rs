@@ -64,13 +64,13 @@ struct Args {
     /// How long to run, e.g. 30s, 2m.
     #[arg(long, required = true, value_parser = longer_than_zero)]
     duration: Option<Dur>,
-    /// Client timeout per request, from dispatch.
+    /// Client timeout per request, from dispatch (default 5s).
     #[arg(long, value_parser = longer_than_zero)]
     timeout: Option<Dur>,
-    /// Cap on requests in flight; arrivals over it are counted as dropped.
+    /// Cap on requests in flight; arrivals over it are counted as dropped (default 10000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_in_flight: Option<u64>,
-    /// Keep-alive connections to the target, 1 to 100000.
+    /// Keep-alive connections to the target, 1 to 100000 (default 1000).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_CONNECTIONS))]
     connections: Option<u32>,
     /// Send arrivals due within this much of each other in one wake-up: less CPU for a send lag of up to this
@@ -78,7 +78,7 @@ struct Args {
     /// at most 10ms (1ms: at most one wake-up per millisecond).
     #[arg(long, value_name = "DURATION", value_parser = coalesce)]
     coalesce: Option<Dur>,
-    /// Arrival spacing.
+    /// Arrival spacing (default uniform).
     #[arg(long, value_enum)]
     arrivals: Option<ArrivalsArg>,
     /// Seed for Poisson arrivals and random path values.

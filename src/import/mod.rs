@@ -199,6 +199,7 @@ pub enum ImportError {
     Empty(PathBuf),
     #[error("{0}")]
     Format(String),
+    /// `text` is the line, and what to try when the lines are of another format.
     #[error("{path}:{line}: not a {format} log line: {why}\n  {text}")]
     TooManyBad {
         path: PathBuf,
@@ -209,11 +210,12 @@ pub enum ImportError {
         bad: usize,
         total: usize,
     },
-    #[error("no line of {files} could be read as a {format} log{first}")]
+    #[error("no line of {files} could be read as a {format} log{first}{hint}")]
     NothingParsed {
         files: String,
         format: String,
         first: String,
+        hint: String,
     },
     #[error("the times of {files} jump from {from:.3} to {to:.3} (Unix seconds) with no request between: a clock jump, or records of different times; import them apart")]
     ClockJump { files: String, from: f64, to: f64 },
@@ -450,6 +452,7 @@ fn pipeline(
                 .first()
                 .map(|b| format!("; {}:{}: {}", b.path.display(), b.line, b.why))
                 .unwrap_or_default(),
+            hint: format_hint(options),
         });
     }
     if bad as f64 > BAD_SHARE * lines as f64 {
@@ -460,7 +463,7 @@ fn pipeline(
             line: b.line,
             format: options.format.to_string(),
             why: format!("{why} ({bad} of {lines} lines are bad, over 1%)"),
-            text: text.to_string(),
+            text: format!("{text}{}", format_hint(options)),
             bad,
             total: lines,
         });
@@ -551,6 +554,25 @@ fn pipeline(
         phases,
         replay,
     })
+}
+
+/// What to try when lines do not read as the format: the option that says how they were written.
+fn format_hint(options: &ImportOptions) -> String {
+    match (&options.format, &options.log_format) {
+        (Format::Nginx, None) => "\n  hint: --format nginx reads nginx's default `combined` lines; for lines of another \
+             log_format, pass it with --log-format '$remote_addr - [$time_local] ...' (the format's text from \
+             nginx.conf, without its name)"
+            .into(),
+        (Format::Nginx, Some(_)) => "\n  hint: --log-format must be the log_format the lines were written with, \
+             variable for variable"
+            .into(),
+        (Format::Envoy | Format::Haproxy, _) => format!(
+            "\n  hint: --format {} reads the default access log format; for another, describe its lines with \
+             --format 'regex:PATTERN' (named groups time, method, path, status, duration, upstream, ...)",
+            options.format
+        ),
+        _ => String::new(),
+    }
 }
 
 /// The latest time a record may carry, Unix seconds (the year 5138): beyond it a time is a misread field, and

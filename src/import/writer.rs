@@ -73,6 +73,46 @@ pub fn yaml_quoted(s: &str) -> String {
     out
 }
 
+/// The records' file names, without the folders they were read from (a scenario travels; the folder does not).
+fn file_names(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .map_or_else(
+                    || p.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                )
+                .escape_debug()
+                .to_string()
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A route name for a record's peer: its host without the port (a port is often a connection's ephemeral one,
+/// and says nothing a reader can use), and `dependency` for an address (`127.0.0.1:37669`, `[::1]:9000`); a name
+/// like `pricing.shop.svc:8080` gives `pricing-shop-svc`, a backend's name (HAProxy's) stays as it is.
+pub fn peer_route_name(peer: &str) -> String {
+    let peer = peer.split_once("://").map_or(peer, |(_, rest)| rest);
+    let host = match peer.rsplit_once(':') {
+        // `[v6]:port`, or `host:port`; a bare IPv6 address has colons but no brackets.
+        Some((host, port))
+            if port.bytes().all(|b| b.is_ascii_digit())
+                && (host.ends_with(']') || !host.contains(':')) =>
+        {
+            host
+        }
+        _ => peer,
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.parse::<std::net::IpAddr>().is_ok() {
+        "dependency".into()
+    } else {
+        route_name(host)
+    }
+}
+
 /// The longest route name import writes, before a `-2`, `-3`, ... that sets apart two peers of one name: well
 /// within faultd's limit on names, and as much of a peer as a reader takes in.
 const ROUTE_NAME_BYTES: usize = 64;
@@ -206,7 +246,7 @@ pub fn write(
     // Route names keep only letters and digits, so two peers can come to one name: the later ones get `-2`, ...
     let mut routes: Vec<(String, String)> = Vec::new();
     for d in &deps {
-        let base = route_name(d);
+        let base = peer_route_name(d);
         let mut name = base.clone();
         let mut k = 1;
         while routes.iter().any(|(_, r)| *r == name) {
@@ -219,7 +259,7 @@ pub fn write(
     let _ = writeln!(
         y,
         "# Imported by `faultline import` from {} ({} format): {lines} lines, {} requests, {bad} bad lines skipped.",
-        super::display(paths),
+        file_names(paths),
         o.format,
         t.records()
     );
@@ -240,7 +280,7 @@ pub fn write(
     let _ = writeln!(
         y,
         "  Replay of {}: the load as recorded ({}) and each dependency's latency and status mix bucket by bucket. Phases found from the record: {}.",
-        super::display(paths),
+        file_names(paths),
         if replay.is_some() {
             "each request at its recorded time"
         } else {
@@ -506,6 +546,12 @@ mod tests {
         assert_eq!(share(1, 1).unwrap(), "100%");
         assert_eq!(share(0, 5), None);
         assert_eq!(route_name("127.0.0.1:9000"), "127-0-0-1-9000");
+        assert_eq!(peer_route_name("127.0.0.1:37669"), "dependency");
+        assert_eq!(peer_route_name("[::1]:9000"), "dependency");
+        assert_eq!(peer_route_name("::1"), "dependency");
+        assert_eq!(peer_route_name("http://10.0.0.7:8080"), "dependency");
+        assert_eq!(peer_route_name("pricing.shop.svc:8080"), "pricing-shop-svc");
+        assert_eq!(peer_route_name("be_reviews"), "be-reviews");
         assert_eq!(route_name("Pricing"), "pricing");
         assert_eq!(
             yaml_quoted("/p/7\u{737}\"\\\u{11}\u{7F}\u{85}\u{2028}é"),

@@ -331,7 +331,7 @@ impl ScenarioError {
             file, line, column, ..
         } = self
         {
-            let text = faultline_units::input::read_capped_text(
+            let text = faultline_units::input::read_capped_text_or_stdin(
                 Path::new(file),
                 faultline_units::input::MAX_CONFIG_SIZE,
             );
@@ -399,10 +399,11 @@ pub enum Observation {
 }
 
 impl Scenario {
-    /// Reads and validates a scenario file.
+    /// Reads and validates a scenario file; `-` reads standard input (files it names relative to the current
+    /// folder).
     pub fn load(path: &Path, overrides: &Overrides) -> Result<Validated, ScenarioError> {
         let file = path.display().to_string();
-        let text = faultline_units::input::read_capped_text(
+        let text = faultline_units::input::read_capped_text_or_stdin(
             path,
             faultline_units::input::MAX_CONFIG_SIZE,
         )?;

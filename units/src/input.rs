@@ -183,6 +183,42 @@ pub fn read_capped_text(path: &Path, cap: Cap) -> Result<String, InputError> {
     })
 }
 
+/// The name that stands for standard input where a file is read (`faultline validate -`).
+pub const STDIN: &str = "-";
+
+/// As [`read_capped_text`], and for [`STDIN`] the whole of standard input, read once and kept: a command that
+/// reads its input twice (a scenario loaded for each of two runs) reads the same text both times.
+pub fn read_capped_text_or_stdin(path: &Path, cap: Cap) -> Result<String, InputError> {
+    static READ: std::sync::OnceLock<Result<String, (std::io::ErrorKind, String)>> =
+        std::sync::OnceLock::new();
+    if path != Path::new(STDIN) {
+        return read_capped_text(path, cap);
+    }
+    let read = READ.get_or_init(|| {
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(cap.size.bytes().saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|e| (e.kind(), e.to_string()))?;
+        if bytes.len() as u64 > cap.size.bytes() {
+            return Err((std::io::ErrorKind::FileTooLarge, String::new()));
+        }
+        String::from_utf8(bytes)
+            .map_err(|e| (std::io::ErrorKind::InvalidData, e.utf8_error().to_string()))
+    });
+    read.clone().map_err(|(kind, message)| match kind {
+        std::io::ErrorKind::FileTooLarge => InputError::TooLarge {
+            path: path.to_path_buf(),
+            cap,
+        },
+        kind => InputError::Read {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(kind, message),
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
