@@ -131,7 +131,7 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
     Init {
         #[command(flatten)]
         service: commands::InitOptions,
-        /// Where to write the scenario; stdout when left out.
+        /// Where to write the scenario; stdout when left out or `-`.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Replace the output file if it exists.
@@ -183,7 +183,7 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
     /// Turn the record of an incident (access logs, HAR files, OTLP/JSON traces) into a scenario: the load as it arrived, each dependency's
     /// latency histogram and status mix bucket by bucket, and phases found from change points.
     Import {
-        /// The record's files, read in order (e.g. access.log.1 access.log).
+        /// The record's files, read in order (e.g. access.log.1 access.log); `-` reads standard input.
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// The record's format: nginx, envoy, haproxy, har, otlp-json, or regex:PATTERN with named groups (time,
@@ -194,7 +194,7 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
         /// '$remote_addr [$time_local] "$request" $status $request_time $upstream_addr $upstream_response_time'.
         #[arg(long)]
         log_format: Option<String>,
-        /// Where to write the scenario (validated once written); stdout when left out.
+        /// Where to write the scenario (validated once written); stdout when left out or `-`.
         #[arg(short, long)]
         output: Option<PathBuf>,
         /// The step of the rate curve and of the dependency's timeline, e.g. 1s, 500ms.

@@ -745,6 +745,62 @@ fn a_record_of_another_log_format_exits_2_naming_the_flag_that_reads_it() {
 }
 
 #[test]
+fn a_record_on_standard_input_imports_to_standard_output() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let import = |args: &[&str], input: &[u8]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .arg("import")
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A refusal may come before the input is read: a closed pipe is then no failure of the test.
+        let _ = child.stdin.take().unwrap().write_all(input);
+        let out = child.wait_with_output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let log = brownout_log();
+    let (code, stdout, stderr) = import(
+        &[
+            "-",
+            "--format",
+            "nginx",
+            "--log-format",
+            LOG_FORMAT,
+            "-o",
+            "-",
+        ],
+        log.as_bytes(),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    Scenario::parse(&stdout, "stdin.yaml", &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}\n{stdout}"));
+    assert!(
+        stderr.contains("read 3000 requests from 3000 lines"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = import(&["-", "--format", "nginx", "--replay-load", "-o", "-"], b"");
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("give -o FILE (not standard output)"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = import(&["-", "-", "--format", "nginx"], b"");
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("standard input (`-`) can be read once"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_status_that_is_not_http_is_a_bad_line() {
     let dir = tmp("status");
     let log = dir.join("status.log");

@@ -122,7 +122,15 @@ fn flags_that_make_no_scenario_and_an_existing_file_are_refused() {
     assert_eq!(out.status.code(), Some(0), "{}", said(&out));
     let written = std::fs::read_to_string(file).unwrap();
     assert!(written.contains("listen: \"127.0.0.1:9000\""), "{written}");
-    // Printed without -o: the same scenario.
+    // Printed without -o, or with `-o -`: the same scenario, and no file named `-`.
     let out = faultline(&["init", "--url", "http://127.0.0.1:8080"]);
     assert_eq!(String::from_utf8_lossy(&out.stdout), written);
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args(["init", "--url", "http://127.0.0.1:8080", "-o", "-"])
+        .current_dir(scratch.path("."))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), written);
+    assert!(!scratch.path("-").exists());
 }

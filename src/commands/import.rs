@@ -7,20 +7,25 @@ use crate::import::timetable::Writer;
 use crate::import::{import_with as read_record, ImportOptions};
 use crate::scenario::{Overrides, Scenario};
 
-/// Imports `paths` and writes the scenario to `out` (stdout when `None`); with `replay_load`, the exact timetable
-/// too, beside it (`NAME.timetable`). A scenario written to a file is loaded back and validated, so what import
-/// writes is what `faultline run` accepts. Exit 0, or 2 with the reason.
+/// Imports `paths` (`-`: standard input) and writes the scenario to `out` (stdout when `None` or `-`); with
+/// `replay_load`, the exact timetable too, beside it (`NAME.timetable`). A scenario written to a file is loaded
+/// back and validated, so what import writes is what `faultline run` accepts. Exit 0, or 2 with the reason.
 pub fn import(
     paths: &[PathBuf],
     options: &ImportOptions,
     out: Option<&Path>,
     replay_load: bool,
 ) -> i32 {
+    let out = out.filter(|p| *p != Path::new(faultline_units::input::STDIN));
+    if paths.iter().filter(|p| *p == Path::new("-")).count() > 1 {
+        eprintln!("error: standard input (`-`) can be read once: name it once");
+        return 2;
+    }
     let mut timetable = None;
     if replay_load {
         let Some(out) = out else {
             eprintln!(
-                "error: --replay-load writes the timetable beside the scenario: give -o FILE"
+                "error: --replay-load writes the timetable beside the scenario: give -o FILE (not standard output)"
             );
             return 2;
         };

@@ -59,6 +59,8 @@ pub struct InitOptions {
 /// Writes the scenario to `out` (stdout when `None`; an existing file only with `force`) after validating it.
 /// Exit 0, or 2 with the reason.
 pub fn init(options: &InitOptions, out: Option<&Path>, force: bool) -> i32 {
+    // `-o -` is standard output, as is no -o.
+    let out = out.filter(|p| *p != Path::new(faultline_units::input::STDIN));
     let text = match scenario(options) {
         Ok(t) => t,
         Err(e) => {

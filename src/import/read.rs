@@ -10,8 +10,9 @@ pub(super) fn read_error(path: &Path) -> impl FnOnce(std::io::Error) -> ImportEr
     }
 }
 
-/// Reads one file into the sink, each line or document as its format says. A log is streamed, so only its lines
-/// are capped; a document format is capped as a whole.
+/// Reads one file into the sink, each line or document as its format says; `-` is standard input. A log is
+/// streamed, so only its lines are capped; a document format is capped as a whole (a file by its size before it
+/// is read, standard input as it is read).
 pub(super) fn read_file(
     path: &Path,
     reader: Option<&dyn LineFormat>,
@@ -20,6 +21,7 @@ pub(super) fn read_file(
     sink: &mut Sink,
 ) -> Result<(), ImportError> {
     let file: Box<dyn std::io::Read> = match reader {
+        _ if path == Path::new(faultline_units::input::STDIN) => Box::new(std::io::stdin()),
         Some(_) => Box::new(open_regular(path)?),
         None => Box::new(open_capped(path, document_cap(options))?),
     };
