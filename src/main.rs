@@ -140,8 +140,13 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
     },
     /// Check scenario files without running them.
     Validate {
+        /// The scenario files; `-` reads one from standard input.
         #[arg(required = true)]
         scenarios: Vec<PathBuf>,
+        /// Print one JSON array, an object per file: `valid`, with `expectations` and `phases`, or `errors`
+        /// (`line`, `column`, `field`, `message`).
+        #[arg(long)]
+        json: bool,
     },
     /// Print the JSON Schema of the scenario format (for editor completion).
     Schema,
@@ -245,8 +250,12 @@ review, keep beside the scenario, or hand to kustomize. docs/distributed.md has 
     K8s(Box<K8sArgs>),
     /// List the scenarios in a folder with their descriptions.
     List {
+        /// The folder of scenarios.
         #[arg(default_value = "scenarios")]
         dir: PathBuf,
+        /// Print one JSON array, an object per file: `file`, `name`, `duration_s`, `description`, or `error`.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -426,11 +435,11 @@ fn main() -> ExitCode {
             output,
             force,
         } => commands::init(&service, output.as_deref(), force),
-        Command::Validate { scenarios } => commands::validate(&scenarios),
+        Command::Validate { scenarios, json } => commands::validate(&scenarios, json),
         Command::Schema => commands::schema(),
         Command::Completions { shell } => commands::completions(Cli::command(), shell),
         Command::Man { dir } => commands::man(Cli::command(), dir.as_deref()),
-        Command::List { dir } => commands::list(&dir),
+        Command::List { dir, json } => commands::list(&dir, json),
         Command::Import {
             files,
             format,

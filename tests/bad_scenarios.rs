@@ -235,6 +235,66 @@ fn validate_and_run_read_a_scenario_from_standard_input_as_dash() {
 }
 
 #[test]
+fn validate_and_list_print_json_for_tools() {
+    let dir = std::env::temp_dir().join(format!("faultline-json-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = dir.join("good.yaml");
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&good, GOOD).unwrap();
+    std::fs::write(
+        &bad,
+        GOOD.replace("duration: 10s", "duration: 5 sec")
+            .replace("opens_within: 6s", "opens_withn: 6s"),
+    )
+    .unwrap();
+    let json = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .args(args)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+        (out.status.code(), v)
+    };
+    let (code, v) = json(&[
+        "validate",
+        "--json",
+        good.to_str().unwrap(),
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2));
+    assert_eq!(v[0]["valid"], true);
+    assert_eq!(v[0]["name"], "table");
+    assert_eq!(
+        (v[0]["expectations"].as_u64(), v[0]["phases"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(v[1]["valid"], false);
+    let errors = v[1]["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(
+        (errors[0]["line"].as_u64(), errors[0]["column"].as_u64()),
+        (Some(3), Some(11))
+    );
+    assert_eq!(errors[0]["field"], "duration");
+    assert!(
+        errors[1]["message"]
+            .as_str()
+            .unwrap()
+            .contains("opens_within"),
+        "{errors:?}"
+    );
+
+    let (code, v) = json(&["list", "--json", dir.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert!(v[0]["error"].as_str().unwrap().contains("5 sec"), "{v}");
+    assert_eq!(v[1]["name"], "table");
+    assert_eq!(v[1]["duration_s"].as_f64(), Some(10.0));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
 fn the_cli_exits_2_on_a_bad_scenario_and_names_the_file() {
     let dir = std::env::temp_dir().join(format!("faultline-bad-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

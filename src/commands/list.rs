@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 
 use crate::scenario::{Overrides, Scenario};
 
-/// Prints every `.yaml`/`.yml` scenario in `dir`, sorted by path; exits 2 only if the folder cannot be read.
-pub fn list(dir: &Path) -> i32 {
+/// Prints every `.yaml`/`.yml` scenario in `dir`, sorted by path (with `json`, one JSON array of `{ file, name,
+/// duration_s, description }`, or `{ file, error }` for an invalid one); exits 2 only if the folder cannot be read.
+pub fn list(dir: &Path, as_json: bool) -> i32 {
     let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
         Ok(rd) => rd
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -23,9 +24,19 @@ pub fn list(dir: &Path) -> i32 {
         .map(|p| p.display().to_string().len())
         .max()
         .unwrap_or(0);
+    let mut results = Vec::new();
     for p in entries {
         let name = p.display().to_string();
         match Scenario::load(&p, &Overrides::default()) {
+            Ok(v) if as_json => results.push(serde_json::json!({
+                "file": name,
+                "name": v.scenario.name,
+                "duration_s": v.scenario.duration.as_secs_f64(),
+                "description": v.scenario.description.as_deref().unwrap_or("").trim(),
+            })),
+            Err(e) if as_json => {
+                results.push(serde_json::json!({ "file": name, "error": e.to_string() }))
+            }
             Ok(v) => {
                 let desc = v
                     .scenario
@@ -48,6 +59,12 @@ pub fn list(dir: &Path) -> i32 {
             }
             Err(e) => println!("{name:<width$}  invalid: {e}"),
         }
+    }
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&results).unwrap_or_default()
+        );
     }
     0
 }

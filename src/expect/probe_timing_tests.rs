@@ -132,7 +132,9 @@ fn a_breaker_that_admits_every_call_while_its_probe_is_out_fails() {
         let t = scrape(every, &truth(vec![(4.013, 4.053), (5.013, 5.038)], 5.038));
         let v = judge(1, &record(&calls, t));
         assert_eq!(v.outcome(), Outcome::Fail, "{every} s: {}", v.sentence);
-        assert_eq!(v.measured, Some(8.0), "{}", v.sentence);
+        // 4.013 to 4.048 s: eight calls before the answer at 4.053 s, the last of them within the 5 ms in which
+        // faultd's end of a call cannot tell "before" from "just after" the answer.
+        assert_eq!(v.measured, Some(7.0), "{}", v.sentence);
         assert!(
             v.sentence.contains("before its first probe was answered"),
             "{}",
@@ -184,6 +186,29 @@ fn calls_one_per_answer_after_a_fast_probe_are_inconclusive_and_say_why() {
     calls.extend(steady(5.020, 10.0, 0.002));
     let windows = vec![(4.013, 4.053), (5.013, 5.015)];
     let v = judge(1, &record(&calls, scrape(0.1, &truth(windows, 5.015))));
+    assert_eq!(v.outcome(), Outcome::Inconclusive, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .contains("every call waited for the one before it"),
+        "{}",
+        v.sentence
+    );
+}
+
+#[test]
+fn calls_one_after_another_whose_ends_faultd_timed_late_are_not_taken_for_calls_at_once() {
+    // A service that sends its next call the moment an answer reaches it (a breaker that holds a lock around the
+    // call), where faultd ends each call 2 ms after its answer left: every call "arrives" 2 ms before the end of
+    // the one before it. Two in flight at once would show a close; these never were.
+    let mut calls = closed_until_open();
+    calls.push((4.013, 0.040));
+    let mut at = 5.013;
+    while at < 10.0 {
+        calls.push((at, 0.025));
+        at += 0.023;
+    }
+    let windows = vec![(4.013, 4.053), (5.013, 5.038)];
+    let v = judge(1, &record(&calls, scrape(0.1, &truth(windows, 5.038))));
     assert_eq!(v.outcome(), Outcome::Inconclusive, "{}", v.sentence);
     assert!(
         v.sentence

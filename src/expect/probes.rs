@@ -173,11 +173,18 @@ const QUIET_SPACINGS: f64 = 10.0;
 /// shown by a second call before some first answer: missed with a chance of e^-3 (5%) under Poisson arrivals.
 const SEVERAL_AT_ONCE_SHOWN: f64 = 3.0;
 
+/// How much earlier than faultd's end of a call another must arrive to have been in flight with it. faultd ends a
+/// call when its handler lets go of it, which on a loaded machine comes some milliseconds after the answer left
+/// (a tokio wake-up is late by up to ~4 ms at p99 on a busy 2-core machine): a service that sends its next call
+/// the moment an answer reaches it can have that call arrive "before" the answer by that much. Nearer than this,
+/// two calls are taken one after the other.
+const AT_ONCE_MARGIN: Duration = Duration::from_millis(5);
+
 /// The half-open rounds inside one round a polled or inferred timeline placed, from faultd's timing of every call
 /// in it; `None` when faultd did not time them all, or its timing finds no round where the timeline saw one.
 ///
-/// The first call in it is a probe. Every call that arrives before that probe is answered is an admission of the
-/// same round, since no breaker leaves half-open before it knows how a probe went. After the answer:
+/// The first call in it is a probe. Every call that arrives before that probe is answered (by more than
+/// [`AT_ONCE_MARGIN`], as for every "in flight together" below) is an admission of the same round, since no breaker leaves half-open before it knows how a probe went. After the answer:
 /// - a spell of `QUIET_SPACINGS` with nothing in flight ends the round (the breaker was open again), and the next
 ///   call starts another;
 /// - a call that arrives while another that came after the answer is still in flight shows the breaker closed by
@@ -223,6 +230,8 @@ fn timed(
         Duration::MAX
     };
     let answered = |c: &TimedCall| c.answered.unwrap_or(Duration::MAX);
+    // Arriving before `answer` by more than the margin: the two were in flight together.
+    let before = |arrival: Duration, answer: Duration| arrival + AT_ONCE_MARGIN < answer;
     // Nothing in flight from `idle` to `next` while the SUT was offered the load that many spacings carry.
     let quiet_between = |idle: Duration, next: Duration| {
         next > idle
@@ -251,7 +260,7 @@ fn timed(
     while i < n {
         let first_answer = answered(&calls[i]);
         let mut j = i + 1;
-        while j < n && calls[j].at <= first_answer {
+        while j < n && before(calls[j].at, first_answer) {
             j += 1;
         }
         // Calls after the answer, up to a quiet spell; the first overlap among them, and the latest answer before it.
@@ -271,7 +280,7 @@ fn timed(
             if quiet_between(busy_until, c.at) {
                 break;
             }
-            if settled_by.is_none() && calls[j..k].iter().any(|e| answered(e) > c.at) {
+            if settled_by.is_none() && calls[j..k].iter().any(|e| before(c.at, answered(e))) {
                 settled_by = calls[i..k].iter().map(answered).filter(|a| *a < c.at).max();
                 overlap_at = Some(c.at);
             }

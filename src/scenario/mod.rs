@@ -314,6 +314,28 @@ impl ScenarioError {
         }
     }
 
+    /// Each error as data, `Many` flattened: `{ line, column, field, message }`, where line, column and field are
+    /// left out when the error has none (a file that cannot be read, YAML that does not parse).
+    pub fn entries(&self) -> Vec<serde_json::Value> {
+        match self {
+            ScenarioError::Many { errors, .. } => errors.iter().flat_map(|e| e.entries()).collect(),
+            ScenarioError::Invalid {
+                line,
+                column,
+                field,
+                message,
+                ..
+            } => vec![serde_json::json!({
+                "line": line, "column": column, "field": field, "message": message,
+            })],
+            ScenarioError::InvalidNoLine { field, message, .. } => {
+                vec![serde_json::json!({ "field": field, "message": message })]
+            }
+            ScenarioError::Parse { message, .. } => vec![serde_json::json!({ "message": message })],
+            other => vec![serde_json::json!({ "message": other.to_string() })],
+        }
+    }
+
     /// The error as the CLI prints it: its one line, and for an error at a line of a file that can still be read,
     /// that line with a caret under the column. Several errors are printed one after another, then counted.
     pub fn render(&self) -> String {
