@@ -118,10 +118,12 @@ fn windows_shorter_than_the_scrape_pass_the_right_breaker_and_fail_the_wrong_one
     for (id, outcome, sentence) in &wrong {
         println!("unlimited_half_open: {id}: {outcome}: {sentence}");
     }
+    // Shown by the calls before the first probe's answer, or (on a loaded machine, where fewer of them come before
+    // it) by those before a scrape that saw the breaker still half-open: either way admitted while half-open.
     let (_, o, sentence) = outcome(&wrong, "one-probe");
     assert_eq!(o, "fail", "{sentence}");
     assert!(
-        sentence.contains("before its first probe was answered"),
+        sentence.contains("so all of them admitted while half-open"),
         "{sentence}"
     );
     assert_eq!(code, Some(1));
@@ -259,7 +261,7 @@ fn circuitbreakers_half_open_lets_calls_through_before_the_probe_is_answered_and
     let (outcome, sentence) = python_probes("circuitbreaker");
     assert_eq!(outcome, "fail", "{sentence}");
     assert!(
-        sentence.contains("before its first probe was answered"),
+        sentence.contains("so all of them admitted while half-open"),
         "{sentence}"
     );
 }
