@@ -199,23 +199,9 @@ fn every_bad_scenario_is_refused_with_its_line_and_field() {
 
 #[test]
 fn validate_and_run_read_a_scenario_from_standard_input_as_dash() {
-    use std::io::Write;
-    let with_stdin = |args: &[&str], text: &str| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
-            .args(args)
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        child.wait_with_output().unwrap()
-    };
+    let faultline = std::path::Path::new(env!("CARGO_BIN_EXE_faultline"));
+    let with_stdin =
+        |args: &[&str], text: &str| crate::hardening::with_stdin(faultline, args, text.as_bytes());
     let out = with_stdin(&["validate", "-"], GOOD);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(

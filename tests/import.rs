@@ -746,20 +746,12 @@ fn a_record_of_another_log_format_exits_2_naming_the_flag_that_reads_it() {
 
 #[test]
 fn a_record_on_standard_input_imports_to_standard_output() {
-    use std::io::Write;
-    use std::process::Stdio;
     let import = |args: &[&str], input: &[u8]| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_faultline"))
-            .arg("import")
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // A refusal may come before the input is read: a closed pipe is then no failure of the test.
-        let _ = child.stdin.take().unwrap().write_all(input);
-        let out = child.wait_with_output().unwrap();
+        let args: Vec<&str> = std::iter::once("import")
+            .chain(args.iter().copied())
+            .collect();
+        let out =
+            crate::hardening::with_stdin(Path::new(env!("CARGO_BIN_EXE_faultline")), &args, input);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),

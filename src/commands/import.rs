@@ -16,8 +16,9 @@ pub fn import(
     out: Option<&Path>,
     replay_load: bool,
 ) -> i32 {
-    let out = out.filter(|p| *p != Path::new(faultline_units::input::STDIN));
-    if paths.iter().filter(|p| *p == Path::new("-")).count() > 1 {
+    let stdin = Path::new(faultline_units::input::STDIN);
+    let out = out.filter(|p| *p != stdin);
+    if paths.iter().filter(|p| *p == stdin).count() > 1 {
         eprintln!("error: standard input (`-`) can be read once: name it once");
         return 2;
     }

@@ -27,6 +27,20 @@ pub fn bin(name: &str) -> PathBuf {
     path
 }
 
+/// Runs `program args` with `input` on its standard input, to its end. A program that refuses before reading its
+/// input closes the pipe first: that is no failure here.
+pub fn with_stdin(program: &Path, args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
+}
+
 /// Runs `program args` to its end, killing it if it has not ended within `limit` (and failing): its exit code
 /// and what it printed on stderr.
 pub fn run_within(program: &Path, args: &[String], limit: Duration) -> (Option<i32>, String) {
