@@ -7,13 +7,13 @@
 //! the scenario is about, and for no other (the table says which scenarios' mistakes also fail consequences of
 //! the same mistake, and are only required to fail their proof's expectation).
 //!
-//! Proofs run side by side, as many as the test threads (three; tests/suite.rs starts this file's tests first): a
-//! proof is mostly waiting on the scenario's real time, each of its runs keeping a core a fifth to a third busy
-//! (measured: hotel-reviews at a time scale of 0.25, 19.5 s of real time for 5.1 s of CPU; retry-storm at 0.5,
-//! 15.7 s for 5.8 s). The 15 proofs without Redis passed four at a time in 103 s and three at a time in 131 s,
-//! against 390 s one at a time; in a whole suite at four, database-brownout once failed its SUT p99 while open
-//! (101 ms against 100 ms), hence three. Each scenario's time scale is chosen so that the counts the expectations rest on
-//! (calls per window, calls in flight, probes) are unchanged; see docs/scenarios.md.
+//! Proofs run side by side with the suite's other tests, as many as the test threads (six; tests/suite.rs starts
+//! the full-length main scenario and then this file's tests first): a proof is mostly waiting on the scenario's real
+//! time, each of its runs keeping a core a fifth to a third busy (measured: hotel-reviews at a time scale of 0.25,
+//! 19.5 s of real time for 5.1 s of CPU; retry-storm at 0.5, 15.7 s for 5.8 s). The 15 proofs without Redis
+//! passed four at a time in 103 s and three at a time in 131 s, against 390 s one at a time. Each scenario's time
+//! scale is chosen so that the counts the expectations rest on (calls per window, calls in flight, probes) are
+//! unchanged; see docs/scenarios.md.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -8,12 +8,12 @@ mod hardening;
 mod peers;
 
 // The longest runs first: libtest starts a binary's tests in the order of their names and the binary ends with its
-// last test, so these two files' runs (the library's proofs, three at a time, and the full-length main scenario)
-// begin at once and the shorter tests fill the threads beside them.
-#[path = "scenario_library.rs"]
-mod a1_scenario_library;
+// last test, so the full-length main scenario (90 s) and the library's proofs (20-90 s each) begin at once and the
+// shorter tests fill the threads beside them.
 #[path = "run_slow_dependency.rs"]
-mod a2_run_slow_dependency;
+mod a1_run_slow_dependency;
+#[path = "scenario_library.rs"]
+mod a2_scenario_library;
 
 mod abort_on_fail;
 mod agents;

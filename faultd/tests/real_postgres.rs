@@ -14,7 +14,7 @@
 use crate::servers;
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -58,55 +58,44 @@ fn start_postgres() -> Server {
     }
     assert!(servers::installed("psql"), "{INSTALL}: no psql");
     let as_nobody = running_as_root();
-    let port = servers::free_port();
-    let dir = servers::temp_dir("postgres", port);
-    if as_nobody {
-        let chown = Command::new("chown")
-            .arg("nobody:nogroup")
-            .arg(&dir)
-            .status()
-            .expect("chown runs");
-        assert!(chown.success(), "the temporary folder goes to nobody");
-    }
-    let data = dir.join("data");
-    let initdb = server_command("initdb", as_nobody)
-        .arg("-D")
-        .arg(&data)
-        .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
-        .output()
-        .expect("initdb runs");
-    assert!(
-        initdb.status.success(),
-        "initdb failed: {}",
-        String::from_utf8_lossy(&initdb.stderr)
-    );
-    let child = server_command("postgres", as_nobody)
-        .arg("-D")
-        .arg(&data)
-        .args(["-p", &port.to_string(), "-k"])
-        .arg(&dir)
-        .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("postgres starts");
     // SIGINT is PostgreSQL's fast shutdown: it ends its backends too, which a SIGKILL of the postmaster would
     // leave running until they notice.
-    let server = Server {
-        child,
-        dir,
-        port,
-        graceful: Some("INT"),
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while psql(port, &["select 1"]).stdout != b"1\n" {
-        assert!(
-            Instant::now() < deadline,
-            "postgres did not answer within 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    server
+    servers::start(
+        "postgres",
+        Duration::from_secs(20),
+        Some("INT"),
+        |port, dir| {
+            if as_nobody {
+                let chown = Command::new("chown")
+                    .arg("nobody:nogroup")
+                    .arg(dir)
+                    .status()
+                    .expect("chown runs");
+                assert!(chown.success(), "the temporary folder goes to nobody");
+            }
+            let data = dir.join("data");
+            let initdb = server_command("initdb", as_nobody)
+                .arg("-D")
+                .arg(&data)
+                .args(["-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync"])
+                .output()
+                .expect("initdb runs");
+            assert!(
+                initdb.status.success(),
+                "initdb failed: {}",
+                String::from_utf8_lossy(&initdb.stderr)
+            );
+            let mut postgres = server_command("postgres", as_nobody);
+            postgres
+                .arg("-D")
+                .arg(&data)
+                .args(["-p", &port.to_string(), "-k"])
+                .arg(dir)
+                .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]);
+            postgres
+        },
+        |port| psql(port, &["select 1"]).stdout == b"1\n",
+    )
 }
 
 /// One `psql` session on its own connection, running each command in turn, unaligned and tuples only.

@@ -7,41 +7,29 @@
 
 use crate::servers;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use servers::{free_port, installed, Server};
+use servers::{installed, start, Server};
 
 fn start_redis() -> Server {
     assert!(
         installed("redis-server") && installed("redis-cli"),
         "install redis-server (apt-get install -y redis-server)"
     );
-    let port = free_port();
-    let dir = servers::temp_dir("redis", port);
-    let child = Command::new("redis-server")
-        .args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
-        .args(["--port", &port.to_string(), "--dir"])
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-server starts");
-    let server = Server {
-        child,
-        dir,
-        port,
-        graceful: None,
-    };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while cli(port, &["PING"]).0 != "PONG" {
-        assert!(
-            Instant::now() < deadline,
-            "redis-server did not answer within 10 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    server
+    start(
+        "redis",
+        Duration::from_secs(10),
+        None,
+        |port, dir| {
+            let mut c = Command::new("redis-server");
+            c.args(["--save", "", "--appendonly", "no", "--bind", "127.0.0.1"])
+                .args(["--port", &port.to_string(), "--dir"])
+                .arg(dir);
+            c
+        },
+        |port| cli(port, &["PING"]).0 == "PONG",
+    )
 }
 
 /// One `redis-cli` command on its own connection: its answer and how long the whole round trip took.

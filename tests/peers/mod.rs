@@ -48,49 +48,56 @@ pub struct Peer {
 
 impl Peer {
     /// Starts `binary` (from Debian's `package`) with the arguments `args` makes from its scratch folder and port,
-    /// and waits until `GET ready_path` answers 200.
+    /// and waits until `GET ready_path` answers 200. A port is free when asked, not when the server binds it:
+    /// tests that start servers side by side can take it in between, so a server that exits saying its address is
+    /// in use starts again on another port (three tries).
     pub fn start(
         binary: &str,
         package: &str,
-        args: impl FnOnce(&Scratch, u16) -> Vec<OsString>,
+        args: impl Fn(&Scratch, u16) -> Vec<OsString>,
         ready_path: &str,
     ) -> Peer {
+        const ATTEMPTS: u32 = 3;
         let path = installed(binary, package);
-        // Tests of one file run in one process at once: each server gets a folder of its own.
-        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = Scratch::new(&format!("{binary}-{n}"));
-        let port = free_port();
-        let log = std::fs::File::create(dir.path("log")).unwrap();
-        let process = Running(
-            Command::new(&path)
-                .args(args(&dir, port))
-                .current_dir(&dir.0)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log)
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display())),
-        );
-        let mut peer = Peer { port, process, dir };
-        let end = Instant::now() + READY_WITHIN;
-        loop {
-            if let Some(status) = peer.process.0.try_wait().unwrap() {
-                panic!(
-                    "{binary} exited ({status}) before it was ready:\n{}",
+        for attempt in 1..=ATTEMPTS {
+            // Tests of one file run in one process at once: each server gets a folder of its own.
+            static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = Scratch::new(&format!("{binary}-{n}"));
+            let port = free_port();
+            let log = std::fs::File::create(dir.path("log")).unwrap();
+            let process = Running(
+                Command::new(&path)
+                    .args(args(&dir, port))
+                    .current_dir(&dir.0)
+                    .stdin(Stdio::null())
+                    .stdout(log.try_clone().unwrap())
+                    .stderr(log)
+                    .spawn()
+                    .unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display())),
+            );
+            let mut peer = Peer { port, process, dir };
+            let end = Instant::now() + READY_WITHIN;
+            loop {
+                if let Some(status) = peer.process.0.try_wait().unwrap() {
+                    let log = peer.log();
+                    if attempt < ATTEMPTS && log.to_lowercase().contains("already in use") {
+                        break;
+                    }
+                    panic!("{binary} exited ({status}) before it was ready:\n{log}");
+                }
+                if let Some((200, _)) = peer.get(ready_path) {
+                    return peer;
+                }
+                assert!(
+                    Instant::now() < end,
+                    "{binary} was not ready within {READY_WITHIN:?}:\n{}",
                     peer.log()
                 );
+                std::thread::sleep(Duration::from_millis(50));
             }
-            if let Some((200, _)) = peer.get(ready_path) {
-                return peer;
-            }
-            assert!(
-                Instant::now() < end,
-                "{binary} was not ready within {READY_WITHIN:?}:\n{}",
-                peer.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
+        unreachable!("the last attempt returns or panics")
     }
 
     /// `GET path` on the server: status and body.

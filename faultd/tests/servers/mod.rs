@@ -2,8 +2,9 @@
 //! stops the server and removes its folder when the test ends, however it ends.
 #![allow(dead_code)]
 
+use std::fs::File;
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -33,6 +34,66 @@ impl Drop for Server {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+impl Server {
+    /// What the server wrote to its standard output and error (`start` keeps them in `server.log`).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+}
+
+/// How many times `start` tries a new port when the server finds its port taken.
+const ATTEMPTS: u32 = 3;
+
+/// Starts a server on a free loopback port, in a new folder, and waits until `ready(port)` holds, for `within` at
+/// most. `command` gets the port and the folder and returns the server's command (it may prepare the folder first).
+/// A port is free when asked, not when the server binds it: tests that start servers side by side can take it in
+/// between, so a server that exits saying its address is in use starts again on another port. Its output goes to
+/// `server.log` in its folder and is shown when it fails.
+pub fn start(
+    name: &str,
+    within: Duration,
+    graceful: Option<&'static str>,
+    command: impl Fn(u16, &Path) -> Command,
+    ready: impl Fn(u16) -> bool,
+) -> Server {
+    for attempt in 1..=ATTEMPTS {
+        let port = free_port();
+        let dir = temp_dir(name, port);
+        let log = File::create(dir.join("server.log")).expect("a log file in the server's folder");
+        let child = command(port, &dir)
+            .stdout(log.try_clone().expect("the log file, twice"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{name} does not start: {e}"));
+        let mut server = Server {
+            child,
+            dir,
+            port,
+            graceful,
+        };
+        let deadline = Instant::now() + within;
+        loop {
+            if ready(port) {
+                return server;
+            }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                let log = server.log();
+                if attempt < ATTEMPTS && log.contains("already in use") {
+                    break;
+                }
+                panic!("{name} ended ({status}) before it answered on port {port}:\n{log}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} did not answer on port {port} within {within:?}:\n{}",
+                server.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    unreachable!("the last attempt returns or panics")
 }
 
 /// A loopback port free at the time of asking.
