@@ -184,9 +184,14 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
         /// The allowed slowdown, relative: "10%" or "0.1".
         #[arg(long, default_value = "10%")]
         threshold: String,
+        /// Print one JSON object instead of the table: `a`, `b`, `threshold`, `phases` (each with its
+        /// `percentiles`: `a_ms`, `b_ms`, `diff_ms`, `relative`, `regressed`), `only_in_a`, `only_in_b`, `verdicts`
+        /// and `regressed`.
+        #[arg(long)]
+        json: bool,
     },
     /// Turn the record of an incident (access logs, HAR files, OTLP/JSON traces) into a scenario: the load as it arrived, each dependency's
-    /// latency histogram and status mix bucket by bucket, and phases found from change points.
+    /// latency histogram and status mix phase by phase (or bucket by bucket), and phases found from change points.
     Import {
         /// The record's files, read in order (e.g. access.log.1 access.log); `-` reads standard input.
         #[arg(required = true)]
@@ -222,12 +227,22 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
         /// scenario (-o) and play it with load.replay, instead of a rate per bucket.
         #[arg(long)]
         replay_load: bool,
+        /// How the dependency changes: `found`, one phase per phase found from change points (healthy,
+        /// degraded-1, ..., recovered), each playing all its buckets' latency and status mix; `buckets`, one phase
+        /// per bucket, each playing its own.
+        #[arg(long, default_value = "found", value_parser = |s: &str| s.parse::<faultline::import::PhaseMode>())]
+        phases: faultline::import::PhaseMode,
         /// The most one HAR or OTLP/JSON file may hold (each is read whole or a document at a time), e.g. 1GiB.
         #[arg(long, value_name = "SIZE", default_value = "256MiB", value_parser = at_least_a_byte)]
         max_input_size: faultline_units::Size,
         /// The longest line an access log may hold (logs are streamed a line at a time, whatever their length).
         #[arg(long, value_name = "SIZE", default_value = "1MiB", value_parser = at_least_a_byte)]
         max_line_length: faultline_units::Size,
+        /// Print what was read as one JSON object on stdout instead of lines on stderr: `format`, `lines`,
+        /// `requests`, `bad_lines`, `first_bad_lines`, `dependencies`, `phases` (`name`, `degraded`, `buckets`,
+        /// `from_s`, `to_s`), `scenario` (the file written), `timetable`, and `yaml` (the scenario, without -o).
+        #[arg(long)]
+        json: bool,
     },
     /// Write the Kubernetes manifests of a distributed run: the runner as a Job that N agents (an Indexed Job of
     /// `loadgen agent` pods) dial through its Service, the scenario in a ConfigMap, the report on a volume claim.
@@ -451,8 +466,10 @@ fn main() -> ExitCode {
             redact,
             name,
             replay_load,
+            phases,
             max_input_size,
             max_line_length,
+            json,
         } => commands::import(
             &files,
             &faultline::import::ImportOptions {
@@ -466,9 +483,11 @@ fn main() -> ExitCode {
                 progress: true,
                 max_input_size,
                 max_line_length,
+                phases,
             },
             output.as_deref(),
             replay_load,
+            json,
         ),
         Command::K8s(args) => {
             let scenario = args.scenario.clone();
@@ -480,7 +499,8 @@ fn main() -> ExitCode {
             run_a,
             run_b,
             threshold,
-        } => commands::compare(&run_a, &run_b, &threshold),
+            json,
+        } => commands::compare(&run_a, &run_b, &threshold, json),
     };
     ExitCode::from(code as u8)
 }

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use faultline::import::{import, Format, ImportOptions};
+use faultline::import::{import, Format, ImportOptions, PhaseMode};
 use faultline::scenario::{Overrides, Scenario};
 use serde_json::Value;
 
@@ -84,6 +84,7 @@ fn nginx_options(speed: f64, bucket: f64) -> ImportOptions {
         bucket,
         speed,
         name: Some("brownout".into()),
+        phases: PhaseMode::Buckets,
         ..ImportOptions::default()
     }
 }
@@ -168,6 +169,67 @@ fn a_brownout_log_becomes_a_valid_scenario_with_its_rates_phases_and_histograms(
         serde_json::json!([])
     );
     assert!(imported.yaml.contains("# expect:"), "{}", imported.yaml);
+}
+
+#[test]
+fn found_phases_play_each_phase_whole_and_bound_what_the_stand_in_reproduces() {
+    let dir = tmp("found");
+    let log = dir.join("access.log");
+    std::fs::write(&log, brownout_log()).unwrap();
+    let options = ImportOptions {
+        phases: PhaseMode::Found,
+        ..nginx_options(1.0, 1.0)
+    };
+    let imported = import(std::slice::from_ref(&log), &options).unwrap();
+    let scenario = dir.join("brownout.yaml");
+    std::fs::write(&scenario, &imported.yaml).unwrap();
+    let v = Scenario::load(&scenario, &Overrides::default())
+        .unwrap_or_else(|e| panic!("{e}\n{}", imported.yaml));
+    let s = &v.scenario;
+    let names: Vec<(String, String)> = s
+        .dependency
+        .phases
+        .iter()
+        .map(|p| (p.name.clone(), p.at.to_string()))
+        .collect();
+    assert_eq!(names, brownout_phases("10s", "20s"));
+    // degraded-1 plays its ten seconds' calls together: their percentiles within a 2% bin, and 10% 503s.
+    let faultd::config::PhaseRoute::Set(b) = &s.dependency.phases[1].routes["dependency"] else {
+        panic!("degraded-1 sets the route");
+    };
+    let model = b.latency.as_ref().unwrap().model().unwrap();
+    let recorded: Vec<f64> = (10..20)
+        .flat_map(|s| (0..PER_SECOND).map(move |i| upstream_ms(s, i)))
+        .collect();
+    for q in [0.5, 0.99] {
+        let want = percentile(recorded.clone(), q);
+        let got = model.quantile(q).as_secs_f64() * 1e3;
+        assert!((got - want).abs() / want <= 0.03, "p{q}: {got} vs {want}");
+    }
+    assert_eq!(
+        serde_json::to_value(&b.errors).unwrap(),
+        serde_json::json!([ { "share": "10%", "status": 503 } ])
+    );
+    // faultd stands in for the service, and each phase's 5xx share and p99 are bounded: below 1% where it plays
+    // no 5xx, above the low end of the draw's band where it plays 10% (1,000 requests and the ~2 of healthy
+    // answered in it: (100 - 3 x 9.49) / 1002); after the brownout, its last ~48 requests (100/s times its slowest,
+    // 480 ms) answer in `recovered`, so its 5xx share may reach 1.1% and its p99 the brownout's slowest.
+    assert_eq!(s.sut.url.as_deref(), Some("{faultd.url}"));
+    assert_eq!(v.expectations.len(), 6, "{}", imported.yaml);
+    assert!(
+        imported
+            .yaml
+            .contains("sut_share: server_error, above: 7.136%, during: degraded-1"),
+        "{}",
+        imported.yaml
+    );
+    for line in [
+        "sut_share: server_error, below: 1%, during: healthy }   # faultd plays no 5xx",
+        "sut_share: server_error, below: 1.1%, during: recovered }",
+        "sut_latency: p99, below: 507ms, during: recovered }",
+    ] {
+        assert!(imported.yaml.contains(line), "{line}\n{}", imported.yaml);
+    }
 }
 
 #[test]
@@ -297,16 +359,77 @@ fn the_combined_format_without_upstreams_gives_the_load_the_phases_and_a_placeho
 }
 
 #[test]
+fn import_json_tells_what_was_read_and_holds_the_scenario_when_no_file_does() {
+    let dir = tmp("json");
+    let log = fixture("nginx-combined.log");
+    let (code, stdout, stderr) = faultline(&["import", &log, "--format", "nginx", "--json"], &dir);
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(json["format"], "nginx");
+    assert!(json["requests"].as_u64().unwrap() > 0, "{json:#}");
+    assert_eq!(json["scenario"], serde_json::Value::Null);
+    let phases: Vec<(&str, f64)> = json["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap(), p["from_s"].as_f64().unwrap()))
+        .collect();
+    assert_eq!(
+        phases,
+        [("healthy", 0.0), ("degraded-1", 3.0), ("recovered", 5.0)]
+    );
+    let yaml = json["yaml"].as_str().expect("the scenario in `yaml`");
+    assert!(yaml.contains("holds no dependency information"), "{yaml}");
+
+    let out = dir.join("json.yaml");
+    let (code, stdout, stderr) = faultline(
+        &[
+            "import",
+            &log,
+            "--format",
+            "nginx",
+            "--json",
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON object");
+    assert_eq!(json["scenario"], out.to_str().unwrap());
+    assert!(json.get("yaml").is_none(), "{json:#}");
+    assert!(Scenario::load(&out, &Overrides::default()).is_ok());
+}
+
+#[test]
 fn envoy_and_haproxy_default_logs_give_a_route_per_upstream_with_its_timeouts() {
     let dir = tmp("envoy");
-    let (v, _) = import_fixture(&dir, &[&fixture("envoy.log"), "--format", "envoy"]);
+    let (v, _) = import_fixture(
+        &dir,
+        &[
+            &fixture("envoy.log"),
+            "--format",
+            "envoy",
+            "--phases",
+            "buckets",
+        ],
+    );
     assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
     // Second 2: one call in five timed out upstream (UT), played as a hang.
     let b = behaviour(&v, 2, "dependency");
     assert_eq!(b.hang.map(|h| h.0.to_string()), Some("20%".to_string()));
 
     let dir = tmp("haproxy");
-    let (v, _) = import_fixture(&dir, &[&fixture("haproxy.log"), "--format", "haproxy"]);
+    let (v, _) = import_fixture(
+        &dir,
+        &[
+            &fixture("haproxy.log"),
+            "--format",
+            "haproxy",
+            "--phases",
+            "buckets",
+        ],
+    );
     assert_eq!(phase_starts(&v)[1], ("degraded-1".into(), "2s".into()));
     let b = behaviour(&v, 2, "reviews");
     assert_eq!(b.hang.map(|h| h.0.to_string()), Some("20%".to_string()));
@@ -320,7 +443,16 @@ fn envoy_and_haproxy_default_logs_give_a_route_per_upstream_with_its_timeouts() 
 #[test]
 fn a_har_file_gives_a_route_per_host_with_its_failed_connections() {
     let dir = tmp("har");
-    let (v, _) = import_fixture(&dir, &[&fixture("pricing.har"), "--format", "har"]);
+    let (v, _) = import_fixture(
+        &dir,
+        &[
+            &fixture("pricing.har"),
+            "--format",
+            "har",
+            "--phases",
+            "buckets",
+        ],
+    );
     assert_eq!(phase_starts(&v), brownout_phases("2s", "4s"));
     let b = behaviour(&v, 2, "pricing-local");
     assert_eq!(b.reset.map(|r| r.0.to_string()), Some("20%".to_string()));
@@ -336,7 +468,16 @@ const CUSTOM: &str = r"^ts=(?P<time>\S+) method=(?P<method>\S+) path=(?P<path>\S
 fn a_regex_with_named_groups_reads_a_custom_log() {
     let dir = tmp("regex");
     let format = format!("regex:{CUSTOM}");
-    let (v, _) = import_fixture(&dir, &[&fixture("custom.log"), "--format", &format]);
+    let (v, _) = import_fixture(
+        &dir,
+        &[
+            &fixture("custom.log"),
+            "--format",
+            &format,
+            "--phases",
+            "buckets",
+        ],
+    );
     assert_eq!(phase_starts(&v), brownout_phases("3s", "5s"));
     let requests = serde_json::to_value(&v.scenario.load.requests).unwrap();
     assert_eq!(requests[0]["post"], "/checkout");
@@ -669,7 +810,8 @@ fn a_record_whose_clock_jumps_by_hours_exits_2_naming_the_jump() {
 fn the_real_records_of_the_library_import_into_their_brownout() {
     // scenarios/traces/brownout.*: nginx's access log, an OTLP/JSON export of the opentelemetry-sdk and a HAR of
     // one 12 s run through a brownout from 4 s to 8 s (tests/import_records.rs made them). The record starts up
-    // to a second before the run, so the brownout falls in bucket 4 and its last calls in bucket 8.
+    // to a second before the run, so the brownout falls in bucket 4 and its last calls in bucket 8. Each imports
+    // into its three phases, each one behaviour, with active expectations that the stand-in (faultd itself) meets.
     let traces = format!("{}/scenarios/traces", env!("CARGO_MANIFEST_DIR"));
     let nginx_format = format!("--log-format={LOG_FORMAT}");
     for args in [
@@ -682,10 +824,18 @@ fn the_real_records_of_the_library_import_into_their_brownout() {
         let mut all = vec![record.as_str()];
         all.extend_from_slice(&args[1..]);
         all.push("--replay-load");
-        let (v, _) = import_fixture(&dir, &all);
+        let (v, yaml) = import_fixture(&dir, &all);
         assert_eq!(phase_starts(&v), brownout_phases("4s", "9s"), "{}", args[0]);
+        assert_eq!(v.scenario.dependency.phases.len(), 3, "{yaml}");
+        assert_eq!(
+            v.scenario.sut.url.as_deref(),
+            Some("{faultd.url}"),
+            "{yaml}"
+        );
+        // Each phase bounds the 5xx share and the p99 (over 100 requests in each).
+        assert_eq!(v.expectations.len(), 6, "{yaml}");
         let route = v.scenario.dependency.routes.keys().next().unwrap();
-        let p50 = behaviour(&v, 6, route)
+        let p50 = behaviour(&v, 1, route)
             .latency
             .as_ref()
             .unwrap()
@@ -700,6 +850,13 @@ fn the_real_records_of_the_library_import_into_their_brownout() {
             600
         );
     }
+    // Seed 001's reviews degradation, seen by nginx: its phases too, each with what is sure to be reproduced.
+    let dir = tmp("hotel-reviews");
+    let record = format!("{traces}/hotel-reviews.nginx.log");
+    let (v, yaml) = import_fixture(&dir, &[&record, "--format", "nginx", &nginx_format]);
+    let phases = v.scenario.dependency.phases.len();
+    assert!((2..=6).contains(&phases), "{phases} phases: {yaml}");
+    assert!(!v.expectations.is_empty(), "{yaml}");
 }
 
 #[test]
@@ -742,6 +899,24 @@ fn a_record_of_another_log_format_exits_2_naming_the_flag_that_reads_it() {
     // The route is named for a reader, not for the connection's port; the description names the file alone.
     assert!(yaml.contains("\n    dependency: { path: /**"), "{yaml}");
     assert!(yaml.contains("  Replay of brownout.nginx.log:"), "{yaml}");
+
+    // As written, it runs: the load goes straight to faultd, which plays the record's three phases, and every
+    // active expectation (each phase's 5xx share and p99, within a draw's sampling) holds.
+    let report = dir.join("report");
+    let (code, stdout, stderr) = faultline(
+        &[
+            "run",
+            out.to_str().unwrap(),
+            "--report-dir",
+            report.to_str().unwrap(),
+        ],
+        root,
+    );
+    assert_eq!(code, 0, "{stdout}\n{stderr}\n{yaml}");
+    let result = crate::hardening::result_json(&report);
+    let verdicts = result["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 6, "{stdout}");
+    assert!(verdicts.iter().all(|v| v["passed"] == true), "{stdout}");
 }
 
 #[test]
@@ -809,7 +984,7 @@ fn a_status_that_is_not_http_is_a_bad_line() {
 
 #[test]
 fn a_record_too_long_for_its_bucket_exits_2_asking_for_a_larger_bucket() {
-    // 30 s in 1 ms buckets: 30,000 phases, more nodes than a scenario file may hold.
+    // 30 s in 1 ms buckets, a phase each: 30,000 phases, more nodes than a scenario file may hold.
     let dir = tmp("large");
     let log = dir.join("long.log");
     std::fs::write(&log, custom_lines(3000)).unwrap();
@@ -822,6 +997,8 @@ fn a_record_too_long_for_its_bucket_exits_2_asking_for_a_larger_bucket() {
             &format,
             "--bucket",
             "1ms",
+            "--phases",
+            "buckets",
         ],
         &dir,
     );
@@ -848,6 +1025,7 @@ fn a_record_of_more_buckets_than_faultd_holds_phases_is_refused_and_imports_in_l
     let options = |bucket| ImportOptions {
         format: Format::Nginx,
         bucket,
+        phases: PhaseMode::Buckets,
         ..ImportOptions::default()
     };
     let Err(err) = faultline::import::import_text("early.log", log.as_bytes(), &options(0.1))

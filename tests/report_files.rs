@@ -1304,6 +1304,63 @@ fn compare_passes_changes_within_the_threshold_and_improvements() {
 }
 
 #[test]
+fn compare_json_gives_the_tables_figures_and_exits_as_the_table_does() {
+    // A run's folder as compare reads it: its result.json.
+    let run = |name: &str, result: &ResultFile| {
+        let dir = TempDir::new(name);
+        std::fs::write(
+            dir.0.join("result.json"),
+            serde_json::to_string(result).unwrap(),
+        )
+        .unwrap();
+        dir
+    };
+    let a = fixture(50).result;
+    let dir_a = run("compare-json-a", &a);
+    let dir_b = run("compare-json-b", &slower(&a, "brownout", 1.25));
+    let compare = |x: &Path, y: &Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_faultline"))
+            .arg("compare")
+            .args([x, y])
+            .arg("--json")
+            .output()
+            .expect("faultline runs");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        (out.status.code(), json)
+    };
+    let (code, json) = compare(&dir_a.0, &dir_b.0);
+    assert_eq!(code, Some(1), "{json:#}");
+    assert_eq!(json["regressed"], true);
+    assert_eq!(json["threshold"], 0.1);
+    let brownout = json["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["phase"] == "brownout")
+        .expect("the brownout phase");
+    let p99 = brownout["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["percentile"] == "p99")
+        .unwrap();
+    assert_eq!(p99["regressed"], true);
+    assert!(
+        (p99["relative"].as_f64().unwrap() - 0.25).abs() < 1e-9,
+        "{p99}"
+    );
+    let (code, json) = compare(&dir_a.0, &dir_a.0);
+    assert_eq!(code, Some(0), "{json:#}");
+    assert_eq!(json["regressed"], false);
+}
+
+#[test]
 fn compare_lists_phases_only_one_run_has_without_judging_them() {
     let a = fixture(50).result;
     let mut b = a.clone();

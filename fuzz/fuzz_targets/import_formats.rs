@@ -1,14 +1,14 @@
 //! Fuzzes `faultline import`'s format readers and everything after them (the timeline, the phases, the scenario
 //! writer) and loadgen's reader of timetable lines with arbitrary records: the first byte picks the
-//! format (nginx combined, nginx with a timed `log_format`, Envoy, HAProxy, HAR, OTLP/JSON, a `regex:` pattern),
-//! the rest is the record. It must never panic; a record it accepts must give a scenario that validates, since
+//! format (nginx combined, nginx with a timed `log_format`, Envoy, HAProxy, HAR, OTLP/JSON, a `regex:` pattern)
+//! and, by its eighth bit, a phase per found phase or per bucket; the rest is the record. It must never panic; a record it accepts must give a scenario that validates, since
 //! what import writes is what `faultline run` accepts.
 //!
 //! Not for the files around a record (reading from disk, the progress line): `import_text` reads from memory.
 
 #![no_main]
 
-use faultline::import::{import_text, Format, ImportOptions};
+use faultline::import::{import_text, Format, ImportOptions, PhaseMode};
 use faultline::scenario::{Overrides, Scenario};
 use libfuzzer_sys::fuzz_target;
 
@@ -33,6 +33,11 @@ fuzz_target!(|data: &[u8]| {
         log_format,
         // Fine buckets, so that a few seconds of record make many phases.
         bucket: 0.1,
+        phases: if pick & 0x80 == 0 {
+            PhaseMode::Found
+        } else {
+            PhaseMode::Buckets
+        },
         ..ImportOptions::default()
     };
     for line in String::from_utf8_lossy(record).lines() {

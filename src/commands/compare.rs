@@ -6,8 +6,9 @@ use std::path::Path;
 use crate::report;
 
 /// Compares run B with run A; exits 1 if any percentile of B is slower than A's by more than `threshold` (a share
-/// such as "10%" or "0.1"), 2 if the threshold or either run cannot be read.
-pub fn compare(a: &Path, b: &Path, threshold: &str) -> i32 {
+/// such as "10%" or "0.1"), 2 if the threshold or either run cannot be read. With `as_json`, the comparison is one
+/// JSON object on stdout (the table's figures, and `regressed`) instead of the table.
+pub fn compare(a: &Path, b: &Path, threshold: &str, as_json: bool) -> i32 {
     let Some(t) = report::compare::parse_threshold(threshold) else {
         eprintln!("error: --threshold {threshold:?} is not a share such as 10% or 0.1");
         return 2;
@@ -20,7 +21,16 @@ pub fn compare(a: &Path, b: &Path, threshold: &str) -> i32 {
         }
     };
     let c = report::compare(&ra, &rb, t);
-    print!("{}", c.text());
+    if as_json {
+        let mut value = serde_json::to_value(&c).unwrap_or_default();
+        value["regressed"] = c.regressed().into();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+    } else {
+        print!("{}", c.text());
+    }
     if c.regressed() {
         1
     } else {

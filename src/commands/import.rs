@@ -3,18 +3,23 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::json;
+
 use crate::import::timetable::Writer;
-use crate::import::{import_with as read_record, ImportOptions};
+use crate::import::{import_with as read_record, ImportOptions, Imported};
 use crate::scenario::{Overrides, Scenario};
 
 /// Imports `paths` (`-`: standard input) and writes the scenario to `out` (stdout when `None` or `-`); with
 /// `replay_load`, the exact timetable too, beside it (`NAME.timetable`). A scenario written to a file is loaded
-/// back and validated, so what import writes is what `faultline run` accepts. Exit 0, or 2 with the reason.
+/// back and validated, so what import writes is what `faultline run` accepts. What was read is told on stderr, or,
+/// with `as_json`, as one JSON object on stdout (the scenario in its `yaml` field when there is no file to hold
+/// it). Exit 0, or 2 with the reason.
 pub fn import(
     paths: &[PathBuf],
     options: &ImportOptions,
     out: Option<&Path>,
     replay_load: bool,
+    as_json: bool,
 ) -> i32 {
     let stdin = Path::new(faultline_units::input::STDIN);
     let out = out.filter(|p| *p != stdin);
@@ -46,6 +51,32 @@ pub fn import(
             return 2;
         }
     };
+    if let Some(path) = out {
+        if let Err(e) = std::fs::write(path, &imported.yaml) {
+            eprintln!("error: cannot write {}: {e}", path.display());
+            return 2;
+        }
+        if let Err(e) = Scenario::load(path, &Overrides::default()) {
+            eprintln!(
+                "error: the scenario written to {} does not validate: {e}",
+                path.display()
+            );
+            return 2;
+        }
+    }
+    if as_json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary(&imported, options, out)).unwrap_or_default()
+        );
+    } else {
+        tell(&imported, options, out);
+    }
+    0
+}
+
+/// What was read and written, on stderr; the scenario on stdout when there is no file for it.
+fn tell(imported: &Imported, options: &ImportOptions, out: Option<&Path>) {
     if imported.bad > 0 {
         eprintln!(
             "warning: skipped {} of {} lines that are not {} log lines:",
@@ -89,28 +120,38 @@ pub fn import(
         );
     }
     match out {
-        None => {
-            print!("{}", imported.yaml);
-            0
-        }
-        Some(path) => {
-            if let Err(e) = std::fs::write(path, &imported.yaml) {
-                eprintln!("error: cannot write {}: {e}", path.display());
-                return 2;
-            }
-            match Scenario::load(path, &Overrides::default()) {
-                Ok(_) => {
-                    eprintln!("wrote {} (validated)", path.display());
-                    0
-                }
-                Err(e) => {
-                    eprintln!(
-                        "error: the scenario written to {} does not validate: {e}",
-                        path.display()
-                    );
-                    2
-                }
-            }
-        }
+        None => print!("{}", imported.yaml),
+        Some(path) => eprintln!("wrote {} (validated)", path.display()),
     }
+}
+
+/// The JSON form of what was read and written. Phases are given in buckets and in seconds of the scenario (the
+/// record's seconds divided by `--speed`).
+fn summary(imported: &Imported, options: &ImportOptions, out: Option<&Path>) -> serde_json::Value {
+    let seconds = |bucket: usize| bucket as f64 * options.bucket / options.speed;
+    let mut value = json!({
+        "format": options.format.to_string(),
+        "lines": imported.lines,
+        "requests": imported.records,
+        "bad_lines": imported.bad,
+        "first_bad_lines": imported.first_bad.iter().map(|b| json!({
+            "file": b.path.display().to_string(), "line": b.line, "why": b.why,
+        })).collect::<Vec<_>>(),
+        "dependencies": imported.dependencies,
+        "phases": imported.phases.iter().map(|p| json!({
+            "name": p.name, "degraded": p.degraded,
+            "buckets": [p.start, p.end], "from_s": seconds(p.start), "to_s": seconds(p.end),
+        })).collect::<Vec<_>>(),
+        "scenario": out.map(|p| p.display().to_string()),
+    });
+    if let Some(r) = &imported.replay {
+        value["timetable"] = json!({
+            "file": r.path.display().to_string(), "requests": r.requests, "left_out": r.left_out,
+            "late": r.late,
+        });
+    }
+    if out.is_none() {
+        value["yaml"] = imported.yaml.clone().into();
+    }
+    value
 }

@@ -163,6 +163,41 @@ pub struct ImportOptions {
     pub max_input_size: Size,
     /// The longest line a log may hold: logs are read a line at a time, whatever their length.
     pub max_line_length: Size,
+    /// How the dependency's behaviour changes over the scenario: phase by phase, or bucket by bucket.
+    pub phases: PhaseMode,
+}
+
+/// How finely an imported scenario replays the dependency (`--phases`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PhaseMode {
+    /// One faultd phase per phase found from change points (`healthy`, `degraded-1`, ..., `recovered`), each
+    /// playing the latency histogram and status mix of all its buckets together: the few phases a person would
+    /// name, each one behaviour.
+    #[default]
+    Found,
+    /// One faultd phase per bucket (`healthy`, `healthy.1`, ...), each playing that bucket's own histogram and mix:
+    /// the record's changes inside a phase too, at the cost of a phase per bucket.
+    Buckets,
+}
+
+impl std::str::FromStr for PhaseMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "found" => Ok(PhaseMode::Found),
+            "buckets" => Ok(PhaseMode::Buckets),
+            _ => Err(format!("{s:?} is not a phase mode: found or buckets")),
+        }
+    }
+}
+
+impl fmt::Display for PhaseMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PhaseMode::Found => "found",
+            PhaseMode::Buckets => "buckets",
+        })
+    }
 }
 
 /// The default of `--max-input-size`: a HAR or a trace export larger than this is rarely the record of one incident.
@@ -183,6 +218,7 @@ impl Default for ImportOptions {
             progress: false,
             max_input_size: MAX_INPUT_SIZE,
             max_line_length: MAX_LINE_LENGTH,
+            phases: PhaseMode::Found,
         }
     }
 }
@@ -490,15 +526,16 @@ fn pipeline(
         bucket: options.bucket,
         limit,
     };
-    // A phase per bucket, and a behaviour per route and phase: counts known before a line is written.
+    // With a phase per bucket, and a behaviour per route and phase, the counts are known before a line is written.
     let (buckets, routes) = (timeline.buckets(), timeline.dependencies().len().max(1));
-    if buckets > faultd::limits::MAX_PHASES {
+    let per_bucket = options.phases == PhaseMode::Buckets;
+    if per_bucket && buckets > faultd::limits::MAX_PHASES {
         return Err(too_large(format!(
             "dependency.phases: a phase per bucket, over faultd's limit of {}",
             faultd::limits::MAX_PHASES
         )));
     }
-    if buckets * routes > faultd::limits::MAX_SCHEDULE_CELLS {
+    if per_bucket && buckets * routes > faultd::limits::MAX_SCHEDULE_CELLS {
         return Err(too_large(format!(
             "dependency.phases: {buckets} phases x {routes} routes, over faultd's limit of {} behaviours",
             faultd::limits::MAX_SCHEDULE_CELLS

@@ -1,9 +1,11 @@
-//! Writes the imported scenario as YAML text with comments: what was read, the dependency's timeline as one phase
-//! per bucket (named after the change-point phase it falls in: `degraded-1`, `degraded-1.1`, ...), the load as a
-//! rate per bucket, the request templates, and commented-out expectations describing what the SUT did.
+//! Writes the imported scenario as YAML text with comments: what was read, the dependency's timeline (one phase
+//! per change-point phase, or with `--phases buckets` one per bucket, named after the phase it falls in:
+//! `degraded-1`, `degraded-1.1`, ...), the service that stands in, the load as a rate per bucket, the request
+//! templates, and the expectations: active where the stand-in must reproduce them, commented with the recorded
+//! values where only the record's own service could.
 //!
 //! Written by hand rather than serialised: the comments are half of what makes the file editable, and flow style
-//! keeps one bucket on one line.
+//! keeps one phase on one line.
 
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -11,7 +13,7 @@ use std::path::PathBuf;
 use super::phases::PhaseSpan;
 use super::timeline::{lower_edge_us, DepBucket, Histogram, SutBucket, Timeline, BIN_EDGES_US};
 use super::timetable::Written;
-use super::{CallOutcome, ImportOptions};
+use super::{CallOutcome, ImportOptions, PhaseMode};
 
 /// How many request templates a scenario lists; the rest are named in a comment.
 const LISTED_TEMPLATES: usize = 20;
@@ -221,6 +223,170 @@ fn sut_over(t: &Timeline, start: usize, end: usize) -> SutBucket {
     all
 }
 
+/// What a route plays.
+enum Source<'a> {
+    /// A dependency's calls, by its name in the record.
+    Dep(&'a str),
+    /// The service's own answers: the record holds no dependency.
+    Sut,
+}
+
+impl Source<'_> {
+    /// What the route plays over buckets `[start, end)`.
+    fn over(&self, t: &Timeline, start: usize, end: usize) -> DepBucket {
+        match self {
+            Source::Dep(dep) => over(t, dep, start, end),
+            Source::Sut => {
+                let s = sut_over(t, start, end);
+                DepBucket {
+                    latency: s.latency,
+                    outcomes: s
+                        .statuses
+                        .into_iter()
+                        .map(|(status, c)| (CallOutcome::Status(status), c))
+                        .collect(),
+                }
+            }
+        }
+    }
+}
+
+/// How many standard deviations of a draw the expectations that the replay reproduces the record leave room for:
+/// three, so a bound that holds on the mean misses about once in 700 runs.
+const SIGMAS: f64 = 3.0;
+/// The p99 of fewer requests than this is one or two of them: no expectation on it.
+const P99_MIN_REQUESTS: u64 = 100;
+/// What the host adds to a latency faultd plays, as the load generator measures it: a timer on a busy machine is
+/// late by up to ~4 ms at its p99, the request and its answer cross loopback and two event loops, and a shared
+/// 2-core machine has held a call's answer back by several milliseconds more (faultd's `late` record).
+const HOST_DELAY_S: f64 = 0.020;
+/// The width of a bin of the importer's histograms (faultd draws anywhere inside one).
+const BIN_WIDTH: f64 = 0.02;
+
+/// The expectations the stand-in must meet, phase by phase: faultd plays each phase's recorded status mix and
+/// latency histogram to the requests the load sends in it, so the service's 5xx share and p99 over the phase are
+/// those of as many draws, plus the requests sent at the end of the phase before that are answered in it (the
+/// previous phase's rate times its slowest call). Each bound is one that three standard deviations of such a draw
+/// stay inside: a 5xx share below 1% (or the band's top, when spilled 5xx could reach it) where faultd plays under
+/// 1%, above the band's low end where it plays more; a p99 below the value at the top of its sampling band (rank
+/// 0.99 n + 3 sqrt(0.0099 n)), or the previous phase's slowest call when its spill could be 1% of the phase, plus
+/// the bin's width and the host's delay, when the phase has 100 requests or more and faultd neither hangs nor
+/// resets a call in it or in the spill (those end at the load's timeout or as connection errors).
+fn reproduced(y: &mut String, t: &Timeline, phases: &[PhaseSpan], source: &Source, speed: f64) {
+    struct Played {
+        requests: f64,
+        share_5xx: f64,
+        unanswered: u64,
+        latency: Histogram,
+        seconds: f64,
+    }
+    let played: Vec<Played> = phases
+        .iter()
+        .map(|p| {
+            let b = source.over(t, p.start, p.end);
+            let calls = b.calls().max(1) as f64;
+            let failed: u64 = b
+                .outcomes
+                .iter()
+                .filter(|(o, _)| matches!(o, CallOutcome::Status(s) if *s >= 500))
+                .map(|(_, c)| c)
+                .sum();
+            Played {
+                requests: sut_over(t, p.start, p.end).arrivals as f64,
+                share_5xx: failed as f64 / calls,
+                unanswered: b.outcomes.get(&CallOutcome::Timeout).copied().unwrap_or(0)
+                    + b.outcomes.get(&CallOutcome::Reset).copied().unwrap_or(0),
+                latency: b.latency,
+                seconds: (p.end - p.start) as f64 * t.bucket,
+            }
+        })
+        .collect();
+    let mut lines: Vec<String> = Vec::new();
+    for (i, (p, own)) in phases.iter().zip(&played).enumerate() {
+        let n = own.requests;
+        if n == 0.0 || own.latency.count() == 0 && own.share_5xx == 0.0 {
+            continue;
+        }
+        // The previous phase's requests answered in this one.
+        let before = i.checked_sub(1).map(|k| &played[k]);
+        let spill = before.map_or(0.0, |b| {
+            let slowest = b.latency.quantile(1.0).unwrap_or(0.0);
+            (b.requests / b.seconds.max(1e-9) * slowest).min(b.requests)
+        });
+        let spill_share = before.map_or(0.0, |b| b.share_5xx);
+        let all = n + spill;
+        let (e, es) = (own.share_5xx, spill_share);
+        let mean = n * e + spill * es;
+        let sd = (n * e * (1.0 - e) + spill * es * (1.0 - es)).sqrt();
+        if e < 0.01 {
+            let top = ((mean + SIGMAS * sd) / all).max(0.01);
+            lines.push(format!(
+                "  - {{ sut_share: server_error, below: {}, during: {} }}   # faultd plays {} 5xx in it",
+                percent_up(top),
+                p.name,
+                fraction(e).unwrap_or("no".into())
+            ));
+        } else if mean > SIGMAS * sd {
+            if let Some(low) = fraction((mean - SIGMAS * sd) / all) {
+                lines.push(format!(
+                    "  - {{ sut_share: server_error, above: {low}, during: {} }}   # faultd plays {} 5xx, {n} requests",
+                    p.name,
+                    fraction(e).unwrap_or("0%".into())
+                ));
+            }
+        }
+        let spill_counts = spill + SIGMAS * spill.sqrt() >= 0.01 * all;
+        let spill_unanswered = spill_counts && before.is_some_and(|b| b.unanswered > 0);
+        if all < P99_MIN_REQUESTS as f64 || own.unanswered > 0 || spill_unanswered {
+            continue;
+        }
+        let top = ((0.99 * all + SIGMAS * (0.0099 * all).sqrt()) / all).min(1.0);
+        let Some(mut v) = own.latency.quantile(top) else {
+            continue;
+        };
+        if spill_counts {
+            v = v.max(before.and_then(|b| b.latency.quantile(1.0)).unwrap_or(0.0));
+        }
+        let bound_ms = ((v * (1.0 + BIN_WIDTH) / speed + HOST_DELAY_S) * 1e3).ceil();
+        lines.push(format!(
+            "  - {{ sut_latency: p99, below: {bound_ms}ms, during: {} }}   # faultd plays p99 {} over {n} requests{}",
+            p.name,
+            ms_text(own.latency.quantile(0.99).unwrap_or(0.0) / speed),
+            if spill_counts {
+                format!(", and ~{spill:.0} of the phase before")
+            } else {
+                String::new()
+            }
+        ));
+    }
+    let _ = writeln!(
+        y,
+        "\n# What the replay must reproduce, phase by phase: faultd plays each phase's recorded status mix and latency,"
+    );
+    let _ = writeln!(
+        y,
+        "# so these hold within the sampling of as many requests (3 standard deviations) and 20 ms of the host's delay."
+    );
+    if lines.is_empty() {
+        let _ = writeln!(
+            y,
+            "# (no phase has enough requests for a bound that is sure to hold)"
+        );
+        return;
+    }
+    let _ = writeln!(y, "expect:");
+    for l in lines {
+        let _ = writeln!(y, "{l}");
+    }
+}
+
+/// A share rounded up to a tenth of a percent: `1%`, `1.3%`.
+fn percent_up(f: f64) -> String {
+    let tenths = (f.clamp(0.0, 1.0) * 1000.0 - 1e-9).ceil().max(0.0) as u64;
+    let text = format!("{}.{}", tenths / 10, tenths % 10);
+    format!("{}%", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
 fn ms_text(seconds: f64) -> String {
     dur((seconds * 1e9).round() as u64)
 }
@@ -279,12 +445,16 @@ pub fn write(
         .collect();
     let _ = writeln!(
         y,
-        "  Replay of {}: the load as recorded ({}) and each dependency's latency and status mix bucket by bucket. Phases found from the record: {}.",
+        "  Replay of {}: the load as recorded ({}) and each dependency's latency and status mix {}. Phases found from the record: {}.",
         file_names(paths),
         if replay.is_some() {
             "each request at its recorded time"
         } else {
             "a rate per bucket"
+        },
+        match o.phases {
+            PhaseMode::Found => "phase by phase",
+            PhaseMode::Buckets => "bucket by bucket",
         },
         summary.join(", ")
     );
@@ -293,77 +463,119 @@ pub fn write(
 
     let _ = writeln!(y, "dependency:");
     let _ = writeln!(y, "  routes:");
-    if routes.is_empty() {
+    // What each route plays: a dependency's calls, or, when the record holds none, the service's own answers.
+    let sources: Vec<(Source, String)> = if routes.is_empty() {
         let _ = writeln!(
             y,
-            "    # The record holds no dependency information (no upstream, no client span): a healthy placeholder."
+            "    # The record holds no dependency information (no upstream, no client span): faultd plays the service's"
         );
         let _ = writeln!(
             y,
-            "    dependency: {{ path: /**, latency: {{ fixed: 1ms }} }}"
+            "    # own answers, as recorded. Its base is the first phase's whole distribution."
         );
-    }
+        vec![(Source::Sut, "dependency".to_string())]
+    } else {
+        routes
+            .iter()
+            .map(|(dep, route)| (Source::Dep(dep), route.clone()))
+            .collect()
+    };
     let first_healthy = phases.first().map_or((0, n), |p| (p.start, p.end));
-    for (dep, route) in &routes {
-        let path = if routes.len() == 1 {
+    for (source, route) in &sources {
+        let path = if sources.len() == 1 {
             "/**".to_string()
         } else {
             format!("/{route}/**")
         };
-        let base = over(t, dep, first_healthy.0, first_healthy.1);
-        // The peer as the record wrote it, escaped: a comment cannot hold control characters.
-        let _ = writeln!(
-            y,
-            "    # {}: its base is the first phase's whole distribution.",
-            dep.escape_debug()
-        );
-        let b = behaviour(&base, speed);
+        if let Source::Dep(dep) = source {
+            // The peer as the record wrote it, escaped: a comment cannot hold control characters.
+            let _ = writeln!(
+                y,
+                "    # {}: its base is the first phase's whole distribution.",
+                dep.escape_debug()
+            );
+        }
+        let b = behaviour(&source.over(t, first_healthy.0, first_healthy.1), speed);
         let _ = writeln!(y, "    {route}: {{ path: {path}, {} }}", &b[2..b.len() - 2]);
     }
     let _ = writeln!(y, "  phases:");
-    let mut last: Vec<String> = vec![String::new(); routes.len()];
-    for p in phases {
-        for k in p.start..p.end {
-            let phase_name = if k == p.start {
-                p.name.clone()
-            } else {
-                format!("{}.{}", p.name, k - p.start)
-            };
-            let mut set: Vec<String> = Vec::new();
-            for (i, (dep, route)) in routes.iter().enumerate() {
-                let b = t.dep(dep, k);
-                if b.calls() > 0 {
-                    last[i] = behaviour(&b, speed);
-                }
-                if last[i].is_empty() {
-                    set.push(format!("{route}: healthy"));
-                } else {
-                    set.push(format!("{route}: {}", last[i]));
-                }
+    // Each phase of the scenario: its name, its first bucket and the buckets it plays.
+    let steps: Vec<(String, usize, usize)> = match o.phases {
+        PhaseMode::Found => phases
+            .iter()
+            .map(|p| (p.name.clone(), p.start, p.end))
+            .collect(),
+        PhaseMode::Buckets => phases
+            .iter()
+            .flat_map(|p| {
+                (p.start..p.end).map(move |k| {
+                    let name = if k == p.start {
+                        p.name.clone()
+                    } else {
+                        format!("{}.{}", p.name, k - p.start)
+                    };
+                    (name, k, k + 1)
+                })
+            })
+            .collect(),
+    };
+    let mut last: Vec<String> = vec![String::new(); sources.len()];
+    for (phase_name, from, to) in &steps {
+        let mut set: Vec<String> = Vec::new();
+        for (i, (source, route)) in sources.iter().enumerate() {
+            let b = source.over(t, *from, *to);
+            if b.calls() > 0 {
+                last[i] = behaviour(&b, speed);
             }
-            if set.is_empty() {
-                let _ = writeln!(y, "    - {{ name: {phase_name}, at: {} }}", at(k));
+            if last[i].is_empty() {
+                set.push(format!("{route}: healthy"));
             } else {
-                let _ = writeln!(
-                    y,
-                    "    - {{ name: {phase_name}, at: {}, routes: {{ {} }} }}",
-                    at(k),
-                    set.join(", ")
-                );
+                set.push(format!("{route}: {}", last[i]));
             }
         }
+        let _ = writeln!(
+            y,
+            "    - {{ name: {phase_name}, at: {}, routes: {{ {} }} }}",
+            at(*from),
+            set.join(", ")
+        );
     }
 
+    // One route takes every path, so the recorded requests reach it as they are: faultd alone can stand in for the
+    // service. With several, each route has a path of its own that the recorded requests do not hold.
+    let stand_in = sources.len() == 1;
     let _ = writeln!(y, "\nsut:");
-    let _ = writeln!(
-        y,
-        "  # The record does not say what the service is: the bundled demo stands in. Replace it with yours, e.g."
-    );
-    let _ = writeln!(
-        y,
-        "  # command: [ ./my-service, \"--port={{sut.port}}\", \"--dependency={{faultd.url}}\" ], url: http://127.0.0.1:{{sut.port}}"
-    );
-    let _ = writeln!(y, "  demo: {{}}\n");
+    if stand_in {
+        let _ = writeln!(
+            y,
+            "  # The record does not say what the service is. Until yours is named here, the load goes straight to faultd,"
+        );
+        let _ = writeln!(
+            y,
+            "  # which plays {} as recorded, and the expectations check that the replay reproduces the record.",
+            if routes.is_empty() {
+                "the service's answers"
+            } else {
+                "the dependency"
+            }
+        );
+        let _ = writeln!(y, "  # Yours, e.g.:");
+        let _ = writeln!(
+            y,
+            "  # command: [ ./my-service, \"--port={{sut.port}}\", \"--dependency={{faultd.url}}\" ], url: http://127.0.0.1:{{sut.port}}"
+        );
+        let _ = writeln!(y, "  url: \"{{faultd.url}}\"\n");
+    } else {
+        let _ = writeln!(
+            y,
+            "  # The record does not say what the service is: the bundled demo stands in. Replace it with yours, e.g."
+        );
+        let _ = writeln!(
+            y,
+            "  # command: [ ./my-service, \"--port={{sut.port}}\", \"--dependency={{faultd.url}}\" ], url: http://127.0.0.1:{{sut.port}}"
+        );
+        let _ = writeln!(y, "  demo: {{}}\n");
+    }
 
     let _ = writeln!(y, "load:");
     let max_duration = sut_over(t, 0, n).latency.quantile(1.0).unwrap_or(0.0);
@@ -373,7 +585,10 @@ pub fn write(
     } else {
         load_rate(&mut y, t, o, &timeout);
     }
-    expectations(&mut y, t, phases, speed);
+    if stand_in {
+        reproduced(&mut y, t, phases, &sources[0].0, speed);
+    }
+    expectations(&mut y, t, phases, speed, stand_in);
     // What the record holds is text, never a variable: a `${` in a path or a peer's name is written as `$${`.
     y.replace("${", "$${")
 }
@@ -481,11 +696,17 @@ fn load_rate(y: &mut String, t: &Timeline, o: &ImportOptions, timeout: &str) {
     }
 }
 
-/// What the record shows the SUT did, phase by phase, as commented-out expectations.
-fn expectations(y: &mut String, t: &Timeline, phases: &[PhaseSpan], speed: f64) {
+/// What the record shows the SUT did, phase by phase, as commented-out expectations: for the service that replaces
+/// the stand-in, which only the record's own service is sure to meet.
+fn expectations(y: &mut String, t: &Timeline, phases: &[PhaseSpan], speed: f64, stand_in: bool) {
     let _ = writeln!(
         y,
-        "\n# What the record shows the SUT did, phase by phase, as starting expectations:"
+        "\n# What the record shows its service did, phase by phase, as starting expectations for yours{}:",
+        if stand_in {
+            " (under `expect:`, in place of those above)"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(y, "# expect:");
     let mut any = false;

@@ -131,7 +131,12 @@ impl Scenario {
         }
         let mut urls: Vec<(&str, String)> = Vec::new();
         if let Some(u) = &sut.url {
-            urls.push(("sut.url", u.replace("{sut.port}", "1")));
+            // `{faultd.url}` is the run's own faultd, always allowed: the load then goes straight to it.
+            urls.push((
+                "sut.url",
+                u.replace("{sut.port}", "1")
+                    .replace("{faultd.url}", "http://127.0.0.1:1"),
+            ));
         }
         if let (Some(_), Some((name, _))) = (&self.faultd, self.dependency.tcp_routes().next()) {
             errors.push(at(
@@ -174,7 +179,10 @@ impl Scenario {
         let dependency_matters = self.dependency.phases.iter().any(|p| !p.routes.is_empty())
             || !self.breakers.is_empty()
             || self.expect.iter().any(|e| e.value.dependency.is_some());
+        // A URL that holds `{faultd.` is rendered with the run's own faultd: the load goes straight to it.
+        let through_faultd = sut.url.as_deref().is_some_and(|u| u.contains("{faultd."));
         if sut.url.is_some()
+            && !through_faultd
             && sut.demo.is_none()
             && sut.command.is_none()
             && self.faultd.is_none()
