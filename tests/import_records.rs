@@ -266,13 +266,17 @@ fn replay_and_check(
         );
     }
 
-    // The replay: the same SUT, the original expectations under the detected names.
+    // The replay: the same SUT, the original expectations under the detected names (in place of those the import
+    // wrote for faultd standing in for the SUT).
     let start = yaml.find("\nsut:\n").expect("a sut section") + 1;
     let end = yaml.find("\nload:\n").expect("a load section") + 1;
+    let load = yaml[end..]
+        .split("\n# What the replay must reproduce")
+        .next()
+        .unwrap_or_default();
     let replay_yaml = format!(
-        "{}sut:\n  {sut}\n\n{}{}",
+        "{}sut:\n  {sut}\n\n{load}\n{}",
         &yaml[..start],
-        &yaml[end..],
         expectations("degraded-1", "recovered")
     );
     let scenario = dir.write("replay.yaml", &replay_yaml);
