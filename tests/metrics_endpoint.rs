@@ -33,11 +33,7 @@ fn run_in(dir: &std::path::Path) -> Command {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    faultline_units::port::handed_out().expect("a free loopback port")
 }
 
 /// GET /metrics at `port`: the body, if it answered 200 within a second.

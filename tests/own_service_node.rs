@@ -8,7 +8,6 @@
 
 use crate::hardening;
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -20,11 +19,7 @@ fn service_dir() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    faultline_units::port::handed_out().expect("a free loopback port")
 }
 
 /// The Express service on `port`, calling pricing at `pricing_url` + `pricing_path`, answering /health.

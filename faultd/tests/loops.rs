@@ -14,11 +14,7 @@ fn loopback() -> SocketAddr {
 
 /// A port free a moment ago, for a configuration that must name faultd's own port before faultd binds it.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind(loopback())
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    faultline_units::port::handed_out().expect("a free loopback port")
 }
 
 fn problem(reply: &Reply) -> (String, String) {

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -12,11 +12,7 @@ use common::http2::{connect, exchange, framed, get, grpc};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    faultline_units::port::handed_out().expect("a free loopback port")
 }
 
 struct Faultd {

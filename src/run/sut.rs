@@ -150,7 +150,8 @@ impl Sut {
     }
 }
 
+/// The port a command SUT is handed as `{sut.port}`: it binds it later, so the port comes from outside the range
+/// the run's own connections draw from (`faultline_units::port`).
 fn free_port() -> std::io::Result<u16> {
-    let l = std::net::TcpListener::bind(loopback(0))?;
-    Ok(l.local_addr()?.port())
+    faultline_units::port::handed_out()
 }

@@ -7,7 +7,6 @@
 #![allow(dead_code)]
 
 use std::ffi::OsString;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,13 +18,10 @@ use crate::hardening::{http, result_json, Running, Scratch};
 /// How long a server may take to answer its readiness check.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
-/// A loopback port nobody listens on at the time of asking.
+/// A loopback port nobody listens on at the time of asking, for a process to bind later: from below the
+/// ephemeral range, so no connection or `bind(0)` of another test takes it in between (`faultline_units::port`).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    faultline_units::port::handed_out().expect("a free loopback port")
 }
 
 /// The path of `binary`, or a failure that says which Debian package provides it.

@@ -12,6 +12,7 @@ use std::str::FromStr;
 
 mod grpc;
 pub mod input;
+pub mod port;
 pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
 
 use serde::de::{self, Deserializer, Visitor};

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::fs::File;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -96,12 +95,9 @@ pub fn start(
     unreachable!("the last attempt returns or panics")
 }
 
-/// A loopback port free at the time of asking.
+/// A loopback port free at the time of asking, for a server to bind later (`faultline_units::port`).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    faultline_units::port::handed_out().expect("a free loopback port")
 }
 
 /// A new folder under the system's temporary one, named for the server, this process and the port.
