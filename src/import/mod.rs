@@ -11,6 +11,7 @@
 //! like any other.
 
 mod envoy;
+mod expectations;
 mod haproxy;
 mod har;
 mod nginx;

@@ -1,8 +1,7 @@
 //! Writes the imported scenario as YAML text with comments: what was read, the dependency's timeline (one phase
 //! per change-point phase, or with `--phases buckets` one per bucket, named after the phase it falls in:
-//! `degraded-1`, `degraded-1.1`, ...), the service that stands in, the load as a rate per bucket, the request
-//! templates, and the expectations: active where the stand-in must reproduce them, commented with the recorded
-//! values where only the record's own service could.
+//! `degraded-1`, `degraded-1.1`, ...), the service that stands in, the load as a rate per bucket and the request
+//! templates. The expectations are `expectations`' to write.
 //!
 //! Written by hand rather than serialised: the comments are half of what makes the file editable, and flow style
 //! keeps one phase on one line.
@@ -33,12 +32,12 @@ pub fn dur(ns: u64) -> String {
 }
 
 /// A share with three decimals of a percent, rounded down so that shares never add up past 100%.
-fn share(count: u64, total: u64) -> Option<String> {
+pub(super) fn share(count: u64, total: u64) -> Option<String> {
     fraction(count as f64 / total.max(1) as f64)
 }
 
 /// A fraction as a share with three decimals of a percent, rounded down; `None` when that is 0%.
-fn fraction(f: f64) -> Option<String> {
+pub(super) fn fraction(f: f64) -> Option<String> {
     let thousandths = (f.clamp(0.0, 1.0) * 100_000.0 + 1e-6).floor() as u64;
     if thousandths == 0 {
         return None;
@@ -210,7 +209,7 @@ fn over(t: &Timeline, dep: &str, start: usize, end: usize) -> DepBucket {
     all
 }
 
-fn sut_over(t: &Timeline, start: usize, end: usize) -> SutBucket {
+pub(super) fn sut_over(t: &Timeline, start: usize, end: usize) -> SutBucket {
     let mut all = SutBucket::default();
     for k in start..end {
         let s = t.sut(k);
@@ -224,7 +223,7 @@ fn sut_over(t: &Timeline, start: usize, end: usize) -> SutBucket {
 }
 
 /// What a route plays.
-enum Source<'a> {
+pub(super) enum Source<'a> {
     /// A dependency's calls, by its name in the record.
     Dep(&'a str),
     /// The service's own answers: the record holds no dependency.
@@ -233,7 +232,7 @@ enum Source<'a> {
 
 impl Source<'_> {
     /// What the route plays over buckets `[start, end)`.
-    fn over(&self, t: &Timeline, start: usize, end: usize) -> DepBucket {
+    pub(super) fn over(&self, t: &Timeline, start: usize, end: usize) -> DepBucket {
         match self {
             Source::Dep(dep) => over(t, dep, start, end),
             Source::Sut => {
@@ -251,143 +250,7 @@ impl Source<'_> {
     }
 }
 
-/// How many standard deviations of a draw the expectations that the replay reproduces the record leave room for:
-/// three, so a bound that holds on the mean misses about once in 700 runs.
-const SIGMAS: f64 = 3.0;
-/// The p99 of fewer requests than this is one or two of them: no expectation on it.
-const P99_MIN_REQUESTS: u64 = 100;
-/// What the host adds to a latency faultd plays, as the load generator measures it: a timer on a busy machine is
-/// late by up to ~4 ms at its p99, the request and its answer cross loopback and two event loops, and a shared
-/// 2-core machine has held a call's answer back by several milliseconds more (faultd's `late` record).
-const HOST_DELAY_S: f64 = 0.020;
-/// The width of a bin of the importer's histograms (faultd draws anywhere inside one).
-const BIN_WIDTH: f64 = 0.02;
-
-/// The expectations the stand-in must meet, phase by phase: faultd plays each phase's recorded status mix and
-/// latency histogram to the requests the load sends in it, so the service's 5xx share and p99 over the phase are
-/// those of as many draws, plus the requests sent at the end of the phase before that are answered in it (the
-/// previous phase's rate times its slowest call). Each bound is one that three standard deviations of such a draw
-/// stay inside: a 5xx share below 1% (or the band's top, when spilled 5xx could reach it) where faultd plays under
-/// 1%, above the band's low end where it plays more; a p99 below the value at the top of its sampling band (rank
-/// 0.99 n + 3 sqrt(0.0099 n)), or the previous phase's slowest call when its spill could be 1% of the phase, plus
-/// the bin's width and the host's delay, when the phase has 100 requests or more and faultd neither hangs nor
-/// resets a call in it or in the spill (those end at the load's timeout or as connection errors).
-fn reproduced(y: &mut String, t: &Timeline, phases: &[PhaseSpan], source: &Source, speed: f64) {
-    struct Played {
-        requests: f64,
-        share_5xx: f64,
-        unanswered: u64,
-        latency: Histogram,
-        seconds: f64,
-    }
-    let played: Vec<Played> = phases
-        .iter()
-        .map(|p| {
-            let b = source.over(t, p.start, p.end);
-            let calls = b.calls().max(1) as f64;
-            let failed: u64 = b
-                .outcomes
-                .iter()
-                .filter(|(o, _)| matches!(o, CallOutcome::Status(s) if *s >= 500))
-                .map(|(_, c)| c)
-                .sum();
-            Played {
-                requests: sut_over(t, p.start, p.end).arrivals as f64,
-                share_5xx: failed as f64 / calls,
-                unanswered: b.outcomes.get(&CallOutcome::Timeout).copied().unwrap_or(0)
-                    + b.outcomes.get(&CallOutcome::Reset).copied().unwrap_or(0),
-                latency: b.latency,
-                seconds: (p.end - p.start) as f64 * t.bucket,
-            }
-        })
-        .collect();
-    let mut lines: Vec<String> = Vec::new();
-    for (i, (p, own)) in phases.iter().zip(&played).enumerate() {
-        let n = own.requests;
-        if n == 0.0 || own.latency.count() == 0 && own.share_5xx == 0.0 {
-            continue;
-        }
-        // The previous phase's requests answered in this one.
-        let before = i.checked_sub(1).map(|k| &played[k]);
-        let spill = before.map_or(0.0, |b| {
-            let slowest = b.latency.quantile(1.0).unwrap_or(0.0);
-            (b.requests / b.seconds.max(1e-9) * slowest).min(b.requests)
-        });
-        let spill_share = before.map_or(0.0, |b| b.share_5xx);
-        let all = n + spill;
-        let (e, es) = (own.share_5xx, spill_share);
-        let mean = n * e + spill * es;
-        let sd = (n * e * (1.0 - e) + spill * es * (1.0 - es)).sqrt();
-        if e < 0.01 {
-            let top = ((mean + SIGMAS * sd) / all).max(0.01);
-            lines.push(format!(
-                "  - {{ sut_share: server_error, below: {}, during: {} }}   # faultd plays {} 5xx in it",
-                percent_up(top),
-                p.name,
-                fraction(e).unwrap_or("no".into())
-            ));
-        } else if mean > SIGMAS * sd {
-            if let Some(low) = fraction((mean - SIGMAS * sd) / all) {
-                lines.push(format!(
-                    "  - {{ sut_share: server_error, above: {low}, during: {} }}   # faultd plays {} 5xx, {n} requests",
-                    p.name,
-                    fraction(e).unwrap_or("0%".into())
-                ));
-            }
-        }
-        let spill_counts = spill + SIGMAS * spill.sqrt() >= 0.01 * all;
-        let spill_unanswered = spill_counts && before.is_some_and(|b| b.unanswered > 0);
-        if all < P99_MIN_REQUESTS as f64 || own.unanswered > 0 || spill_unanswered {
-            continue;
-        }
-        let top = ((0.99 * all + SIGMAS * (0.0099 * all).sqrt()) / all).min(1.0);
-        let Some(mut v) = own.latency.quantile(top) else {
-            continue;
-        };
-        if spill_counts {
-            v = v.max(before.and_then(|b| b.latency.quantile(1.0)).unwrap_or(0.0));
-        }
-        let bound_ms = ((v * (1.0 + BIN_WIDTH) / speed + HOST_DELAY_S) * 1e3).ceil();
-        lines.push(format!(
-            "  - {{ sut_latency: p99, below: {bound_ms}ms, during: {} }}   # faultd plays p99 {} over {n} requests{}",
-            p.name,
-            ms_text(own.latency.quantile(0.99).unwrap_or(0.0) / speed),
-            if spill_counts {
-                format!(", and ~{spill:.0} of the phase before")
-            } else {
-                String::new()
-            }
-        ));
-    }
-    let _ = writeln!(
-        y,
-        "\n# What the replay must reproduce, phase by phase: faultd plays each phase's recorded status mix and latency,"
-    );
-    let _ = writeln!(
-        y,
-        "# so these hold within the sampling of as many requests (3 standard deviations) and 20 ms of the host's delay."
-    );
-    if lines.is_empty() {
-        let _ = writeln!(
-            y,
-            "# (no phase has enough requests for a bound that is sure to hold)"
-        );
-        return;
-    }
-    let _ = writeln!(y, "expect:");
-    for l in lines {
-        let _ = writeln!(y, "{l}");
-    }
-}
-
-/// A share rounded up to a tenth of a percent: `1%`, `1.3%`.
-fn percent_up(f: f64) -> String {
-    let tenths = (f.clamp(0.0, 1.0) * 1000.0 - 1e-9).ceil().max(0.0) as u64;
-    let text = format!("{}.{}", tenths / 10, tenths % 10);
-    format!("{}%", text.trim_end_matches('0').trim_end_matches('.'))
-}
-
-fn ms_text(seconds: f64) -> String {
+pub(super) fn ms_text(seconds: f64) -> String {
     dur((seconds * 1e9).round() as u64)
 }
 
@@ -586,9 +449,9 @@ pub fn write(
         load_rate(&mut y, t, o, &timeout);
     }
     if stand_in {
-        reproduced(&mut y, t, phases, &sources[0].0, speed);
+        super::expectations::reproduced(&mut y, t, phases, &sources[0].0, speed);
     }
-    expectations(&mut y, t, phases, speed, stand_in);
+    super::expectations::recorded(&mut y, t, phases, speed, stand_in);
     // What the record holds is text, never a variable: a `${` in a path or a peer's name is written as `$${`.
     y.replace("${", "$${")
 }
@@ -692,63 +555,6 @@ fn load_rate(y: &mut String, t: &Timeline, o: &ImportOptions, timeout: &str) {
             "    - {{ {}: {}, weight: {weight} }}",
             tpl.method.to_ascii_lowercase(),
             yaml_quoted(&tpl.path())
-        );
-    }
-}
-
-/// What the record shows the SUT did, phase by phase, as commented-out expectations: for the service that replaces
-/// the stand-in, which only the record's own service is sure to meet.
-fn expectations(y: &mut String, t: &Timeline, phases: &[PhaseSpan], speed: f64, stand_in: bool) {
-    let _ = writeln!(
-        y,
-        "\n# What the record shows its service did, phase by phase, as starting expectations for yours{}:",
-        if stand_in {
-            " (under `expect:`, in place of those above)"
-        } else {
-            ""
-        }
-    );
-    let _ = writeln!(y, "# expect:");
-    let mut any = false;
-    for p in phases {
-        let s = sut_over(t, p.start, p.end);
-        let answered: u64 = s.statuses.values().sum();
-        if answered > 0 {
-            any = true;
-            let errors: u64 = s.statuses.range(500..).map(|(_, c)| c).sum();
-            let e = errors as f64 / answered as f64;
-            if e >= 0.01 {
-                let _ = writeln!(
-                    y,
-                    "#   - {{ sut_share: server_error, above: {}, during: {} }}   # recorded: {}",
-                    fraction(e * 0.8).unwrap_or("0%".into()),
-                    p.name,
-                    share(errors, answered).unwrap_or("0%".into())
-                );
-            } else {
-                let _ = writeln!(
-                    y,
-                    "#   - {{ sut_share: server_error, below: 1%, during: {} }}   # recorded: {}",
-                    p.name,
-                    share(errors, answered).unwrap_or("0%".into())
-                );
-            }
-        }
-        if let Some(p99) = s.latency.quantile(0.99) {
-            any = true;
-            let _ = writeln!(
-                y,
-                "#   - {{ sut_latency: p99, below: {}, during: {} }}   # recorded: {}",
-                ms_text(p99 * 1.2 / speed),
-                p.name,
-                ms_text(p99 / speed)
-            );
-        }
-    }
-    if !any {
-        let _ = writeln!(
-            y,
-            "#   (the record has neither the SUT's statuses nor its durations)"
         );
     }
 }
