@@ -9,7 +9,9 @@
 //!
 //! The Python gRPC service of tests/services/python_grpc shows the two ends of what a scrape leaves to faultd's
 //! timing: circuitbreaker (PyPI) admits every call while half-open and fails; pybreaker (PyPI) sends one call at a
-//! time even when closed, which no timing can tell from probes in turn, and is inconclusive with that reason.
+//! time even when closed, which no timing can tell from probes in turn, and is inconclusive with that reason. The
+//! same service on grpc.aio with pyfailsafe's breaker (PyPI) admits one trial call and passes by a 100 ms scrape, a
+//! 1 s scrape and its log alike; set to admit four more beside the trial, it fails by all three.
 //!
 //! `for i in $(seq 20); do cargo test --release --test suite coarse_scrape -- --nocapture; done` runs it in a loop
 //! and prints each run's outcomes.
@@ -141,7 +143,7 @@ fn windows_shorter_than_the_scrape_pass_the_right_breaker_and_fail_the_wrong_one
 }
 
 #[test]
-fn a_one_second_scrape_still_counts_one_probe_per_round_and_times_the_close() {
+fn a_one_second_scrape_still_counts_one_probe_per_round_and_times_the_opening_and_the_close() {
     let _alone = one_at_a_time();
     // Open for 1 s between probes, scraped every second: two rounds can fall between the same two samples.
     let scenario = SCENARIO.replace("interval: 100ms", "interval: 1s");
@@ -149,10 +151,18 @@ fn a_one_second_scrape_still_counts_one_probe_per_round_and_times_the_close() {
     for (id, outcome, sentence) in &right {
         println!("recommended, 1 s scrape: {id}: {outcome}: {sentence}");
     }
-    for id in ["one-probe", "closes"] {
+    for id in ["one-probe", "closes", "opens"] {
         let (_, o, sentence) = outcome(&right, id);
         assert_eq!(o, "pass", "{id}: {sentence}");
     }
+    // The opening at about 1 s into the outage is seen by the 1 s scrape only to within (1 s, 2 s]: the bound of
+    // 2 s lies inside, and faultd's timing places it (the last call let through, then quiet).
+    assert!(
+        outcome(&right, "opens")
+            .2
+            .contains("placed by faultd's timing"),
+        "{right:?}"
+    );
 }
 
 /// opossum behind Express, started by the run; its breaker watched by a 100 ms scrape and by its own log lines.
@@ -212,7 +222,7 @@ fn opossums_one_probe_passes_by_the_scrape_as_by_its_log() {
     assert_eq!(code, Some(0), "{verdicts:?}");
 }
 
-/// The Python gRPC service with `@LIBRARY@`'s breaker, scraped every 100 ms on port `@METRICS@`.
+/// The Python gRPC service with `@VALUE@`'s breaker, scraped every 100 ms on port `@METRICS@`.
 const PYTHON: &str = r#"name: python-grpc-probes
 description: a Python breaker's half-open rounds under a 100 ms scrape
 duration: 12s
@@ -227,7 +237,7 @@ dependency:
     - { name: recovered, at: 8s, routes: { pricing: { latency: { fixed: 10ms } } } }
 sut:
   command: [ "@PYTHON@", "@SERVICE@/prices.py" ]
-  env: { PORT: "{sut.port}", PRICING_URL: "{faultd.url}", METRICS_PORT: "@METRICS@", BREAKER: "@LIBRARY@",
+  env: { PORT: "{sut.port}", PRICING_URL: "{faultd.url}", METRICS_PORT: "@METRICS@", BREAKER: "@VALUE@",
          RESET_MS: "1000", FAIL_MAX: "5" }
   url: http://127.0.0.1:{sut.port}
   ready: { tcp: true }
@@ -245,26 +255,30 @@ expect:
   - { id: one-probe, breaker: pricing, probes_per_half_open_at_most: 1 }
 "#;
 
-/// The verdict on the Python service's probes with `library`'s breaker.
-fn python_probes(library: &str) -> (String, String) {
-    // .cargo/config.toml hands the tests scripts/test's .venv, which has grpcio, pybreaker and circuitbreaker.
+/// Runs `template`, a scenario of the Python gRPC service of tests/services/python_grpc, with its `@PYTHON@`,
+/// `@SERVICE@` and `@METRICS@` filled in and `@VALUE@` set to `value`; prints the verdicts and returns them.
+fn python_run(label: &str, template: &str, value: &str) -> Vec<(String, String, String)> {
+    // .cargo/config.toml hands the tests scripts/test's .venv, which has grpcio and the breakers of
+    // tests/requirements.txt.
     let python = std::env::var("FAULTLINE_PYTHON").unwrap_or_else(|_| "python3".into());
     let service =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/python_grpc");
-    let metrics = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let scenario = PYTHON
+    let metrics = faultline_units::port::handed_out().expect("a free loopback port");
+    let scenario = template
         .replace("@PYTHON@", &python)
         .replace("@SERVICE@", &service.display().to_string())
         .replace("@METRICS@", &metrics.to_string())
-        .replace("@LIBRARY@", library);
-    let (_, verdicts) = run(&format!("python-{library}"), &scenario, &[]);
+        .replace("@VALUE@", value);
+    let (_, verdicts) = run(&format!("{label}-{value}"), &scenario, &[]);
     for (id, outcome, sentence) in &verdicts {
-        println!("{library}: {id}: {outcome}: {sentence}");
+        println!("{label} {value}: {id}: {outcome}: {sentence}");
     }
+    verdicts
+}
+
+/// The verdict on the Python service's probes with `library`'s breaker.
+fn python_probes(library: &str) -> (String, String) {
+    let verdicts = python_run("python", PYTHON, library);
     let (_, o, sentence) = outcome(&verdicts, "one-probe");
     (o.clone(), sentence.clone())
 }
@@ -289,4 +303,87 @@ fn pybreakers_calls_one_at_a_time_leave_its_probe_count_undecided_and_say_why() 
         sentence.contains("every call waited for the one before it"),
         "{sentence}"
     );
+}
+
+/// The Python gRPC service on grpc.aio with pyfailsafe's breaker (`HALF_OPEN_RATIO` @VALUE@), its state scraped
+/// every 100 ms and every second from the same gauge on port `@METRICS@`, and read from its log lines.
+const FAILSAFE: &str = r#"name: python-failsafe-probes
+description: pyfailsafe's half-open rounds of ~25 ms under a 100 ms and a 1 s scrape
+duration: 12s
+seed: 9
+bucket: 10ms
+dependency:
+  routes:
+    pricing: { path: /price/*, latency: { fixed: 2ms } }
+  phases:
+    - { name: healthy, at: 0s }
+    - { name: failing, at: 3s, routes: { pricing: { latency: { fixed: 25ms }, errors: [ { share: 100%, status: 503 } ] } } }
+    - { name: recovered, at: 8s, routes: { pricing: { latency: { fixed: 25ms } } } }
+sut:
+  command: [ "@PYTHON@", "@SERVICE@/prices_failsafe.py" ]
+  env: { PORT: "{sut.port}", PRICING_URL: "{faultd.url}", METRICS_PORT: "@METRICS@", HALF_OPEN_RATIO: "@VALUE@",
+         RESET_MS: "1000", FAIL_MAX: "5" }
+  url: http://127.0.0.1:{sut.port}
+  ready: { tcp: true }
+  ready_timeout: 20s
+# 200 requests a second at 25 ms: five calls in flight once it closes, so faultd's timing shows the close.
+load:
+  rate: 200/s
+  timeout: 3s
+  requests: [ { grpc: /shop.Prices/Get, message: 0a023432 } ]
+  fallback_header: x-fallback
+breakers:
+  by_100ms:
+    route: pricing
+    metrics: { url: "http://127.0.0.1:@METRICS@/metrics", metric: pricing_breaker_state, labels: { breaker: pricing },
+               values: { closed: 0, open: 1, half_open: 2 }, interval: 100ms }
+  by_1s:
+    route: pricing
+    metrics: { url: "http://127.0.0.1:@METRICS@/metrics", metric: pricing_breaker_state, labels: { breaker: pricing },
+               values: { closed: 0, open: 1, half_open: 2 }, interval: 1s }
+  by_log:
+    route: pricing
+    log: { pattern: 'breaker pricing: (?P<state>[\w-]+)' }
+expect:
+  - { id: by-100ms, breaker: by_100ms, probes_per_half_open_at_most: 1 }
+  - { id: by-1s, breaker: by_1s, probes_per_half_open_at_most: 1 }
+  - { id: by-log, breaker: by_log, probes_per_half_open_at_most: 1 }
+"#;
+
+/// The verdicts on pyfailsafe's probes, admitting `ratio` of the calls that come while its trial is out.
+fn failsafe_probes(ratio: &str) -> Vec<(String, String, String)> {
+    python_run("pyfailsafe", FAILSAFE, ratio)
+}
+
+#[test]
+fn pyfailsafes_one_trial_call_passes_by_a_100ms_scrape_a_1s_scrape_and_its_log() {
+    let _alone = one_at_a_time();
+    let verdicts = failsafe_probes("0");
+    for id in ["by-100ms", "by-1s", "by-log"] {
+        let (_, o, sentence) = outcome(&verdicts, id);
+        assert_eq!(o, "pass", "{id}: {sentence}");
+    }
+    assert!(
+        outcome(&verdicts, "by-1s")
+            .2
+            .contains("each ended by faultd's timing"),
+        "{verdicts:?}"
+    );
+}
+
+#[test]
+fn pyfailsafe_admitting_five_at_once_fails_by_either_scrape_and_its_log() {
+    let _alone = one_at_a_time();
+    let verdicts = failsafe_probes("0.05");
+    for id in ["by-100ms", "by-1s", "by-log"] {
+        let (_, o, sentence) = outcome(&verdicts, id);
+        assert_eq!(o, "fail", "{id}: {sentence}");
+    }
+    for id in ["by-100ms", "by-1s"] {
+        let sentence = &outcome(&verdicts, id).2;
+        assert!(
+            sentence.contains("so all of them admitted while half-open"),
+            "{sentence}"
+        );
+    }
 }

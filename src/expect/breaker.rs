@@ -25,6 +25,10 @@ pub enum BreakerCheck {
         breaker: String,
         within: Dur,
         after: String,
+        /// The route the breaker guards, where known: faultd's timing of its calls can place an opening that a
+        /// coarse source cannot.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        route: Option<String>,
     },
     ClosesWithin {
         breaker: String,
@@ -70,6 +74,7 @@ impl BreakerCheck {
                 breaker,
                 within,
                 after,
+                ..
             } => format!("breaker {breaker} opens within {within} after {after}"),
             BreakerCheck::ClosesWithin {
                 breaker,
@@ -110,6 +115,7 @@ impl BreakerCheck {
                 breaker,
                 within,
                 after,
+                ..
             }
             | BreakerCheck::ClosesWithin {
                 breaker,
@@ -127,8 +133,21 @@ impl BreakerCheck {
                         let quiet_since_start =
                             t.transitions_in(p.start, record.duration).next().is_none();
                         let closing = matches!(self, BreakerCheck::ClosesWithin { .. });
-                        if closing && v.inconclusive() {
-                            // faultd's timing may yet place the close, from calls not recorded yet.
+                        let target = if closing {
+                            BreakerState::Closed
+                        } else {
+                            BreakerState::Open
+                        };
+                        let bound_inside_resolution = t
+                            .transitions_in(p.start, record.duration)
+                            .find(|tr| tr.to == target)
+                            .is_some_and(|tr| {
+                                let delay = tr.at - p.start;
+                                delay > within.get()
+                                    && delay.saturating_sub(tr.resolution) <= within.get()
+                            });
+                        if v.inconclusive() || bound_inside_resolution {
+                            // faultd's timing may yet place the change, from calls not recorded yet.
                             false
                         } else if v.passed {
                             // A transition seen in time cannot move; "already closed and stayed closed" can still
@@ -159,6 +178,7 @@ impl BreakerCheck {
                 breaker,
                 within,
                 after,
+                ..
             }
             | BreakerCheck::ClosesWithin {
                 breaker,
@@ -211,6 +231,11 @@ impl BreakerCheck {
                         if delay > within.get() && earliest <= within.get() {
                             if let BreakerCheck::ClosesWithin { route: Some(route), .. } = self {
                                 if let Some(v) = close_by_timing(&name, record, breaker, route, tr, &phase, within.get()) {
+                                    return v;
+                                }
+                            }
+                            if let BreakerCheck::OpensWithin { route: Some(route), .. } = self {
+                                if let Some(v) = open_by_timing(&name, record, breaker, route, tr, &phase, within.get()) {
                                     return v;
                                 }
                             }
@@ -306,7 +331,6 @@ fn close_by_timing(
     phase: &crate::record::PhaseSpan,
     within: Duration,
 ) -> Option<Verdict> {
-    let after = &phase.name;
     let t = timeline(record, breaker);
     if t.is_exact() {
         return None;
@@ -318,17 +342,41 @@ fn close_by_timing(
         .filter_map(|r| r.closed_in.clone())
         .map(|c| (c.start.max(seen_from), c.end.min(tr.at)))
         .find(|(lo, hi)| lo <= hi && *lo >= phase.start)?;
-    let (earliest, latest) = (lo - phase.start, hi - phase.start);
-    // To the millisecond: the span is as narrow as the spacing of two calls.
     let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
     let how = format!("{}, placed by faultd's timing: after its probe's answer at {} and before calls were in flight together at {}", how(tr), secs(lo), secs(hi));
+    Some(timed_verdict(
+        name,
+        breaker,
+        "closed",
+        phase,
+        lo..hi,
+        &how,
+        within,
+    ))
+}
+
+/// The verdict on a change of state (`verb`: opened, closed) that faultd's timing placed in `placed`, `how` saying
+/// so: PASS when all of it is within `within` of `phase`'s start, FAIL when none of it is, INCONCLUSIVE between.
+/// To the millisecond, since the span is as narrow as the spacing of a few calls.
+fn timed_verdict(
+    name: &str,
+    breaker: &str,
+    verb: &str,
+    phase: &crate::record::PhaseSpan,
+    placed: std::ops::Range<Duration>,
+    how: &str,
+    within: Duration,
+) -> Verdict {
+    let after = &phase.name;
+    let (earliest, latest) = (placed.start - phase.start, placed.end - phase.start);
+    let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
     let bound = Some(within.as_secs_f64());
-    Some(if latest <= within {
+    if latest <= within {
         Verdict::new(
             name.to_string(),
             true,
             format!(
-                "breaker {breaker} closed {} after {after} began ({how}); expected within {}",
+                "breaker {breaker} {verb} {} after {after} began ({how}); expected within {}",
                 secs(latest),
                 secs(within)
             ),
@@ -336,10 +384,34 @@ fn close_by_timing(
             bound,
         )
     } else if earliest > within {
-        Verdict::new(name.to_string(), false, format!("breaker {breaker} closed {} after {after} began at the earliest ({how}); expected within {}", secs(earliest), secs(within)), Some(earliest.as_secs_f64()), bound)
+        Verdict::new(name.to_string(), false, format!("breaker {breaker} {verb} {} after {after} began at the earliest ({how}); expected within {}", secs(earliest), secs(within)), Some(earliest.as_secs_f64()), bound)
     } else {
-        Verdict::with_outcome(name.to_string(), Outcome::Inconclusive, format!("breaker {breaker} closed between {} and {} after {after} began ({how}); the bound {} lies inside that span, which a log or webhook source would decide", secs(earliest), secs(latest), secs(within)), Some(latest.as_secs_f64()), bound)
-    })
+        Verdict::with_outcome(name.to_string(), Outcome::Inconclusive, format!("breaker {breaker} {verb} between {} and {} after {after} began ({how}); the bound {} lies inside that span, which a log or webhook source would decide", secs(earliest), secs(latest), secs(within)), Some(latest.as_secs_f64()), bound)
+    }
+}
+
+/// An opening a coarse source placed only to within its resolution, placed again by faultd's timing of the calls
+/// at `route` ([`probes::opened_in`]): after the last call let through and before the quiet that followed it had
+/// lasted ten spacings of the offered load. `None` when the timing places no opening inside the source's span.
+fn open_by_timing(
+    name: &str,
+    record: &RunRecord,
+    breaker: &str,
+    route: &str,
+    tr: &Transition,
+    phase: &crate::record::PhaseSpan,
+    within: Duration,
+) -> Option<Verdict> {
+    if timeline(record, breaker).is_exact() {
+        return None;
+    }
+    let seen = tr.at.saturating_sub(tr.resolution).max(phase.start)..tr.at;
+    let placed = probes::opened_in(record, route, &seen)?;
+    let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
+    let how = format!("{}, placed by faultd's timing: after the last call let through at {} and before the quiet after it showed the breaker open at {}", how(tr), secs(placed.start), secs(placed.end));
+    Some(timed_verdict(
+        name, breaker, "opened", phase, placed, &how, within,
+    ))
 }
 
 /// Why a round's count is not decided, from what faultd's timing showed after its first answer.

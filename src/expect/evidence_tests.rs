@@ -173,6 +173,25 @@ fn five_probes_in_a_window_the_scrape_never_saw_fail() {
 }
 
 #[test]
+fn a_log_line_read_after_its_probe_arrived_still_counts_the_probe_in_its_round() {
+    // The run stamps a log line when it reads it: here each half-open line 3 ms after the window's first probe
+    // reached faultd. The breaker was open before the mark, so that probe is still one of the round's.
+    let late: Vec<(Duration, BreakerState)> = exact_transitions()
+        .into_iter()
+        .map(|(at, st)| (if st == HalfOpen { at + s(0.003) } else { at }, st))
+        .collect();
+    for (probes, outcome) in [(1, Outcome::Pass), (5, Outcome::Fail)] {
+        let log = BreakerTimeline::from_observations(&late, Source::Log, Duration::ZERO);
+        let v = judge(
+            "{ breaker: pricing, probes_per_half_open_at_most: 1 }",
+            &record(probes, vec![log], true),
+        );
+        assert_eq!(v.outcome(), outcome, "{}", v.sentence);
+        assert_eq!(v.measured, Some(probes as f64), "{}", v.sentence);
+    }
+}
+
+#[test]
 fn flapping_faster_than_the_scrape_fails_when_a_log_or_the_traffic_sees_it() {
     // 19 changes: the opening, then open -> half-open -> open nine times.
     let log = BreakerTimeline::from_observations(&exact_transitions(), Source::Log, Duration::ZERO);

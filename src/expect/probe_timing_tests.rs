@@ -352,3 +352,54 @@ fn the_calls_after_the_scrapes_closed_sample_still_show_the_close() {
     assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
     assert!(v.sentence.contains("counts: 1, 1;"), "{}", v.sentence);
 }
+
+/// A scrape every second, half a second after each whole second: it sees the opening at 3 s only at 3.5 s.
+fn scrape_at_halves(truth: &dyn Fn(f64) -> BreakerState) -> BreakerTimeline {
+    let obs: Vec<(Duration, BreakerState)> = (0..10)
+        .map(|i| (s(i as f64 + 0.5), truth(i as f64 + 0.5)))
+        .collect();
+    BreakerTimeline::from_observations(&obs, Source::Metrics, s(1.0))
+}
+
+#[test]
+fn an_opening_a_one_second_scrape_cannot_place_is_placed_by_faultds_timing() {
+    // The last call let through arrives at 2.995 s and is answered at 2.997 s; nothing reaches the route after it
+    // while the SUT is offered 200 requests a second, so by 3.047 s (ten spacings) the breaker was open. The scrape
+    // alone places the opening in (2.5 s, 3.5 s].
+    let t = scrape_at_halves(&truth(vec![(4.013, 4.053), (5.013, 5.038)], 5.038));
+    let r = record(&one_probe(), t);
+    let spec =
+        |within: &str| format!("{{ breaker: pricing, opens_within: {within}, after: healthy }}");
+    let v = super::tests::verdict(&spec("3200ms"), &r);
+    assert_eq!(v.outcome(), Outcome::Pass, "{}", v.sentence);
+    assert!(
+        v.sentence.contains("placed by faultd's timing"),
+        "{}",
+        v.sentence
+    );
+    assert!((v.measured.unwrap() - 3.047).abs() < 1e-6, "{}", v.sentence);
+    let v = super::tests::verdict(&spec("2900ms"), &r);
+    assert_eq!(v.outcome(), Outcome::Fail, "{}", v.sentence);
+    let v = super::tests::verdict(&spec("3s"), &r);
+    assert_eq!(v.outcome(), Outcome::Inconclusive, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .contains("opened between 2.990 s and 3.047 s after healthy began"),
+        "{}",
+        v.sentence
+    );
+
+    // Calls held in flight (a pool full of hung calls) are no quiet: the opening stays where the scrape put it.
+    let mut hung = one_probe();
+    for c in hung.iter_mut().filter(|c| (2.9..3.0).contains(&c.0)) {
+        c.1 = 2.0;
+    }
+    let t = scrape_at_halves(&truth(vec![(4.013, 4.053), (5.013, 5.038)], 5.038));
+    let v = super::tests::verdict(&spec("3200ms"), &record(&hung, t));
+    assert_eq!(v.outcome(), Outcome::Inconclusive, "{}", v.sentence);
+    assert!(
+        !v.sentence.contains("placed by faultd's timing"),
+        "{}",
+        v.sentence
+    );
+}

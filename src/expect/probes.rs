@@ -9,9 +9,11 @@
 //! over the bound fails; rounds whose possible counts are all within it pass; anything between is not decided by
 //! that timeline.
 //!
-//! - Exact timelines (webhook events, log lines) that show half-open: each half-open window, exactly.
-//! - Exact timelines that never show half-open: each stretch from an opening (plus a few milliseconds, for calls
-//!   already on their way) to the next opening or closing.
+//! - Exact timelines (webhook events, log lines): each stretch from an opening (plus a few milliseconds, for calls
+//!   already on their way) to the next opening or closing, whether or not they show half-open in between. An open
+//!   breaker lets nothing through, so a call that reaches the route after the opening and before the half-open mark
+//!   belongs to the round that mark begins: a log line is stamped when the run reads it, which can be a moment
+//!   after the probe it announces reached faultd.
 //! - Polled timelines (a metrics scrape): every scrape that saw the breaker open starts a new round, since the
 //!   breaker was open between the calls on either side of it. Windows shorter than the interval are never seen,
 //!   and yet their probes are counted one window at a time, as long as the breaker stays open longer than one
@@ -116,16 +118,8 @@ pub(crate) fn rounds(t: &BreakerTimeline, record: &RunRecord, route: &str) -> Ro
             closed_in: None,
         }
     };
-    let shows_half_open = t
-        .transitions
-        .iter()
-        .any(|tr| tr.to == BreakerState::HalfOpen);
     let mut rounds = Vec::new();
-    if t.is_exact() && shows_half_open {
-        for (a, b) in t.spans_in(BreakerState::HalfOpen, Duration::ZERO, end) {
-            rounds.push(round(a, a, b, b));
-        }
-    } else if t.is_exact() {
+    if t.is_exact() {
         for (a, b) in not_closed(t, end) {
             let mut start = a;
             for tr in t
@@ -437,4 +431,55 @@ fn polled(
         i = j;
     }
     rounds
+}
+
+/// Where faultd's timing of the calls at `route` places an opening that a coarse source saw only to within
+/// `seen`: after the last call that arrived before the first quiet spell that reaches into `seen` (less
+/// [`IN_TRANSIT`]: that call was let through, so the breaker was not open yet), and before that spell had lasted
+/// `QUIET_SPACINGS` mean spacings of the offered load (a closed breaker would have let a call through by then;
+/// with nothing held in flight, so that a pool full of hung calls does not pass for an open breaker). `None` when
+/// faultd did not time every call near it, or no quiet spell places it inside `seen`.
+pub(crate) fn opened_in(
+    record: &RunRecord,
+    route: &str,
+    seen: &Range<Duration>,
+) -> Option<Range<Duration>> {
+    let rate = record.offered_rate_near(seen);
+    if rate <= 0.0 {
+        return None;
+    }
+    let quiet = Duration::from_secs_f64(QUIET_SPACINGS / rate);
+    let from = seen.start.saturating_sub(quiet * 2);
+    let to = (seen.end + quiet * 2).min(record.duration);
+    let calls = record.timed_calls(route, from, to)?;
+    let quiet_between = |idle: Duration, next: Duration| {
+        next > idle
+            && next - idle > quiet
+            && record.sent_between(idle, next) >= QUIET_SPACINGS / 2.0
+    };
+    // The opening after the call at `last`, the route idle from `idle` on.
+    let place = |last: Duration, idle: Duration| {
+        let lo = last.saturating_sub(IN_TRANSIT).max(seen.start);
+        let hi = (idle + quiet).min(seen.end);
+        (lo <= hi).then_some(lo..hi)
+    };
+    let mut before: Option<(Duration, Duration)> = None;
+    for c in &calls {
+        if let Some((last, idle)) = before {
+            if quiet_between(idle, c.at) && idle + quiet >= seen.start {
+                return place(last, idle);
+            }
+        }
+        let answered = c.answered.unwrap_or(record.duration);
+        before = Some(match before {
+            Some((_, idle)) => (c.at, idle.max(answered)),
+            None => (c.at, answered),
+        });
+    }
+    // The spell may run on past the calls timed here: the breaker stayed open.
+    let (last, idle) = before?;
+    if quiet_between(idle, to) {
+        return place(last, idle);
+    }
+    None
 }

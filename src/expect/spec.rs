@@ -427,10 +427,15 @@ impl ExpectationSpec {
                 .ok_or_else(|| "this check needs `after: <phase>`".to_string())
         };
         if let Some(within) = self.opens_within {
+            let route = match &self.route {
+                Some(r) => Some(route("route", r)?),
+                None => (names.breaker_routes)(&b),
+            };
             return Ok(Check::Breaker(BreakerCheck::OpensWithin {
                 breaker: b,
                 within,
                 after: after()?,
+                route,
             }));
         }
         if let Some(within) = self.closes_within {
