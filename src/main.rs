@@ -117,6 +117,11 @@ enum Command {
         /// Spread both runs' load over N local agents (see `run --agents`).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(faultline::agents::MAX_AGENTS)))]
         agents: Option<u32>,
+        /// Print one JSON array instead of the text, an object per scenario that ran: `scenario`, `file`, `proven`,
+        /// `problems`, `mistake`, and `recommended` and `with_mistake` with each run's `exit_code` and `report`
+        /// (and the sentences of the expectations that `failed` with the mistake).
+        #[arg(long)]
+        json: bool,
     },
     /// Write a commented first scenario for a service faultline did not build, validated as written.
     #[command(
@@ -173,9 +178,12 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
     Report {
         /// The run directory, e.g. reports/slow-dependency/2026-11-30T09-00-00Z.
         run_dir: PathBuf,
-        /// How to print the summary: text, or markdown (as a CI job's summary page shows it).
+        /// How to print the summary: text, markdown (as a CI job's summary page shows it), or json (result.json).
         #[arg(long, value_enum, default_value_t = commands::Format::Text)]
         format: commands::Format,
+        /// The same as `--format json`.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
     },
     /// Compare two runs phase by phase; exit 1 if any percentile of B is slower than A by more than the threshold.
     Compare {
@@ -444,7 +452,8 @@ fn main() -> ExitCode {
             time_scale,
             seed,
             agents,
-        } => commands::prove(&scenarios, report_dir, time_scale.get(), seed, agents),
+            json,
+        } => commands::prove(&scenarios, report_dir, time_scale.get(), seed, agents, json),
         Command::Init {
             service,
             output,
@@ -494,7 +503,11 @@ fn main() -> ExitCode {
             let output = args.output.clone();
             commands::k8s(&scenario, &args.options(), output.as_deref())
         }
-        Command::Report { run_dir, format } => commands::report(&run_dir, format),
+        Command::Report {
+            run_dir,
+            format,
+            json,
+        } => commands::report(&run_dir, if json { commands::Format::Json } else { format }),
         Command::Compare {
             run_a,
             run_b,

@@ -98,6 +98,19 @@ fn a_run_in_actions_writes_the_step_summary_and_annotates_the_failed_lines() {
         String::from_utf8_lossy(&again.stdout),
         md.trim_start_matches("# earlier step\n")
     );
+    // And result.json itself, as `run --json` prints it.
+    let json = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .args(["report", "--json"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert_eq!(json.status.code(), Some(0));
+    let printed: serde_json::Value =
+        serde_json::from_slice(&json.stdout).expect("report --json prints JSON");
+    let saved: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("result.json")).unwrap())
+            .unwrap();
+    assert_eq!(printed, saved);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -195,6 +195,7 @@ fn prove_then(file: &str, env: &[(&str, String)], then: impl FnOnce(&Value)) {
             &format!("scenarios/{file}"),
             "--time-scale",
             e.scale,
+            "--json",
         ])
         .arg("--report-dir")
         .arg(&dir)
@@ -206,12 +207,22 @@ fn prove_then(file: &str, env: &[(&str, String)], then: impl FnOnce(&Value)) {
     assert_eq!(
         out.status.code(),
         Some(0),
-        "faultline prove scenarios/{file} --time-scale {}:\n{stdout}\n{stderr}",
+        "faultline prove scenarios/{file} --time-scale {} --json:\n{stdout}\n{stderr}",
         e.scale
     );
-    assert!(stdout.contains("PROVEN"), "{stdout}");
+    let proofs: Value = serde_json::from_str(&stdout).expect("prove --json prints JSON");
+    let proof = &proofs[0];
+    assert_eq!(proof["proven"], true, "{stdout}");
+    assert_eq!(proof["scenario"], scenario_name(file), "{stdout}");
+    assert_eq!(proof["recommended"]["exit_code"], 0, "{stdout}");
+    assert_eq!(proof["with_mistake"]["exit_code"], 1, "{stdout}");
 
     let report = dir.join(scenario_name(file));
+    assert_eq!(
+        proof["with_mistake"]["report"],
+        report.join("mistake").display().to_string(),
+        "{stdout}"
+    );
     assert!(
         failing_ids(&report.join("recommended").join("result.json")).is_empty(),
         "{stdout}"

@@ -9,16 +9,19 @@ use super::run::{execute_with, Exports};
 use crate::agents::AgentsOptions;
 use crate::scenario::{Overrides, Scenario};
 
-/// Proves each scenario in turn, printing `PROVEN` or `NOT PROVEN` with the reasons; returns the worst exit code:
-/// 1 a scenario is not proven, 2 one is invalid or has no `proof:`, 3 a run broke. With `agents`, both runs spread
-/// their load over that many local agents.
+/// Proves each scenario in turn, printing `PROVEN` or `NOT PROVEN` with the reasons (with `json`, one JSON array
+/// at the end instead, an object per scenario that ran); returns the worst exit code: 1 a scenario is not proven,
+/// 2 one is invalid or has no `proof:`, 3 a run broke. With `agents`, both runs spread their load over that many
+/// local agents.
 pub fn prove(
     paths: &[PathBuf],
     report_dir: Option<PathBuf>,
     time_scale: f64,
     seed: Option<u64>,
     agents: Option<u32>,
+    json: bool,
 ) -> i32 {
+    let mut proofs = Vec::new();
     let exports = Exports {
         agents: agents.map(AgentsOptions::local),
         ..Exports::default()
@@ -134,6 +137,25 @@ pub fn prove(
             .filter(|vd| vd.failed())
             .map(|vd| vd.sentence.as_str())
             .collect();
+        if !problems.is_empty() {
+            worst = worst.max(1);
+        }
+        if json {
+            proofs.push(serde_json::json!({
+                "scenario": v.scenario.name,
+                "file": path.display().to_string(),
+                "proven": problems.is_empty(),
+                "problems": problems.iter().map(|p| p.trim()).collect::<Vec<_>>(),
+                "mistake": mistake_names,
+                "recommended": { "exit_code": recommended.0, "report": recommended.1.display().to_string() },
+                "with_mistake": {
+                    "exit_code": mistaken.0,
+                    "report": mistaken.1.display().to_string(),
+                    "failed": failed_with_mistake,
+                },
+            }));
+            continue;
+        }
         if problems.is_empty() {
             println!(
                 "PROVEN {}: recommended configuration passes; with {} it fails:",
@@ -148,12 +170,17 @@ pub fn prove(
             for p in &problems {
                 println!("    {p}");
             }
-            worst = worst.max(1);
         }
         println!(
             "    reports: {} and {}",
             recommended.1.display(),
             mistaken.1.display()
+        );
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&proofs).unwrap_or_default()
         );
     }
     worst

@@ -13,6 +13,8 @@ pub enum Format {
     Text,
     /// GitHub-flavoured Markdown, as appended to a CI job's summary.
     Markdown,
+    /// result.json, as `faultline run --json` prints it.
+    Json,
 }
 
 /// Re-renders the report in `run_dir` and prints its summary in `format`; exits 2 if the saved data cannot be read.
@@ -25,6 +27,9 @@ pub fn report(run_dir: &Path, format: Format) -> i32 {
                     println!("report: {}", run_dir.display());
                 }
                 Format::Markdown => print!("{}", report::markdown::markdown(&r, run_dir)),
+                Format::Json => {
+                    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default())
+                }
             }
             0
         }
