@@ -288,7 +288,11 @@ fn the_containerfile_builds_with_the_install_command_and_copies_binaries_that_co
         .expect("install.sh runs cargo build");
     // The build stage: from its FROM to the next FROM.
     let stages: Vec<&str> = containerfile.split("\nFROM ").skip(1).collect();
-    assert_eq!(stages.len(), 2, "a build stage and a runtime stage");
+    assert_eq!(
+        stages.len(),
+        4,
+        "a build stage, the runtime's base, faultd as Toxiproxy, and faultline last (the default image)"
+    );
     let build = stages[0];
     assert!(
         build
@@ -314,8 +318,24 @@ fn the_containerfile_builds_with_the_install_command_and_copies_binaries_that_co
 
     let runtime = stages[1];
     assert!(
-        runtime.starts_with("docker.io/library/debian:") && runtime.contains("-slim"),
+        runtime.starts_with("docker.io/library/debian:") && runtime.contains("-slim AS base"),
         "{runtime}"
+    );
+    assert!(
+        stages[2].starts_with("base AS toxiproxy\n"),
+        "{}",
+        stages[2]
+    );
+    assert!(
+        stages[2].contains("ENTRYPOINT [\"faultd\", \"--toxiproxy-api\", \"0.0.0.0:8474\""),
+        "{}",
+        stages[2]
+    );
+    assert!(stages[3].starts_with("base\n"), "{}", stages[3]);
+    assert!(
+        stages[3].contains("ENTRYPOINT [\"faultline\"]"),
+        "{}",
+        stages[3]
     );
     let copied: Vec<&str> = runtime
         .lines()

@@ -93,6 +93,10 @@ pub struct Options {
     pub toxiproxy_api: Option<SocketAddr>,
     /// Hosts other than loopback a TCP route's upstream may name; loopback only when empty.
     pub allow_hosts: Vec<String>,
+    /// Addresses other than loopback a proxy created through the Toxiproxy API (or [`tcp::TcpRoutes`]) may
+    /// listen on, such as `0.0.0.0` in a container; loopback only when empty. A configuration's TCP routes stay on
+    /// loopback.
+    pub allow_listen: Vec<std::net::IpAddr>,
     /// Where to write the run's CA certificate (PEM) when the data plane speaks TLS with a minted CA
     /// (`tls: {}`), for the service under test to trust; the machine's trust store is never touched.
     pub ca_out: Option<std::path::PathBuf>,
@@ -115,6 +119,7 @@ impl Default for Options {
             precise_delays: true,
             toxiproxy_api: None,
             allow_hosts: Vec::new(),
+            allow_listen: Vec::new(),
             ca_out: None,
             timeouts: timeouts::Timeouts::default(),
             files: None,
@@ -173,6 +178,7 @@ pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, F
     let tcp = Arc::new(tcp::TcpRoutes::new(tcp::TcpSettings {
         seed,
         allow_hosts: options.allow_hosts.clone(),
+        allow_listen: options.allow_listen.clone(),
         backlog: options.backlog,
         bucket: config.bucket(),
         deadlines: deadlines.clone(),

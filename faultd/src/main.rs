@@ -54,6 +54,10 @@ TCP ROUTES (the Toxiproxy 2.x API, with --toxiproxy-api 127.0.0.1:8474)
   toxics: latency {latency, jitter ms}  bandwidth {rate KB/s}  slow_close {delay ms}  timeout {timeout ms}
           reset_peer {timeout ms}  limit_data {bytes}  slicer {average_size, size_variation, delay us}
           stall {}  connect_delay {delay ms};  down: POST /proxies/redis {"enabled": false}
+  In a container, where Toxiproxy stood (proxies on every interface, and toxics in force from the start):
+    faultd --toxiproxy-api 0.0.0.0:8474 --allow-listen 0.0.0.0 --toxics toxics.json
+    toxics.json: [{"name":"redis","listen":"0.0.0.0:26379","upstream":"127.0.0.1:6379",
+                   "toxics":[{"type":"latency","attributes":{"latency":300}}]}]
 
 TLS (a `tls:` section, or --tls / --tls-cert FILE --tls-key FILE [--tls-client-ca FILE]; --ca-out FILE)
   tls: {}                                  mint a CA and a certificate for 127.0.0.1, ::1, localhost
@@ -119,10 +123,21 @@ struct Cli {
     /// Do not start the schedule at launch; wait for POST /schedule/start.
     #[arg(long)]
     no_start: bool,
-    /// Serve the Toxiproxy 2.x API here (TCP routes and their toxics), e.g. 127.0.0.1:8474. Without --config,
-    /// faultd then runs with one catch-all HTTP route.
-    #[arg(long, value_name = "ADDR")]
+    /// Serve the Toxiproxy 2.x API here (TCP routes and their toxics); without an address, on Toxiproxy's own
+    /// 127.0.0.1:8474 (0.0.0.0:8474 in a container, for other containers to reach it). Without --config, faultd
+    /// then runs with one catch-all HTTP route.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "127.0.0.1:8474")]
     toxiproxy_api: Option<SocketAddr>,
+    /// Create these proxies and their toxics at start, before anything connects: a JSON list in the form of
+    /// Toxiproxy's config file (`name`, `listen`, `upstream`, `enabled`), each with a `toxics` list as
+    /// POST /proxies/{proxy}/toxics takes them.
+    #[arg(long, value_name = "FILE")]
+    toxics: Option<PathBuf>,
+    /// An address other than loopback that proxies (made through the Toxiproxy API or --toxics) may listen on,
+    /// such as 0.0.0.0 in a container, where other containers connect to them (repeat for several). Without it
+    /// they listen on loopback only.
+    #[arg(long = "allow-listen", value_name = "IP")]
+    allow_listen: Vec<std::net::IpAddr>,
     /// A folder whose files a configuration sent to the control API may name (a gRPC answer's `message_file`,
     /// resolved inside DIR; `..` and links that lead out are refused). Without it the control API reads no file
     /// and such a configuration gives its message inline (`message`, hex). Files named by --config are read
@@ -239,16 +254,20 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         None => {}
     }
-    let mut config = match (&cli.config, cli.toxiproxy_api) {
-        (Some(path), _) => load(path, cli.time_scale)?,
-        (None, Some(_)) => {
+    let toxics = match &cli.toxics {
+        Some(path) => Some(read_capped_text(path, MAX_CONFIG_SIZE).map_err(bad_input)?),
+        None => None,
+    };
+    let mut config = match &cli.config {
+        Some(path) => load(path, cli.time_scale)?,
+        None if cli.toxiproxy_api.is_some() || toxics.is_some() => {
             faultd::Config::from_yaml(TCP_ONLY_CONFIG, "built-in").map_err(bad_input)?
         }
-        (None, None) if cli.control.is_some() => faultd::Config::default(),
-        (None, None) => {
+        None if cli.control.is_some() => faultd::Config::default(),
+        None => {
             return Err(bad_input(anyhow::anyhow!(
                 "give --config FILE, or --control ADDR for a runner or the control API to configure it \
-                 (or --toxiproxy-api ADDR for TCP routes; see faultd --help)"
+                 (or --toxiproxy-api [ADDR] or --toxics FILE for TCP routes; see faultd --help)"
             )))
         }
     };
@@ -301,6 +320,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         precise_delays: true,
         toxiproxy_api: cli.toxiproxy_api,
         allow_hosts: cli.allow_hosts,
+        allow_listen: cli.allow_listen.clone(),
         ca_out: cli.ca_out.clone(),
         timeouts: faultd::timeouts::Timeouts {
             header: cli.header_timeout.0,
@@ -319,6 +339,22 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             error: other.into(),
         },
     })?;
+    if let (Some(path), Some(text)) = (&cli.toxics, &toxics) {
+        let proxies = faultd::toxiproxy::load(faultd.tcp(), text)
+            .map_err(|e| bad_input(anyhow::anyhow!("{}: {e}", path.display())))?;
+        for p in &proxies {
+            let n = p.toxics.len();
+            eprintln!(
+                "faultd: proxy {} on {} -> {} ({n} {}{}), from {}",
+                p.name,
+                p.listen,
+                p.upstream,
+                if n == 1 { "toxic" } else { "toxics" },
+                if p.enabled { "" } else { ", disabled" },
+                path.display()
+            );
+        }
+    }
     if !cli.no_start {
         faultd.start_schedule(tokio::time::Instant::now());
     }
@@ -342,6 +378,28 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     }
     if let Some(t) = faultd.toxiproxy_addr() {
         eprintln!("faultd: Toxiproxy API on http://{t} (GET /proxies, POST /proxies, POST /reset)");
+    }
+    let beyond: Vec<String> = [
+        ("the data plane", Some(faultd.data_addr())),
+        ("the control API", faultd.control_addr()),
+        ("the Toxiproxy API", faultd.toxiproxy_addr()),
+    ]
+    .into_iter()
+    .filter_map(|(what, a)| {
+        a.filter(|a| !a.ip().is_loopback())
+            .map(|a| format!("{what} on {a}"))
+    })
+    .chain(
+        cli.allow_listen
+            .iter()
+            .map(|ip| format!("proxies allowed on {ip} (--allow-listen)")),
+    )
+    .collect();
+    if !beyond.is_empty() {
+        eprintln!(
+            "faultd: listening beyond loopback, reachable from other machines: {}",
+            beyond.join("; ")
+        );
     }
     wait_for_stop().await;
     faultd.reset_to_healthy();

@@ -25,4 +25,5 @@ mod tls_config;
 mod toxic_removal;
 mod toxiproxy_api;
 mod toxiproxy_clients;
+mod toxiproxy_start;
 mod unmatched;

@@ -250,7 +250,7 @@ async fn bad_requests_get_toxiproxys_error_shape_and_the_other_proxies_keep_forw
         )
         .await,
         400,
-        "loopback",
+        "is not loopback: faultd listens on loopback only unless started with --allow-listen 0.0.0.0",
     );
     assert_error(
         &post(

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
-fn scripts() -> PathBuf {
+pub(crate) fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/toxiproxy_clients")
 }
 
@@ -51,8 +51,9 @@ async fn run_client(mut command: Command, what: &str) {
     f.shutdown().await;
 }
 
-#[tokio::test]
-async fn toxiproxy_python_walks_the_life_cycle() {
+/// The Python that has toxiproxy-python (`FAULTLINE_PYTHON`, default `python3`); fails saying how to install it
+/// otherwise.
+pub(crate) async fn python_with_the_client() -> String {
     let python = std::env::var("FAULTLINE_PYTHON").unwrap_or_else(|_| "python3".into());
     let probe = Command::new(&python)
         .args(["-c", "import toxiproxy.server"])
@@ -69,6 +70,12 @@ async fn toxiproxy_python_walks_the_life_cycle() {
             Err(e) => e.to_string(),
         }
     );
+    python
+}
+
+#[tokio::test]
+async fn toxiproxy_python_walks_the_life_cycle() {
+    let python = python_with_the_client().await;
     let mut command = Command::new(&python);
     command.arg(scripts().join("test_python_client.py"));
     run_client(command, "toxiproxy-python").await;

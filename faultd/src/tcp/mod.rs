@@ -365,6 +365,12 @@ fn split_host_port(field: &str, text: &str) -> Result<(String, u16), TcpError> {
 
 /// The listen address: loopback only (`localhost`, `127.x.y.z`, `[::1]`), default `127.0.0.1:0`.
 pub fn listen_addr(text: &str) -> Result<SocketAddr, TcpError> {
+    listen_addr_allowing(text, &[])
+}
+
+/// The listen address: loopback, or one of `allowed` (faultd's `--allow-listen`, such as `0.0.0.0` in a
+/// container), default `127.0.0.1:0`.
+pub fn listen_addr_allowing(text: &str, allowed: &[IpAddr]) -> Result<SocketAddr, TcpError> {
     if text.is_empty() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], 0)));
     }
@@ -375,14 +381,14 @@ pub fn listen_addr(text: &str) -> Result<SocketAddr, TcpError> {
         host.parse().map_err(|_| {
             TcpError::invalid(
                 "listen",
-                format!("{text:?}: faultd listens on loopback only (localhost, 127.0.0.1, [::1])"),
+                format!("{text:?}: faultd listens on an IP address (localhost, 127.0.0.1, [::1], or one given to --allow-listen), not a name"),
             )
         })?
     };
-    if !ip.is_loopback() {
+    if !ip.is_loopback() && !allowed.contains(&ip) {
         return Err(TcpError::invalid(
             "listen",
-            format!("{text:?} is not loopback: faultd listens on loopback only, so nothing outside this machine reaches it"),
+            format!("{text:?} is not loopback: faultd listens on loopback only unless started with --allow-listen {ip}, so nothing outside this machine reaches it"),
         ));
     }
     Ok(SocketAddr::new(ip, port))
@@ -501,6 +507,13 @@ mod tests {
             "[::1]:80".parse().unwrap()
         );
         assert!(listen_addr("0.0.0.0:8000").is_err());
+        let any = [IpAddr::from([0, 0, 0, 0])];
+        assert_eq!(
+            listen_addr_allowing("0.0.0.0:8000", &any).unwrap(),
+            SocketAddr::from(([0, 0, 0, 0], 8000))
+        );
+        assert!(listen_addr_allowing("[::]:8000", &any).is_err());
+        assert!(listen_addr_allowing("10.0.0.1:8000", &any).is_err());
         assert!(listen_addr("[::]:8000").is_err());
         assert!(listen_addr("nonsense").is_err());
         assert!(check_upstream("127.0.0.1:6379", &[]).is_ok());

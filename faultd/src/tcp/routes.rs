@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use super::proxy::{listen, Listening, RouteShared};
 use super::record::{TcpRecorder, TcpRouteRecording};
 use super::{
-    check_not_own, check_upstream, listen_addr, ProxySpec, ProxyUpdate, ProxyView, TcpError, Toxic,
-    ToxicSpec, ToxicUpdate, ToxicView,
+    check_not_own, check_upstream, listen_addr_allowing, ProxySpec, ProxyUpdate, ProxyView,
+    TcpError, Toxic, ToxicSpec, ToxicUpdate, ToxicView,
 };
 use crate::limits::{MAX_ENTRIES, MAX_ROUTES};
 
@@ -31,6 +31,8 @@ pub struct TcpSettings {
     pub seed: u64,
     /// Hosts other than loopback an upstream may name (as faultd's HTTP proxy rule: loopback unless named).
     pub allow_hosts: Vec<String>,
+    /// Addresses other than loopback a route may listen on (`0.0.0.0` in a container); loopback only when empty.
+    pub allow_listen: Vec<std::net::IpAddr>,
     /// The listen backlog of each route.
     pub backlog: u32,
     /// The recorder's bucket.
@@ -46,6 +48,7 @@ impl Default for TcpSettings {
         TcpSettings {
             seed: 0x5EED,
             allow_hosts: Vec::new(),
+            allow_listen: Vec::new(),
             backlog: 8192,
             bucket: crate::config::DEFAULT_BUCKET,
             deadlines: None,
@@ -158,7 +161,7 @@ impl TcpRoutes {
             return Err(TcpError::ProxyExists(spec.name));
         }
         TcpError::at_most(routes.len() + 1, MAX_ROUTES, "proxies")?;
-        let addr = listen_addr(&spec.listen)?;
+        let addr = listen_addr_allowing(&spec.listen, &self.settings.allow_listen)?;
         check_upstream(&spec.upstream, &self.settings.allow_hosts)?;
         let origin = *self.origin.lock().unwrap_or_else(|p| p.into_inner());
         let shared = Arc::new(RouteShared {
@@ -215,7 +218,7 @@ impl TcpRoutes {
         for spec in specs {
             if let Some(existing) = routes.get_mut(&spec.name) {
                 let same_listen = spec.listen.is_empty()
-                    || listen_addr(&spec.listen)
+                    || listen_addr_allowing(&spec.listen, &self.settings.allow_listen)
                         .is_ok_and(|a| a == existing.listen || a.port() == 0);
                 if same_listen && spec.upstream == existing.shared.upstream {
                     if let Err(e) = existing.enable(self.settings.backlog) {
@@ -292,7 +295,7 @@ impl TcpRoutes {
             .ok_or_else(|| TcpError::ProxyNotFound(name.to_string()))?;
         let new_listen = match update.listen.as_deref() {
             Some(l) if !l.is_empty() => {
-                let a = listen_addr(l)?;
+                let a = listen_addr_allowing(l, &self.settings.allow_listen)?;
                 (a != route.listen && !(a.port() == 0 && a.ip() == route.listen.ip())).then_some(a)
             }
             _ => None,

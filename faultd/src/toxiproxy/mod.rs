@@ -18,8 +18,11 @@
 //! | GET, POST, DELETE | /proxies/{proxy}/toxics/{toxic} | one toxic; update it (attributes merged); 204 |
 //! | POST | /reset | 204: every proxy enabled, every toxic removed |
 //!
-//! Differences from Toxiproxy: listen addresses are loopback only, upstreams loopback unless in faultd's
-//! allow list, attributes outside their range (negative, more than a day) are refused rather than clamped,
+//! Proxies can also be given at start, in Toxiproxy's config file form with their toxics beside them
+//! ([`load`], `faultd --toxics FILE`), which Toxiproxy itself cannot load.
+//!
+//! Differences from Toxiproxy: listen addresses are loopback unless faultd was started with `--allow-listen`
+//! naming the address (`0.0.0.0` in a container), upstreams loopback unless in faultd's allow list, attributes outside their range (negative, more than a day) are refused rather than clamped,
 //! unknown attribute names are refused, and faultd adds two toxic types (`stall`, `connect_delay`).
 
 use std::sync::Arc;
@@ -34,7 +37,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::api_errors;
-use crate::tcp::{ProxySpec, ProxyUpdate, TcpError, TcpRoutes, ToxicSpec, ToxicUpdate, ToxicView};
+use crate::tcp::{
+    ProxySpec, ProxyUpdate, ProxyView, TcpError, TcpRoutes, ToxicSpec, ToxicUpdate, ToxicView,
+};
 
 /// The Toxiproxy version faultd's API follows, reported by `GET /version` beside faultd's own.
 pub const API_VERSION: &str = "2.12.0";
@@ -84,6 +89,78 @@ fn body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             status: 400,
         }
     })
+}
+
+/// A proxy of a `--toxics` file: Toxiproxy's config entry (`name`, `listen`, `upstream`, `enabled`) and the
+/// toxics to add to it, as `POST /proxies/{proxy}/toxics` takes them.
+#[derive(Debug, serde::Deserialize)]
+struct FileProxy {
+    #[serde(flatten)]
+    proxy: ProxySpec,
+    #[serde(default)]
+    toxics: Vec<ToxicSpec>,
+}
+
+/// Why a `--toxics` file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Not a JSON list of proxies.
+    #[error("not a list of proxies in Toxiproxy's form ({0})")]
+    Json(String),
+    /// A proxy or one of its toxics was refused, as the API would refuse it.
+    #[error("proxies[{index}] ({name:?}){at}: {error}")]
+    Refused {
+        /// Its place in the list.
+        index: usize,
+        /// Its name.
+        name: String,
+        /// `, toxics[N]` when a toxic was refused.
+        at: String,
+        /// Why.
+        error: TcpError,
+    },
+}
+
+/// Creates the proxies of a `--toxics` file (`text`) with their toxics, in order: a JSON list in the form of
+/// Toxiproxy's own config file, each entry with a `toxics` list of its own. Each proxy takes connections only once
+/// its toxics are in, so they are in force from its first connection.
+pub fn load(routes: &TcpRoutes, text: &str) -> Result<Vec<ProxyView>, LoadError> {
+    let proxies: Vec<FileProxy> = {
+        let mut de = serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(&mut de).map_err(|e| LoadError::Json(e.to_string()))?
+    };
+    let mut views = Vec::new();
+    for (index, p) in proxies.into_iter().enumerate() {
+        let name = p.proxy.name.clone();
+        let enabled = p.proxy.enabled;
+        let refused = |at: String, error| LoadError::Refused {
+            index,
+            name: name.clone(),
+            at,
+            error,
+        };
+        routes
+            .create(ProxySpec {
+                enabled: false,
+                ..p.proxy
+            })
+            .map_err(|e| refused(String::new(), e))?;
+        for (i, toxic) in p.toxics.into_iter().enumerate() {
+            routes
+                .add_toxic(&name, toxic)
+                .map_err(|e| refused(format!(", toxics[{i}]"), e))?;
+        }
+        let update = ProxyUpdate {
+            enabled: Some(enabled),
+            ..ProxyUpdate::default()
+        };
+        views.push(
+            routes
+                .update(&name, update)
+                .map_err(|e| refused(String::new(), e))?,
+        );
+    }
+    Ok(views)
 }
 
 type Routes = Arc<TcpRoutes>;
