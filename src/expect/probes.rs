@@ -9,11 +9,13 @@
 //! over the bound fails; rounds whose possible counts are all within it pass; anything between is not decided by
 //! that timeline.
 //!
-//! - Exact timelines (webhook events, log lines): each stretch from an opening (plus a few milliseconds, for calls
-//!   already on their way) to the next opening or closing, whether or not they show half-open in between. An open
-//!   breaker lets nothing through, so a call that reaches the route after the opening and before the half-open mark
-//!   belongs to the round that mark begins: a log line is stamped when the run reads it, which can be a moment
-//!   after the probe it announces reached faultd.
+//! - Exact timelines (webhook events, log lines) that show half-open: each half-open window, begun up to
+//!   [`MARK_LATE`] before its mark (never before the middle of the open spell before it). A log line is stamped when
+//!   the run reads it, which can be a moment after the probe it announces reached faultd; an open breaker lets
+//!   nothing through, so a call just before the mark is that round's, while the calls just after the opening are
+//!   the last ones let through before it.
+//! - Exact timelines that never show half-open: each stretch from an opening (plus a few milliseconds, for calls
+//!   already on their way) to the next opening or closing.
 //! - Polled timelines (a metrics scrape): every scrape that saw the breaker open starts a new round, since the
 //!   breaker was open between the calls on either side of it. Windows shorter than the interval are never seen,
 //!   and yet their probes are counted one window at a time, as long as the breaker stays open longer than one
@@ -33,6 +35,10 @@ use crate::record::{RunRecord, TimedCall};
 
 /// Calls in flight when a breaker opens are still arriving for a moment after it: not probes.
 pub(crate) const IN_TRANSIT: Duration = Duration::from_millis(5);
+
+/// How much later than the probe it announces a half-open mark may be stamped (a log line read from a pipe by a
+/// busy runner): the round is counted from this much before the mark.
+const MARK_LATE: Duration = Duration::from_millis(50);
 
 /// One half-open round as a timeline places it: calls in `certain` are probes of it for sure, calls in `possible`
 /// (which holds `certain`) may be.
@@ -118,8 +124,25 @@ pub(crate) fn rounds(t: &BreakerTimeline, record: &RunRecord, route: &str) -> Ro
             closed_in: None,
         }
     };
+    let shows_half_open = t
+        .transitions
+        .iter()
+        .any(|tr| tr.to == BreakerState::HalfOpen);
     let mut rounds = Vec::new();
-    if t.is_exact() {
+    if t.is_exact() && shows_half_open {
+        for (a, b) in t.spans_in(BreakerState::HalfOpen, Duration::ZERO, end) {
+            let opened = t
+                .transitions
+                .iter()
+                .rfind(|tr| tr.at <= a && tr.to == BreakerState::Open)
+                .map(|tr| tr.at);
+            let from = match opened {
+                Some(o) => a.saturating_sub(MARK_LATE).max(o + (a - o) / 2),
+                None => a,
+            };
+            rounds.push(round(from, from, b, b));
+        }
+    } else if t.is_exact() {
         for (a, b) in not_closed(t, end) {
             let mut start = a;
             for tr in t
