@@ -229,15 +229,15 @@ impl BreakerCheck {
                         let delay = tr.at - phase.start;
                         let earliest = delay.saturating_sub(tr.resolution);
                         if delay > within.get() && earliest <= within.get() {
-                            if let BreakerCheck::ClosesWithin { route: Some(route), .. } = self {
-                                if let Some(v) = close_by_timing(&name, record, breaker, route, tr, &phase, within.get()) {
-                                    return v;
-                                }
-                            }
-                            if let BreakerCheck::OpensWithin { route: Some(route), .. } = self {
-                                if let Some(v) = open_by_timing(&name, record, breaker, route, tr, &phase, within.get()) {
-                                    return v;
-                                }
+                            // A source that is not exact leaves it here; faultd's timing of the route may place it.
+                            let timed = match self {
+                                _ if t.is_exact() => None,
+                                BreakerCheck::ClosesWithin { route: Some(route), .. } => close_by_timing(&name, record, breaker, route, tr, &phase, within.get()),
+                                BreakerCheck::OpensWithin { route: Some(route), .. } => open_by_timing(&name, record, breaker, route, tr, &phase, within.get()),
+                                _ => None,
+                            };
+                            if let Some(v) = timed {
+                                return v;
                             }
                             return Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker} {verb} between {} and {} after {after} began ({}); the bound {within} lies inside that span, which a log or webhook source, or a shorter scrape interval, would decide", secs(earliest), secs(delay), how(tr)), Some(delay.as_secs_f64()), Some(within.as_secs_f64()));
                         }
@@ -319,7 +319,7 @@ fn counts(rounds: &[Round]) -> String {
         .join(", ")
 }
 
-/// A close a coarse source placed only to within its resolution, placed again by faultd's timing of the calls
+/// A close a source that is not exact placed only to within its resolution, placed again by faultd's timing of the calls
 /// at `route`: after a round's first answer and before the first call in flight beside another
 /// ([`Round::closed_in`]). `None` when the timing places no close inside the source's span.
 fn close_by_timing(
@@ -332,9 +332,6 @@ fn close_by_timing(
     within: Duration,
 ) -> Option<Verdict> {
     let t = timeline(record, breaker);
-    if t.is_exact() {
-        return None;
-    }
     let seen_from = tr.at.saturating_sub(tr.resolution);
     let (lo, hi) = probes::rounds(t, record, route)
         .rounds
@@ -390,7 +387,7 @@ fn timed_verdict(
     }
 }
 
-/// An opening a coarse source placed only to within its resolution, placed again by faultd's timing of the calls
+/// An opening a source that is not exact placed only to within its resolution, placed again by faultd's timing of the calls
 /// at `route` ([`probes::opened_in`]): after the last call let through and before the quiet that followed it had
 /// lasted ten spacings of the offered load. `None` when the timing places no opening inside the source's span.
 fn open_by_timing(
@@ -402,9 +399,6 @@ fn open_by_timing(
     phase: &crate::record::PhaseSpan,
     within: Duration,
 ) -> Option<Verdict> {
-    if timeline(record, breaker).is_exact() {
-        return None;
-    }
     let seen = tr.at.saturating_sub(tr.resolution).max(phase.start)..tr.at;
     let placed = probes::opened_in(record, route, &seen)?;
     let secs = |d: Duration| format!("{:.3} s", d.as_secs_f64());
