@@ -260,19 +260,7 @@ expect:
 fn python_run(label: &str, template: &str, value: &str) -> Vec<(String, String, String)> {
     // .cargo/config.toml hands the tests scripts/test's .venv, which has grpcio and the breakers of
     // tests/requirements.txt.
-    let python = std::env::var("FAULTLINE_PYTHON").unwrap_or_else(|_| "python3".into());
-    let probe = Command::new(&python)
-        .args(["-c", "import grpc, pybreaker, circuitbreaker, failsafe"])
-        .output();
-    assert!(
-        matches!(&probe, Ok(o) if o.status.success()),
-        "{python} lacks the service's packages ({}): scripts/test installs tests/requirements.txt into .venv; or \
-         `python3 -m venv VENV && VENV/bin/pip install -r tests/requirements.txt`, then FAULTLINE_PYTHON=VENV/bin/python",
-        match &probe {
-            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
-            Err(e) => e.to_string(),
-        }
-    );
+    let python = crate::hardening::python_with("grpc, pybreaker, circuitbreaker, failsafe");
     let service =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/python_grpc");
     let metrics = faultline_units::port::handed_out().expect("a free loopback port");

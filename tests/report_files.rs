@@ -212,6 +212,16 @@ fn fixture(buckets: usize) -> Fixture {
         },
         connect_errors: Default::default(),
         tls: None,
+        answers: vec![loadgen::AnswerSample {
+            request: "grpc /shop.Catalog/GetProduct".into(),
+            class: loadgen::Outcome::Ok,
+            status: 200,
+            grpc_status: Some("OK".into()),
+            grpc_message: None,
+            answer: r#"{"id":"42","name":"<lamp>"}"#.into(),
+            shown_as: "json".into(),
+            at_s: 0.5,
+        }],
         intended: total,
         sent: total,
         still_in_flight: 0,
@@ -366,6 +376,7 @@ fn fixture(buckets: usize) -> Fixture {
         exit_code: 1,
         passed: false,
         unmatched: Default::default(),
+        answers: load.answers.clone(),
         verdicts: vec![
             verdict(
                 "breaker pricing opens within 6s after brownout",
@@ -882,6 +893,12 @@ fn report_html_is_self_contained_and_carries_every_chart() {
         assert!(!page.contains(attr), "{attr}");
     }
     assert!(page.contains("uPlot"), "the chart library is inlined");
+    // The answers kept, decoded, escaped like every text the SUT wrote.
+    assert!(page.contains("<h2>Sample answers</h2>"));
+    assert!(page.contains("<td>grpc /shop.Catalog/GetProduct</td><td>ok</td>"));
+    assert!(page.contains(
+        "<code>{&quot;id&quot;:&quot;42&quot;,&quot;name&quot;:&quot;&lt;lamp&gt;&quot;}</code>"
+    ));
     // The scenario's text cannot close the data element early or inject markup.
     assert_eq!(page.matches("</script>").count(), 3);
     assert!(page.contains("pricing slows from 50 ms to 2 s &lt;/script&gt;&lt;b&gt;"));

@@ -26,6 +26,7 @@ mod faultd_replicas;
 mod flag_extremes;
 mod github_actions;
 mod grafana_dashboard;
+mod grpc_proto;
 mod import;
 mod init;
 mod input_caps;

@@ -585,13 +585,14 @@ impl Config {
     pub fn read_files(&mut self, files: &Files) -> Result<(), ConfigError> {
         for (name, route) in &mut self.routes {
             let mut base = route.base();
-            base.read_files(files)
+            base.read_files(files, Some(&route.path))
                 .map_err(|e| e.at(&format!("routes.{name}")))?;
             route.set_base(base);
         }
         for (i, phase) in self.phases.iter_mut().enumerate() {
             for (name, set) in &mut phase.routes {
-                set.read_files(files)
+                let path = self.routes.get(name).map(|r| r.path.as_str());
+                set.read_files(files, path)
                     .map_err(|e| e.at(&format!("phases[{i}].routes.{name}")))?;
             }
         }
@@ -648,11 +649,11 @@ impl PhaseRoute {
         }
     }
 
-    /// Reads the files a phase's behaviour names, as [`Config::read_files`] does.
-    pub fn read_files(&mut self, files: &Files) -> Result<(), Invalid> {
+    /// Reads the files a phase's behaviour names, as [`Config::read_files`] does; `route_path` is its route's path.
+    pub fn read_files(&mut self, files: &Files, route_path: Option<&str>) -> Result<(), Invalid> {
         match self {
             PhaseRoute::Healthy => Ok(()),
-            PhaseRoute::Set(b) => b.read_files(files),
+            PhaseRoute::Set(b) => b.read_files(files, route_path),
         }
     }
 }

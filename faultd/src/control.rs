@@ -235,7 +235,14 @@ async fn put_route(
 fn set_route_from_json(shared: &Shared, name: &str, body: &[u8]) -> Result<StatusCode, Problem> {
     let mut set: PhaseRoute =
         parse_json(body).map_err(|(field, error)| bad_request(field, error))?;
-    set.read_files(&shared.files)
+    let path = shared
+        .live()
+        .plan
+        .config
+        .routes
+        .get(name)
+        .map(|r| r.path.clone());
+    set.read_files(&shared.files, path.as_deref())
         .map_err(|e| ConfigError::from(e.at(&format!("routes.{name}"))))?;
     match set_route(shared, name, &set) {
         Ok(()) => Ok(StatusCode::NO_CONTENT),

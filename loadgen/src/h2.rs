@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
+use faultline_proto::MessageDescriptor;
 use faultline_units::GrpcCode;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::{Method, Request};
@@ -30,11 +31,12 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::dispatch::Issue;
+use crate::grpc_message::{self, Body};
 use crate::mix::{parse_path, render_path, PathPart};
 use crate::outcome::{Classifier, Outcome};
 use crate::recorder::Recorder;
 use crate::send::Answer;
-use crate::spec::{read_message_file, RequestTemplate};
+use crate::spec::RequestTemplate;
 use crate::target::Target;
 use crate::tls::{Stream, TlsClient};
 use crate::LoadError;
@@ -45,9 +47,13 @@ struct H2Template {
     method: Method,
     path: Vec<PathPart>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
     grpc: bool,
     deadline: Option<Duration>,
+    /// What the sample of its answers is called in the report: `grpc /pkg.Service/Method`, `GET /path`.
+    name: String,
+    /// The type a gRPC answer decodes as, when the template names its `.proto` files.
+    answer: Option<MessageDescriptor>,
 }
 
 /// The compiled HTTP/2 mix.
@@ -64,11 +70,13 @@ struct H2Request {
     body: Bytes,
     grpc: bool,
     deadline: Option<Duration>,
+    /// The template's index in the mix.
+    template: usize,
 }
 
 impl H2Mix {
     /// Compiles and checks every template: one method (or `grpc`), a valid path, valid metadata and headers, a
-    /// message in hex or from a readable file.
+    /// message in hex, from a readable file, or as JSON that fits its type in the template's `.proto` files.
     pub(crate) fn compile(
         templates: &[RequestTemplate],
         target: &Target,
@@ -76,6 +84,7 @@ impl H2Mix {
         let mut compiled = Vec::with_capacity(templates.len());
         let mut cumulative = Vec::with_capacity(templates.len());
         let mut total = 0u64;
+        let mut protos = grpc_message::ProtoCache::default();
         for (i, t) in templates.iter().enumerate() {
             let field = format!("load.requests[{i}]");
             let bad = |field: String, why: String| LoadError::InvalidSpec { field, why };
@@ -96,10 +105,16 @@ impl H2Mix {
                 }
             }
             let parts = parse_path(path).map_err(|why| bad(field.clone(), why))?;
-            if !grpc && (t.message.is_some() || t.message_file.is_some() || t.deadline.is_some()) {
+            if !grpc
+                && (t.message.is_some()
+                    || t.message_file.is_some()
+                    || t.deadline.is_some()
+                    || !t.proto.is_empty()
+                    || t.proto_set.is_some())
+            {
                 return Err(bad(
                     field,
-                    "message, message_file and deadline belong to gRPC calls (`grpc: /pkg.Service/Method`)"
+                    "message, message_file, proto and deadline belong to gRPC calls (`grpc: /pkg.Service/Method`)"
                         .into(),
                 ));
             }
@@ -121,20 +136,8 @@ impl H2Mix {
                     headers.append(n, v);
                 }
             }
-            let body = if grpc {
-                let message = match (&t.message, &t.message_file) {
-                    (Some(_), Some(_)) => {
-                        return Err(bad(
-                            field,
-                            "give message (hex) or message_file, not both".into(),
-                        ))
-                    }
-                    (Some(hex), None) => faultline_units::decode_hex(hex)
-                        .map_err(|why| bad(format!("{field}.message"), why))?,
-                    (None, Some(file)) => read_message_file(file)
-                        .map_err(|why| bad(format!("{field}.message_file"), why))?,
-                    (None, None) => Vec::new(),
-                };
+            let (body, answer) = if let Some(m) = &t.grpc {
+                let message = grpc_message::compile(t, m, &field, &mut protos)?;
                 headers.insert(
                     hyper::header::CONTENT_TYPE,
                     HeaderValue::from_static("application/grpc"),
@@ -152,9 +155,10 @@ impl H2Mix {
                         grpc_timeout(d.get()),
                     );
                 }
-                frame(&message)
+                (message.body, message.answer)
             } else {
-                Bytes::from(t.body.clone().unwrap_or_default())
+                let body = Bytes::from(t.body.clone().unwrap_or_default());
+                (Body::Fixed(body), None)
             };
             let sample = render_path(&parts, u64::MAX, &mut |_, hi| hi);
             if sample.parse::<hyper::http::uri::PathAndQuery>().is_err() {
@@ -172,6 +176,11 @@ impl H2Mix {
                 body,
                 grpc,
                 deadline: t.deadline.map(|d| d.get()),
+                name: match &t.grpc {
+                    Some(m) => format!("grpc {m}"),
+                    None => format!("{method} {path}"),
+                },
+                answer,
             });
         }
         Ok(H2Mix {
@@ -202,11 +211,42 @@ impl H2Mix {
         *request.headers_mut() = t.headers.clone();
         H2Request {
             request,
-            body: t.body.clone(),
+            body: t.body.render(index, rng),
             grpc: t.grpc,
             deadline: t.deadline,
+            template: which,
         }
     }
+}
+
+impl H2Mix {
+    fn template(&self, index: usize) -> &H2Template {
+        &self.templates[index.min(self.templates.len() - 1)]
+    }
+}
+
+/// A `grpc-message` as written: gRPC percent-encodes it (every byte outside printable ASCII, and `%`).
+fn percent_decoded(raw: &[u8]) -> String {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            raw[i],
+            raw.get(i + 1).and_then(|&b| hex(b)),
+            raw.get(i + 2).and_then(|&b| hex(b)),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `grpc-timeout` for a deadline: the coarsest unit that keeps it exact within 8 digits.
@@ -218,14 +258,6 @@ fn grpc_timeout(d: Duration) -> HeaderValue {
         format!("{}m", d.as_millis().min(99_999_999))
     };
     HeaderValue::from_str(&value).unwrap_or(HeaderValue::from_static("1S"))
-}
-
-fn frame(message: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(5 + message.len());
-    out.put_u8(0);
-    out.put_u32(message.len() as u32);
-    out.put_slice(message);
-    out.freeze()
 }
 
 /// How gRPC answers map to outcome classes.
@@ -428,32 +460,63 @@ impl H2Exchanges {
                 .is_some_and(|f| h.contains_key(f))
         };
         let mut was_marked = marked(&parts.headers);
+        let keep = self.recorder.samples.open_for(request.template);
+        let mut kept: Vec<Bytes> = Vec::new();
+        let mut kept_len = 0;
         while let Some(chunk) = body.data().await {
             let chunk = chunk.map_err(|_| ())?;
             let _ = body.flow_control().release_capacity(chunk.len());
+            if keep && kept_len < crate::samples::MAX_BODY {
+                kept_len += chunk.len();
+                kept.push(chunk);
+            }
         }
         let trailers = body.trailers().await.map_err(|_| ())?.unwrap_or_default();
         was_marked |= marked(&trailers);
         let status = parts.status.as_u16();
-        if !request.grpc {
-            return Ok(self.classifier.http.classify(Answer {
+        let (outcome, grpc) = if !request.grpc {
+            let outcome = self.classifier.http.classify(Answer {
                 status,
                 marked: was_marked,
-            }));
-        }
-        let code = if status != 200 {
-            GrpcCode::from_http_status(status)
+            });
+            (outcome, None)
         } else {
-            match trailers
+            let status_header = trailers
                 .get("grpc-status")
-                .or_else(|| parts.headers.get("grpc-status"))
-            {
-                Some(v) => GrpcCode::from_wire(v.as_bytes()),
-                // An answer with no status is an error of the server's (gRPC clients say INTERNAL).
-                None => GrpcCode::INTERNAL,
-            }
+                .or_else(|| parts.headers.get("grpc-status"));
+            let code = if status != 200 {
+                GrpcCode::from_http_status(status)
+            } else {
+                match status_header {
+                    Some(v) => GrpcCode::from_wire(v.as_bytes()),
+                    // An answer with no status is an error of the server's (gRPC clients say INTERNAL).
+                    None => GrpcCode::INTERNAL,
+                }
+            };
+            let message = trailers
+                .get("grpc-message")
+                .or_else(|| parts.headers.get("grpc-message"))
+                .map(|m| percent_decoded(m.as_bytes()))
+                .filter(|m| !m.is_empty());
+            (
+                self.classifier.classify(code, was_marked),
+                Some((code.name().to_string(), message)),
+            )
         };
-        Ok(self.classifier.classify(code, was_marked))
+        if keep {
+            let t = self.mix.template(request.template);
+            self.recorder.samples.offer(crate::samples::Seen {
+                template: request.template,
+                request: &t.name,
+                answer_type: t.answer.as_ref(),
+                class: outcome,
+                status,
+                grpc,
+                body: &kept,
+                at_s: self.origin.elapsed().as_secs_f64(),
+            });
+        }
+        Ok(outcome)
     }
 }
 
@@ -635,6 +698,15 @@ mod tests {
                 .unwrap();
         let e = mixed.validate().unwrap_err().to_string();
         assert!(e.contains("all HTTP/1.1 or all HTTP/2"), "{e}");
+    }
+
+    #[test]
+    fn a_grpc_message_is_read_back_from_its_percent_encoding() {
+        assert_eq!(
+            percent_decoded(b"inventory: 50%25 down %E2%9C%97"),
+            "inventory: 50% down \u{2717}"
+        );
+        assert_eq!(percent_decoded(b"bad %zz and %4"), "bad %zz and %4");
     }
 
     #[test]

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 pub mod agent;
 mod dispatch;
+mod grpc_message;
 mod h2;
 pub mod hgrm;
 pub mod merge;
@@ -42,6 +43,7 @@ mod outcome;
 mod recorder;
 pub mod recording;
 pub mod replay;
+mod samples;
 pub mod schedule;
 mod send;
 pub mod spec;
@@ -57,6 +59,7 @@ pub use recording::{
     Bucket, BucketLatency, ClassHistograms, Conservation, Measure, Model, PhaseRecording, Recording,
 };
 pub use replay::Replay;
+pub use samples::AnswerSample;
 pub use spec::{Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate};
 pub use target::{is_loopback, split_url};
 pub use tls::{TlsCounts, TlsSpec};

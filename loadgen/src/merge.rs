@@ -189,6 +189,19 @@ impl Recording {
             still_in_flight += r.still_in_flight;
         }
         let sum_of_classes = totals.total();
+        // The earliest answer of each template and class over the parts.
+        let mut answers: Vec<crate::AnswerSample> = Vec::new();
+        let mut all: Vec<&crate::AnswerSample> = parts.iter().flat_map(|r| &r.answers).collect();
+        all.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
+        for a in all {
+            if !answers
+                .iter()
+                .any(|k| k.request == a.request && k.class == a.class)
+            {
+                answers.push(a.clone());
+            }
+        }
+        answers.sort_by(|a, b| (&a.request, a.class).cmp(&(&b.request, b.class)));
         Ok(Recording {
             model: first.model,
             bucket: first.bucket,
@@ -199,6 +212,7 @@ impl Recording {
             totals,
             connect_errors,
             tls,
+            answers,
             intended,
             sent,
             still_in_flight,

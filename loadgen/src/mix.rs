@@ -49,18 +49,25 @@ pub(crate) fn parse_path(path: &str) -> Result<Vec<PathPart>, String> {
     if !path.starts_with('/') {
         return Err(format!("the path {path:?} must start with /"));
     }
+    parse_generators(path, true)
+}
+
+/// `text` split into literals and generators (`{seq}`, `{rand:lo..hi}`). `strict` refuses any other `{...}` (a
+/// path); otherwise it stays literal text (a string in a message, which may hold braces of its own).
+pub(crate) fn parse_generators(text: &str, strict: bool) -> Result<Vec<PathPart>, String> {
     let mut parts = Vec::new();
-    let mut rest = path;
+    let mut literal = String::new();
+    let mut rest = text;
     while let Some(open) = rest.find('{') {
-        if open > 0 {
-            parts.push(PathPart::Literal(rest[..open].to_string()));
-        }
-        let close = rest[open..]
-            .find('}')
-            .ok_or_else(|| format!("unclosed {{ in {path:?}"))?
-            + open;
+        literal.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}').map(|c| c + open) else {
+            if strict {
+                return Err(format!("unclosed {{ in {text:?}"));
+            }
+            break;
+        };
         let generator = &rest[open + 1..close];
-        parts.push(match generator {
+        let part = match generator {
             "seq" => PathPart::Seq,
             g if g.starts_with("rand:") => {
                 let range = &g["rand:".len()..];
@@ -80,16 +87,26 @@ pub(crate) fn parse_path(path: &str) -> Result<Vec<PathPart>, String> {
                 }
                 PathPart::Rand(lo, hi)
             }
-            other => {
+            other if strict => {
                 return Err(format!(
                     "unknown generator {{{other}}} (known: {{seq}}, {{rand:1..1000}})"
                 ))
             }
-        });
+            _ => {
+                literal.push_str(&rest[open..=close]);
+                rest = &rest[close + 1..];
+                continue;
+            }
+        };
+        if !literal.is_empty() {
+            parts.push(PathPart::Literal(std::mem::take(&mut literal)));
+        }
+        parts.push(part);
         rest = &rest[close + 1..];
     }
-    if !rest.is_empty() {
-        parts.push(PathPart::Literal(rest.to_string()));
+    literal.push_str(rest);
+    if !literal.is_empty() {
+        parts.push(PathPart::Literal(literal));
     }
     Ok(parts)
 }

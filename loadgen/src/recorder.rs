@@ -103,6 +103,8 @@ struct State {
 pub(crate) struct Recorder {
     /// The TLS transport's handshake counters, for an `https://` target.
     pub(crate) tls: std::sync::OnceLock<std::sync::Arc<crate::tls::TlsCounters>>,
+    /// Answers kept for the report, the first of each class per template.
+    pub(crate) samples: crate::samples::Samples,
     state: Mutex<State>,
     /// A lock-free mirror of the in-flight level, for the dispatcher's cap check and the settle wait.
     in_flight: AtomicU64,
@@ -250,6 +252,7 @@ impl Recorder {
             })
             .collect();
         Recorder {
+            samples: crate::samples::Samples::default(),
             state: Mutex::new(State {
                 bucket: bucket.max(Duration::from_millis(1)),
                 duration,
@@ -451,6 +454,7 @@ impl Recorder {
             totals: s.totals,
             connect_errors: s.connect_errors.clone(),
             tls: self.tls.get().map(|t| t.snapshot()),
+            answers: self.samples.taken(),
             intended: s.intended,
             sent: s.sent,
             still_in_flight: s.in_flight,

@@ -200,6 +200,10 @@ pub struct Recording {
     /// The TLS handshakes of an `https://` run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsCounts>,
+    /// The first answer of each outcome class per request template, as the report shows them (HTTP/2 and gRPC
+    /// runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<crate::samples::AnswerSample>,
     /// Arrivals the schedule issued (sent + dropped).
     pub intended: u64,
     /// Arrivals dispatched to the client (not dropped).

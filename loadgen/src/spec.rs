@@ -3,6 +3,7 @@
 //! This module is for the shape of the configuration, its validation and its time scaling. It is not for turning
 //! rates into send times (that is `schedule`) nor for building requests (that is `mix`).
 
+pub use faultline_proto::MessageSpec;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -192,9 +193,20 @@ pub struct RequestTemplate {
     /// A gRPC call of this method, e.g. `/shop.Catalog/GetProduct` (sent over HTTP/2 as a POST).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<String>,
-    /// The gRPC request message's bytes as hex, e.g. `0a0568656c6c6f`; empty when absent.
+    /// The gRPC request message: its bytes as hex, e.g. `0a0568656c6c6f`, or written as JSON against its type in
+    /// `proto`, e.g. `{json: {id: "{rand:1..1000}", tags: [new]}}` (`{seq}` and `{rand:lo..hi}` in its strings
+    /// are rendered per request); empty when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    pub message: Option<faultline_proto::MessageSpec>,
+    /// The `.proto` files that define the method (their imports are found beside them or in the folders above),
+    /// e.g. `[protos/shop.proto]`: needed for a message written as JSON, and they let the report show answers
+    /// decoded. Relative to the scenario file (to the working folder for loadgen alone).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub proto: Vec<String>,
+    /// The `proto` files compiled, as a base64 `FileDescriptorSet` (what `protoc --include_imports
+    /// --descriptor_set_out` writes): what the runner sends an agent in place of the files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proto_set: Option<String>,
     /// A file holding the gRPC request message's bytes: a regular file of at most 4 MiB (gRPC's default message
     /// limit), relative to the working folder.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,6 +225,21 @@ pub struct RequestTemplate {
 
 fn default_weight() -> u32 {
     1
+}
+
+/// Compiles a request's `proto` files (as written: relative to the working folder, or absolute), each read as a
+/// regular file of at most [`faultline_proto::MAX_PROTO_FILE`] bytes.
+pub fn read_protos(
+    files: &[String],
+) -> Result<faultline_proto::Protos, faultline_proto::ProtoError> {
+    use faultline_units::input::{read_capped, Cap};
+    faultline_proto::Protos::compile(files, |file| {
+        let cap = Cap::limit(
+            faultline_units::Size(faultline_proto::MAX_PROTO_FILE as u64),
+            "far above any real .proto file",
+        );
+        read_capped(std::path::Path::new(file), cap).map_err(|e| e.to_string())
+    })
 }
 
 /// The largest gRPC request message a `message_file` may hold: gRPC's default message limit.
@@ -247,6 +274,8 @@ impl Default for RequestTemplate {
             weight: default_weight(),
             grpc: None,
             message: None,
+            proto: Vec::new(),
+            proto_set: None,
             message_file: None,
             metadata: BTreeMap::new(),
             deadline: None,
@@ -503,12 +532,14 @@ impl LoadSpec {
         if let Some(i) = self.requests.iter().position(|r| {
             r.message.is_some()
                 || r.message_file.is_some()
+                || !r.proto.is_empty()
+                || r.proto_set.is_some()
                 || r.deadline.is_some()
                 || !r.metadata.is_empty()
         }) {
             return bad(
                 format!("load.requests[{i}]"),
-                "message, message_file, metadata and deadline belong to gRPC calls (`grpc: /pkg.Service/Method`)"
+                "message, message_file, proto, metadata and deadline belong to gRPC calls (`grpc: /pkg.Service/Method`)"
                     .into(),
             );
         }

@@ -111,13 +111,22 @@ fn lock(board: &Mutex<Board>) -> MutexGuard<'_, Board> {
     board.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The hex of a gRPC message file, so that an agent elsewhere needs no copy of it.
+/// The hex of a gRPC message file and the compiled `.proto` files, so that an agent elsewhere needs no copy of
+/// them.
 fn inline_files(spec: &mut LoadSpec) -> Result<Option<String>, String> {
     for (i, r) in spec.requests.iter_mut().enumerate() {
+        if !r.proto.is_empty() {
+            let protos = loadgen::spec::read_protos(&r.proto)
+                .map_err(|why| format!("load.requests[{i}].proto: {why}"))?;
+            r.proto_set = Some(protos.descriptor_set_base64());
+            r.proto.clear();
+        }
         if let Some(file) = r.message_file.take() {
             let bytes = loadgen::spec::read_message_file(&file)
                 .map_err(|why| format!("load.requests[{i}].message_file: {why}"))?;
-            r.message = Some(bytes.iter().map(|b| format!("{b:02x}")).collect());
+            r.message = Some(loadgen::spec::MessageSpec::Hex(
+                bytes.iter().map(|b| format!("{b:02x}")).collect(),
+            ));
         }
     }
     let ca = match spec.tls.as_mut().and_then(|t| t.ca.take()) {

@@ -44,6 +44,15 @@ pub struct InitOptions {
     /// The gRPC request message, protobuf bytes as hex (default: every field at its default).
     #[arg(long, value_name = "HEX", default_value = "", requires = "grpc")]
     pub message: String,
+    /// The .proto file that defines the gRPC method (repeat for several): the request is then written as JSON
+    /// against it, and the report decodes the answers.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "grpc",
+        conflicts_with = "message"
+    )]
+    pub proto: Vec<String>,
     /// The gauge through which the service exports its breaker's state (0 closed, 1 open, 2 half-open);
     /// without it the breaker is inferred from the traffic at faultd.
     #[arg(long, value_name = "NAME")]
@@ -56,11 +65,46 @@ pub struct InitOptions {
     pub name: Option<String>,
 }
 
+/// `file` (relative to the working folder, or absolute) as named from `dir`: `../protos/shop.proto` for a
+/// scenario written into another folder. Absolute when the two share nothing but the root.
+fn relative_to(dir: &Path, file: &Path) -> std::path::PathBuf {
+    let absolute = |p: &Path| {
+        let p = std::env::current_dir().map_or(p.to_path_buf(), |cwd| cwd.join(p));
+        p.canonicalize().unwrap_or(p)
+    };
+    let (dir, file) = (absolute(dir), absolute(file));
+    let common = dir
+        .components()
+        .zip(file.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    if common <= 1 {
+        return file;
+    }
+    let mut out = std::path::PathBuf::new();
+    for _ in dir.components().skip(common) {
+        out.push("..");
+    }
+    out.extend(file.components().skip(common));
+    out
+}
+
 /// Writes the scenario to `out` (stdout when `None`; an existing file only with `force`) after validating it.
 /// Exit 0, or 2 with the reason.
 pub fn init(options: &InitOptions, out: Option<&Path>, force: bool) -> i32 {
     // `-o -` is standard output, as is no -o.
     let out = out.filter(|p| *p != Path::new(faultline_units::input::STDIN));
+    // A scenario names its .proto files relative to its own folder; the flags name them from here.
+    let mut options = options.clone();
+    if let Some(dir) = out
+        .and_then(Path::parent)
+        .filter(|p| !p.as_os_str().is_empty())
+    {
+        for file in &mut options.proto {
+            *file = relative_to(dir, Path::new(file)).display().to_string();
+        }
+    }
+    let options = &options;
     let text = match scenario(options) {
         Ok(t) => t,
         Err(e) => {
@@ -249,6 +293,13 @@ pub fn scenario(o: &InitOptions) -> Result<String, String> {
 
     y.push_str("# The load: an open model, sent at this rate whatever the service's speed.\nload:\n  rate: 20/s\n  timeout: 5s\n  requests:\n");
     match &grpc {
+        Some(path) if !o.proto.is_empty() => y.push_str(&format!(
+            "    - grpc: {}\n      \
+                 proto: [ {} ]\n      \
+                 message: {{ json: {{}} }}    # the request, as JSON against the .proto; {{}} leaves every field at its default\n\n",
+            q(path),
+            o.proto.iter().map(|f| q(f)).collect::<Vec<_>>().join(", ")
+        )),
         Some(path) => y.push_str(&format!(
             "    - grpc: {}\n      \
                  message: {}    # the request: protobuf bytes as hex; \"\" leaves every field at its default\n\n",
@@ -386,6 +437,44 @@ mod tests {
         .unwrap();
         assert!(text.contains("- grpc: \"/shop.Prices/Get\""), "{text}");
         assert!(text.contains("message: \"\""), "{text}");
+
+        // With its .proto: the request as JSON against it, checked as the run will check it.
+        let catalog = InitOptions {
+            command: Some("./catalog --port {sut.port}".into()),
+            grpc: Some("shop.Catalog/GetProduct".into()),
+            proto: vec!["tests/services/python_grpc/catalog.proto".into()],
+            ..options()
+        };
+        let v = valid(&catalog);
+        assert!(v.scenario.load.requests[0]
+            .message
+            .as_ref()
+            .and_then(|m| m.json())
+            .is_some());
+        let text = scenario(&catalog).unwrap();
+        assert!(
+            text.contains("proto: [ \"tests/services/python_grpc/catalog.proto\" ]"),
+            "{text}"
+        );
+        let wrong = scenario(&InitOptions {
+            grpc: Some("shop.Catalog/Get".into()),
+            ..catalog.clone()
+        })
+        .unwrap();
+        let e = Scenario::parse(&wrong, "init.yaml", &Overrides::default())
+            .unwrap_err()
+            .render();
+        assert!(
+            e.contains("has no method Get (its methods: GetProduct)"),
+            "{e}"
+        );
+        assert_eq!(
+            relative_to(
+                Path::new("tests/services"),
+                Path::new("scenarios/retry-storm.yaml")
+            ),
+            Path::new("../../scenarios/retry-storm.yaml")
+        );
 
         // Already running: faultd where the service was told to call, the breaker by its gauge.
         let running = InitOptions {

@@ -177,6 +177,16 @@ fn references(v: &Validated, scenario_dir: &Path) -> Vec<Reference> {
         );
     }
     for (i, t) in s.load.requests.iter().enumerate() {
+        // `Scenario::load` joined the .proto files to the scenario's folder, as the timetable.
+        for (j, joined) in t.proto.iter().enumerate() {
+            let joined = Path::new(joined);
+            let written = joined.strip_prefix(scenario_dir).unwrap_or(joined);
+            add(
+                format!("load.requests[{i}].proto[{j}]"),
+                written.to_string_lossy().into_owned(),
+                Base::Scenario,
+            );
+        }
         if let Some(f) = &t.message_file {
             add(
                 format!("load.requests[{i}].message_file"),
@@ -221,7 +231,8 @@ fn references(v: &Validated, scenario_dir: &Path) -> Vec<Reference> {
     refs
 }
 
-/// Every string under a `message_file` key in `value`, with its dotted path.
+/// Every string under a `message_file` key in `value`, and every item of a `proto` list (a gRPC answer's or
+/// error's `.proto` files), with its dotted path.
 fn message_files(at: &str, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
     match value {
         serde_json::Value::Object(map) => {
@@ -229,6 +240,13 @@ fn message_files(at: &str, value: &serde_json::Value, out: &mut Vec<(String, Str
                 let here = format!("{at}.{k}");
                 match (k.as_str(), child) {
                     ("message_file", serde_json::Value::String(s)) => out.push((here, s.clone())),
+                    ("proto", serde_json::Value::Array(files)) => {
+                        for (i, f) in files.iter().enumerate() {
+                            if let serde_json::Value::String(s) = f {
+                                out.push((format!("{here}[{i}]"), s.clone()));
+                            }
+                        }
+                    }
                     _ => message_files(&here, child, out),
                 }
             }
@@ -327,6 +345,19 @@ mod tests {
             "routes": { "catalog": { "grpc_response": { "message_file": "product.bin" } } },
             "phases": [ { "routes": { "catalog": { "grpc_response": { "message_file": "other.bin" } } } } ],
         });
+        let mut found = Vec::new();
+        message_files(
+            "dependency",
+            &serde_json::json!({"routes": {"inventory": {"grpc_errors": [{"proto": ["errors.proto"]}]}}}),
+            &mut found,
+        );
+        assert_eq!(
+            found,
+            [(
+                "dependency.routes.inventory.grpc_errors[0].proto[0]".to_string(),
+                "errors.proto".to_string()
+            )]
+        );
         let mut found = Vec::new();
         message_files("dependency", &value, &mut found);
         found.sort();

@@ -419,6 +419,7 @@ pub fn page(
     h.push_str("</section>\n");
 
     unmatched_section(&mut h, &r.unmatched);
+    answers_section(&mut h, &r.answers);
     if let Some(tls) = &r.tls {
         tls_section(&mut h, tls, &r.totals.connect_errors);
     }
@@ -544,7 +545,45 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{background:
 .chart{min-height:40px}.legend{font-size:12px;color:#5a6273;margin:2px 0 0 70px}.sw{display:inline-block;width:14px;height:10px;margin:0 4px 0 10px;vertical-align:middle;border-radius:2px}\
 .sw.closed{background:#7cc68d}.sw.half{background:#f2b33d}.sw.open{background:#d9534f}.sw.gap{background:repeating-linear-gradient(45deg,#bbb 0 3px,#eee 3px 6px)}\
 #distributions{display:grid;grid-template-columns:repeat(auto-fill,minmax(620px,1fr));gap:8px 24px}.note{color:#6a7283;font-size:12px;margin:0}\
-pre{font-size:12px;background:#f6f7f9;padding:10px;overflow:auto}.error{color:#c5221f;font-weight:600}";
+pre{font-size:12px;background:#f6f7f9;padding:10px;overflow:auto}.error{color:#c5221f;font-weight:600}\
+.answers th,.answers td:nth-child(-n+3){white-space:nowrap}";
+
+/// The first answer of each class per request template, as the SUT sent it. Nothing when none were kept.
+fn answers_section(h: &mut String, answers: &[loadgen::AnswerSample]) {
+    if answers.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<section class=\"answers\"><h2>Sample answers</h2><p class=\"note\">The first answer of each outcome \
+         class for each request, as the service under test sent it; a gRPC message is decoded by its request's \
+         <code>.proto</code> files when it names them.</p><table><thead><tr><th>request</th><th>class</th>\
+         <th>at s</th><th>status</th><th>answer</th></tr></thead><tbody>",
+    );
+    for a in answers {
+        let status = match (&a.grpc_status, &a.grpc_message) {
+            (Some(code), Some(message)) => format!("{code}: {message}"),
+            (Some(code), None) => code.clone(),
+            (None, _) => a.status.to_string(),
+        };
+        let answer = match a.shown_as.as_str() {
+            "none" => "<span class=\"note\">no message</span>".to_string(),
+            "hex" => format!(
+                "<code>{}</code> <span class=\"note\">(hex)</span>",
+                escape(&a.answer)
+            ),
+            _ => format!("<code>{}</code>", escape(&a.answer)),
+        };
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{:.1}</td><td>{}</td><td>{answer}</td></tr>",
+            escape(&a.request),
+            escape(a.class.name()),
+            a.at_s,
+            escape(&status),
+        );
+    }
+    h.push_str("</tbody></table></section>\n");
+}
 
 /// Calls that matched no route at faultd: a SUT calling the wrong URL or path of its dependency. Nothing when none.
 fn unmatched_section(h: &mut String, u: &super::result::UnmatchedSummary) {

@@ -366,6 +366,7 @@ mod tests {
             ending: Ending::Completed,
             exit_code: 1,
             unmatched: Default::default(),
+            answers: Vec::new(),
             passed: false,
             verdicts: vec![
                 verdict(

@@ -47,6 +47,10 @@ pub struct ResultFile {
     #[serde(default)]
     pub unmatched: UnmatchedSummary,
     pub breakers: BTreeMap<String, BreakerSummary>,
+    /// The first answer of each outcome class per request template, as the SUT sent it (a gRPC message decoded
+    /// by its `.proto` type): HTTP/2 and gRPC runs. Absent in files written before they were kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<loadgen::AnswerSample>,
     /// Changes of state that one of a breaker's timelines shows and another does not.
     #[serde(default)]
     pub disagreements: Vec<Disagreement>,

@@ -106,6 +106,13 @@ pub fn locate_path(text: &str, path: &[&str]) -> Option<(usize, usize)> {
         from = hit.0;
         found = Some((hit.0 + 1, hit.1 + 1));
         if let Some(n) = index {
+            // A flow list on the key's own line (`tags: [a, b]`): the item is on that line.
+            if lines[hit.0][hit.1..]
+                .split_once(':')
+                .is_some_and(|(_, rest)| rest.trim_start().starts_with('['))
+            {
+                continue;
+            }
             let mut seen = 0;
             let item = lines.iter().enumerate().skip(from + 1).find(|(_, l)| {
                 if l.trim_start().starts_with("- ") {

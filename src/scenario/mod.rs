@@ -494,6 +494,15 @@ impl Scenario {
             // A timetable is named relative to the scenario file, as a trace is.
             r.file = base.join(&r.file).display().to_string();
         }
+        // So are a gRPC request's .proto files, as faultd's are.
+        for file in scenario
+            .load
+            .requests
+            .iter_mut()
+            .flat_map(|r| r.proto.iter_mut())
+        {
+            *file = base.join(&*file).display().to_string();
+        }
         if let Some(seed) = overrides.seed {
             scenario.seed = Some(seed);
         }

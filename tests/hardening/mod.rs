@@ -344,6 +344,25 @@ impl FaultdProcess {
     }
 }
 
+/// The Python the tests run services with (FAULTLINE_PYTHON, default python3), after failing, saying what to
+/// install, unless it imports every module of `modules` (`"grpc, grpc_tools"`): tests/requirements.txt has them.
+pub fn python_with(modules: &str) -> String {
+    let python = std::env::var("FAULTLINE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let probe = Command::new(&python)
+        .args(["-c", &format!("import {modules}")])
+        .output();
+    assert!(
+        matches!(&probe, Ok(o) if o.status.success()),
+        "{python} cannot import {modules} ({}): scripts/test installs tests/requirements.txt into .venv; or \
+         `python3 -m venv VENV && VENV/bin/pip install -r tests/requirements.txt`, then FAULTLINE_PYTHON=VENV/bin/python",
+        match &probe {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            Err(e) => e.to_string(),
+        }
+    );
+    python
+}
+
 /// Fails, saying what to install, unless FAULTLINE_PYTHON (default python3) imports grpcio and pybreaker: the
 /// own-service tests' gRPC service (tests/services/python_grpc) needs both.
 pub fn require_python_with_grpcio_and_pybreaker() {

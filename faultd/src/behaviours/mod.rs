@@ -398,18 +398,32 @@ pub struct CompiledBehaviour {
 }
 
 impl Behaviour {
-    /// Reads the files this behaviour names (a gRPC answer's `message_file`) from where `files` allows.
-    pub fn read_files(&mut self, files: &crate::files::Files) -> Result<(), Invalid> {
-        match &mut self.grpc_response {
-            Some(g) => g.read_file(files).map_err(|e| e.at("grpc_response")),
-            None => Ok(()),
+    /// Reads the files this behaviour names (a gRPC answer's `message_file` or `.proto` files) from where `files`
+    /// allows; `route_path` is the path of the route it answers.
+    pub fn read_files(
+        &mut self,
+        files: &crate::files::Files,
+        route_path: Option<&str>,
+    ) -> Result<(), Invalid> {
+        if let Some(g) = &mut self.grpc_response {
+            g.read_file(files, route_path)
+                .map_err(|e| e.at("grpc_response"))?;
         }
+        for (i, e) in self.grpc_errors.iter_mut().flatten().enumerate() {
+            e.read_files(files)
+                .map_err(|x| x.at(&format!("grpc_errors[{i}]")))?;
+        }
+        Ok(())
     }
 
     /// This behaviour with the files it names written inline, for a faultd that cannot read them.
     pub fn inlined(&self) -> Behaviour {
         Behaviour {
             grpc_response: self.grpc_response.as_ref().map(GrpcResponse::inlined),
+            grpc_errors: self
+                .grpc_errors
+                .as_ref()
+                .map(|list| list.iter().map(GrpcError::inlined).collect()),
             ..self.clone()
         }
     }
@@ -426,8 +440,19 @@ impl CompiledBehaviour {
         {
             // A configuration that skipped `read_files` would otherwise answer with an empty message.
             return Err(Invalid::new(
-                "grpc_response.message_file",
-                "the file was not read (read a configuration's files with Config::read_files)",
+                "grpc_response",
+                "its files were not read (read a configuration's files with Config::read_files)",
+            ));
+        }
+        if let Some(i) = behaviour
+            .grpc_errors
+            .iter()
+            .flatten()
+            .position(GrpcError::unread)
+        {
+            return Err(Invalid::new(
+                format!("grpc_errors[{i}].details"),
+                "they were not encoded (read a configuration's files with Config::read_files)",
             ));
         }
         let latency = behaviour

@@ -212,7 +212,16 @@ pub(super) async fn call(
             match grpc {
                 Some(_) => {
                     guard.set_grpc_status(e.code);
-                    let trailers = grpc::trailers(e.code, e.message.as_deref(), &metadata);
+                    let mut trailers = grpc::trailers(e.code, e.message.as_deref(), &metadata);
+                    if let Some(v) = e
+                        .status_details()
+                        .and_then(|d| axum::http::HeaderValue::from_str(d).ok())
+                    {
+                        trailers.insert(
+                            axum::http::HeaderName::from_static("grpc-status-details-bin"),
+                            v,
+                        );
+                    }
                     // A stream that breaks partway: the healthy answer's first messages, then the status.
                     let (initial, message, interval) = match grpc_response {
                         Some(r) => (r.metadata(), r.message(), r.stream().1),

@@ -207,6 +207,11 @@ async fn run_plan(
             "load.requests[{i}].message_file: an agent reads no file a plan names; the runner sends the message inline"
         )));
     }
+    if let Some(i) = spec.requests.iter().position(|r| !r.proto.is_empty()) {
+        return Err(AgentError::Plan(format!(
+            "load.requests[{i}].proto: an agent reads no file a plan names; the runner sends the files compiled"
+        )));
+    }
     let ca = match &plan.ca_pem {
         Some(pem) => Some(ca_file(pem)?),
         None => None,

@@ -184,6 +184,7 @@ impl ResultFile {
             totals,
             dependency,
             unmatched: UnmatchedSummary::of(&out.dependency, &s.dependency),
+            answers: out.load.answers.clone(),
             breakers,
             disagreements: out.disagreements.clone(),
             series: series(rec),

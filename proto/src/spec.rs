@@ -1,0 +1,124 @@
+//! A message as a scenario writes it: protobuf bytes as hex (`0a0568656c6c6f`), or JSON (`{json: {id: 42}}`)
+//! against a type of the `.proto` files named beside it.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::{json_schema, JsonSchema, Schema, SchemaGenerator};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+/// A gRPC message: its bytes as hex (spaces allowed), or `{json: {...}}` in protobuf's JSON mapping.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MessageSpec {
+    /// The bytes as hex, e.g. `0a0568656c6c6f`.
+    Hex(String),
+    /// The message written as JSON (YAML in a scenario), checked and encoded against its `.proto` type.
+    Json(JsonMessage),
+}
+
+/// `{json: {...}}`: a message in protobuf's JSON mapping.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JsonMessage {
+    /// The message's fields, named as in the `.proto` file or in their lowerCamelCase JSON form.
+    pub json: serde_json::Value,
+}
+
+impl MessageSpec {
+    /// The hex, when the message is written so.
+    pub fn hex(&self) -> Option<&str> {
+        match self {
+            MessageSpec::Hex(h) => Some(h),
+            MessageSpec::Json(_) => None,
+        }
+    }
+
+    /// The JSON, when the message is written so.
+    pub fn json(&self) -> Option<&serde_json::Value> {
+        match self {
+            MessageSpec::Hex(_) => None,
+            MessageSpec::Json(j) => Some(&j.json),
+        }
+    }
+}
+
+impl From<&str> for MessageSpec {
+    /// Hex.
+    fn from(hex: &str) -> MessageSpec {
+        MessageSpec::Hex(hex.to_string())
+    }
+}
+
+impl Serialize for MessageSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MessageSpec::Hex(h) => s.serialize_str(h),
+            MessageSpec::Json(j) => j.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MessageSpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTING: &str =
+            "the message's bytes as hex (e.g. 0a0568656c6c6f) or {json: {...}} against its .proto";
+        /// YAML reads hex of digits alone (`0801`) as a number, dropping leading zeros: refused, never guessed.
+        fn digits<E: de::Error>() -> E {
+            E::custom(
+                "this hex reads as a number in YAML (digits alone): quote it, e.g. message: '0801'",
+            )
+        }
+        impl<'de> Visitor<'de> for V {
+            type Value = MessageSpec;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTING)
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<MessageSpec, E> {
+                Ok(MessageSpec::Hex(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<MessageSpec, E> {
+                Err(digits())
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<MessageSpec, E> {
+                Err(digits())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<MessageSpec, E> {
+                Err(digits())
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MessageSpec, A::Error> {
+                let mut json = None;
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if key != "json" {
+                        return Err(de::Error::unknown_field(&key, &["json"]));
+                    }
+                    if json.is_some() {
+                        return Err(de::Error::duplicate_field("json"));
+                    }
+                    json = Some(map.next_value::<serde_json::Value>()?);
+                }
+                let json = json.ok_or_else(|| de::Error::missing_field("json"))?;
+                Ok(MessageSpec::Json(JsonMessage { json }))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl JsonSchema for MessageSpec {
+    fn schema_name() -> Cow<'static, str> {
+        "MessageSpec".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let json = generator.subschema_for::<JsonMessage>();
+        json_schema!({
+            "description": "A gRPC message: its bytes as hex (spaces allowed), or {json: {...}} in protobuf's JSON mapping against a type of the `proto` files.",
+            "oneOf": [
+                { "type": "string", "description": "The message's bytes as hex, e.g. 0a0568656c6c6f." },
+                json
+            ]
+        })
+    }
+}
