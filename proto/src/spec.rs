@@ -64,11 +64,19 @@ impl<'de> Deserialize<'de> for MessageSpec {
         struct V;
         const EXPECTING: &str =
             "the message's bytes as hex (e.g. 0a0568656c6c6f) or {json: {...}} against its .proto";
-        /// YAML reads hex of digits alone (`0801`) as a number, dropping leading zeros: refused, never guessed.
-        fn digits<E: de::Error>() -> E {
-            E::custom(
-                "this hex reads as a number in YAML (digits alone): quote it, e.g. message: '0801'",
-            )
+        /// YAML reads hex of digits alone (`0801`) as a number, dropping a leading zero. A protobuf message never
+        /// begins with a zero byte (its first byte is a tag, field numbers start at 1), so the hex had at most one
+        /// leading `0`, and only when the number's digits are odd in count: restored exactly.
+        fn digits(n: u64) -> MessageSpec {
+            let text = n.to_string();
+            MessageSpec::Hex(if text.len() % 2 == 1 {
+                format!("0{text}")
+            } else {
+                text
+            })
+        }
+        fn unreadable<E: de::Error>() -> E {
+            E::custom("this hex reads as a number in YAML: quote it, e.g. message: '0801'")
         }
         impl<'de> Visitor<'de> for V {
             type Value = MessageSpec;
@@ -78,14 +86,19 @@ impl<'de> Deserialize<'de> for MessageSpec {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<MessageSpec, E> {
                 Ok(MessageSpec::Hex(v.to_string()))
             }
-            fn visit_u64<E: de::Error>(self, _: u64) -> Result<MessageSpec, E> {
-                Err(digits())
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<MessageSpec, E> {
+                Ok(digits(n))
             }
-            fn visit_i64<E: de::Error>(self, _: i64) -> Result<MessageSpec, E> {
-                Err(digits())
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<MessageSpec, E> {
+                u64::try_from(n).map(digits).map_err(|_| unreadable())
             }
-            fn visit_f64<E: de::Error>(self, _: f64) -> Result<MessageSpec, E> {
-                Err(digits())
+            fn visit_f64<E: de::Error>(self, f: f64) -> Result<MessageSpec, E> {
+                // Digits past u64's range arrive as a float: exact only while it holds them all.
+                if f.fract() == 0.0 && (0.0..9.0e15).contains(&f) {
+                    Ok(digits(f as u64))
+                } else {
+                    Err(unreadable())
+                }
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<MessageSpec, A::Error> {
                 let mut json = None;
