@@ -1,5 +1,7 @@
-//! Fuzzes faultd's `PUT /config` body: `Config::from_json` (parse and validate) and, for a body it accepts,
-//! compiling it into the live plan of a running faultd (`Faultd::replace_config`), as the control API does. Neither
+//! Fuzzes faultd's `PUT /config` body: `Config::from_json` (parse and validate) and, for a body it accepts, reading
+//! its files as a control API without `--files` does (none; gRPC error details of the built-in `google.rpc` types are
+//! encoded from their JSON) and compiling it into the live plan of a running faultd (`Faultd::replace_config`), as
+//! the control API does. Neither
 //! may panic; a refused body must get an error that says what is wrong.
 //!
 //! Not for the data plane: the faultd here is never called.
@@ -32,7 +34,11 @@ fn faultd() -> &'static faultd::Faultd {
 
 fuzz_target!(|data: &[u8]| {
     match faultd::Config::from_json(data, "control API body") {
-        Ok(config) => {
+        Ok(mut config) => {
+            if let Err(e) = config.read_files(&faultd::Files::Refused) {
+                assert!(!e.message.is_empty(), "an error that says nothing: {e:?}");
+                return;
+            }
             if let Err(e) = faultd().replace_config(config) {
                 assert!(!e.to_string().is_empty(), "an empty error");
             }
