@@ -69,7 +69,7 @@ impl<'de> Deserialize<'de> for MessageSpec {
         /// leading `0`, and only when the number's digits are odd in count: restored exactly.
         fn digits(n: u64) -> MessageSpec {
             let text = n.to_string();
-            MessageSpec::Hex(if text.len() % 2 == 1 {
+            MessageSpec::Hex(if !text.len().is_multiple_of(2) {
                 format!("0{text}")
             } else {
                 text
