@@ -6,6 +6,7 @@
 //! kept, so the cost does not grow with the run.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use bytes::Bytes;
@@ -58,28 +59,40 @@ pub(crate) struct Seen<'a> {
 }
 
 /// The answers kept so far, by template and class.
-#[derive(Default)]
 pub(crate) struct Samples {
     kept: Mutex<BTreeMap<(usize, Outcome), AnswerSample>>,
+    /// Per template, a bit per class that has its answer: what every exchange asks, without the lock.
+    classes: [AtomicU8; MAX_TEMPLATES],
 }
+
+impl Default for Samples {
+    fn default() -> Samples {
+        Samples {
+            kept: Mutex::default(),
+            classes: std::array::from_fn(|_| AtomicU8::new(0)),
+        }
+    }
+}
+
+/// The bits of every class.
+const ALL_CLASSES: u8 = (1 << Outcome::ALL.len()) - 1;
 
 impl Samples {
     /// Whether an answer of template `template` could still be kept (some class of it has none yet): the
     /// caller reads the body only then.
     pub(crate) fn open_for(&self, template: usize) -> bool {
-        template < MAX_TEMPLATES
-            && self.kept.lock().is_ok_and(|k| {
-                k.range(
-                    (template, Outcome::ALL[0])..=(template, Outcome::ALL[Outcome::ALL.len() - 1]),
-                )
-                .count()
-                    < Outcome::ALL.len()
-            })
+        self.classes
+            .get(template)
+            .is_some_and(|c| c.load(Ordering::Relaxed) != ALL_CLASSES)
     }
 
     /// Keeps `seen` when its template and class have no answer yet.
     pub(crate) fn offer(&self, seen: Seen<'_>) {
-        if seen.template >= MAX_TEMPLATES {
+        let Some(classes) = self.classes.get(seen.template) else {
+            return;
+        };
+        let bit = 1u8 << seen.class.index();
+        if classes.load(Ordering::Relaxed) & bit != 0 {
             return;
         }
         let Ok(mut kept) = self.kept.lock() else {
@@ -87,6 +100,7 @@ impl Samples {
         };
         kept.entry((seen.template, seen.class))
             .or_insert_with(|| sample(&seen));
+        classes.fetch_or(bit, Ordering::Relaxed);
     }
 
     /// Every answer kept, by template and class.
