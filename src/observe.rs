@@ -2,7 +2,7 @@
 //! expectations and reports read a single shape whatever produced it.
 //!
 //! The same functions build a record once, after the run, and grow one second by second during it for the live
-//! verdicts. Not for recording (the components do that) nor for breaker timelines (`breaker::watch` adds them).
+//! verdicts. Not for recording (the components do that) nor for breaker timelines (`run::watch` adds them).
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::breaker::inference::{self, InferenceError, InferenceParams, Traffic};
 use crate::breaker::BreakerTimeline;
 
 /// The outcome classes of a request to the SUT: loadgen's own classes, one per request.
@@ -156,6 +157,31 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// Infers the timeline of the breaker guarding `route` from traffic alone: the requests the SUT was sent, the
+    /// calls that reached `route`, and the first phase as the healthy reference (`breaker::inference`).
+    pub fn inferred_timeline(&self, route: &str) -> Result<BreakerTimeline, InferenceError> {
+        let series = self.dependency.get(route).cloned().unwrap_or_default();
+        let sent: Vec<u64> = self
+            .sut
+            .iter()
+            .map(|b| b.offered.saturating_sub(b.completed.get(OutcomeClass::Dropped)))
+            .collect();
+        let arrivals: Vec<u64> = series.iter().map(|b| b.arrivals).collect();
+        let held: Vec<u64> = series.iter().map(|b| b.in_flight_max).collect();
+        let reference_end = self.phases.first().map(|p| p.end).unwrap_or(self.duration);
+        let reference = self.buckets_in(Duration::ZERO, reference_end);
+        inference::infer(
+            Traffic {
+                bucket: self.bucket,
+                sut_sent: &sent,
+                dependency_arrivals: &arrivals,
+                dependency_in_flight: &held,
+                reference,
+            },
+            InferenceParams::default(),
+        )
+    }
+
     /// A record of nothing yet, with buckets `bucket` wide.
     pub fn empty(bucket: Duration) -> RunRecord {
         RunRecord {

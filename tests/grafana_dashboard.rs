@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use faultline::run::metrics::Metrics;
+use faultline::metrics::Metrics;
 use faultline::scenario::{Overrides, Scenario};
 
 fn names_in(expr: &str) -> Vec<String> {

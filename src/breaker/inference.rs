@@ -153,41 +153,6 @@ pub fn infer(
     Ok(timeline)
 }
 
-/// Infers the timeline of the breaker guarding `route` from a run's record: the requests the SUT was sent, the
-/// calls that reached `route`, and the first phase as the healthy reference.
-pub fn from_record(
-    record: &crate::record::RunRecord,
-    route: &str,
-) -> Result<BreakerTimeline, InferenceError> {
-    let series = record.dependency.get(route).cloned().unwrap_or_default();
-    let sent: Vec<u64> = record
-        .sut
-        .iter()
-        .map(|b| {
-            b.offered
-                .saturating_sub(b.completed.get(crate::record::OutcomeClass::Dropped))
-        })
-        .collect();
-    let arrivals: Vec<u64> = series.iter().map(|b| b.arrivals).collect();
-    let held: Vec<u64> = series.iter().map(|b| b.in_flight_max).collect();
-    let reference_end = record
-        .phases
-        .first()
-        .map(|p| p.end)
-        .unwrap_or(record.duration);
-    let reference = record.buckets_in(Duration::ZERO, reference_end);
-    infer(
-        Traffic {
-            bucket: record.bucket,
-            sut_sent: &sent,
-            dependency_arrivals: &arrivals,
-            dependency_in_flight: &held,
-            reference,
-        },
-        InferenceParams::default(),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

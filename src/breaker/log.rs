@@ -9,7 +9,7 @@ use regex::Regex;
 use tokio::time::Instant;
 
 use super::{BreakerState, BreakerTimeline, Source};
-use crate::run::sut::OutputLine;
+use crate::output::OutputLine;
 
 /// The timeline of `breaker` from the lines that match `pattern`. A line whose `breaker` group names another
 /// breaker is skipped; a pattern without that group applies to every line.

@@ -4,7 +4,7 @@
 //! transition seen by a 500 ms scrape is only known to within 500 ms, and an expectation must say so.
 //!
 //! One file per source: `metrics` (the scrape loop) with `scrape` (reading a state off a page) and `prometheus`
-//! (the page parser), `webhook`, `log`, `inference`; `watch` runs them all for a run.
+//! (the page parser), `webhook`, `log`, `inference`; `run::watch` runs them all for a run.
 //!
 //! Not for: deciding whether a timeline is good. That is `expect`'s job; this module only records what happened.
 
@@ -14,7 +14,6 @@ pub mod log;
 pub mod metrics;
 pub mod prometheus;
 pub mod scrape;
-pub mod watch;
 pub mod webhook;
 
 use std::fmt;

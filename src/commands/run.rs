@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::report;
 use crate::run::{self, Ending};
+pub use crate::run::INCONCLUSIVE;
 use crate::scenario::{Overrides, Scenario, Validated};
 
 /// Runs the scenario at `path` with `overrides` and prints the summary (or result.json with `json`); returns the
@@ -147,7 +148,7 @@ pub(crate) fn execute_with(
         });
     }
     let metrics = (exports.metrics_listen.is_some() || exports.push.is_some())
-        .then(|| run::metrics::Metrics::new(v));
+        .then(|| crate::metrics::Metrics::new(v));
     let mut server = None;
     if let (Some(m), Some(addr)) = (&metrics, exports.metrics_listen) {
         match runtime.block_on(m.serve(addr, exports.allow_remote)) {
@@ -158,8 +159,13 @@ pub(crate) fn execute_with(
             Err(p) => m.problem(p),
         }
     }
+    let on_tick = metrics.clone().map(|m| move |t: &run::Tick<'_>| m.tick(t));
     let mut out = runtime
-        .block_on(run::run_with(v, metrics.as_ref(), exports.agents.as_ref()))
+        .block_on(run::run_with(
+            v,
+            on_tick.as_ref().map(|f| f as run::OnTick),
+            exports.agents.as_ref(),
+        ))
         .map_err(|e| {
             eprintln!("error: the run broke: {e}");
             3
@@ -243,8 +249,6 @@ fn code_for(
     }
 }
 
-/// The exit code of a run in which nothing failed but at least one expectation could not be judged.
-pub const INCONCLUSIVE: i32 = 4;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 
 use super::*;
-use crate::breaker::{inference, BreakerState, BreakerState::*, BreakerTimeline, Source};
+use crate::breaker::{BreakerState, BreakerState::*, BreakerTimeline, Source};
 use crate::record::{ByClass, DependencyBucket, OutcomeClass, PhaseSpan, RunRecord, SutBucket};
 
 fn s(secs: f64) -> Duration {
@@ -124,7 +124,7 @@ fn record(probes: u64, evidence: Vec<BreakerTimeline>, with_route: bool) -> RunR
 /// The record as the runner builds it: the scrape, and the inference from the same traffic beside it.
 fn scraped_and_inferred(probes: u64) -> RunRecord {
     let mut r = record(probes, vec![scrape()], true);
-    let inferred = inference::from_record(&r, "pricing").unwrap();
+    let inferred = r.inferred_timeline("pricing").unwrap();
     r.evidence.get_mut("pricing").unwrap().push(inferred);
     r
 }

@@ -293,7 +293,7 @@ pub fn page(
     let passed = r.verdicts.iter().filter(|v| v.passed).count();
     let (class, word) = if r.passed {
         ("pass", "PASSED")
-    } else if r.exit_code == crate::commands::INCONCLUSIVE {
+    } else if r.exit_code == crate::run::INCONCLUSIVE {
         ("inconclusive", "INCONCLUSIVE")
     } else {
         ("fail", "FAILED")

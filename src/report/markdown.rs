@@ -18,7 +18,7 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
     let state = match (r.exit_code, r.passed) {
         (_, true) => "passed",
         (1, _) => "FAILED",
-        (4, _) => "INCONCLUSIVE",
+        (crate::run::INCONCLUSIVE, _) => "INCONCLUSIVE",
         (130, _) => "INTERRUPTED",
         _ => "BROKE",
     };

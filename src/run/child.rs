@@ -15,19 +15,13 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 use super::ready::{OutputWatch, Probe};
+use crate::output::OutputLine;
 
 /// How many output lines are kept for error reports.
 const KEPT_LINES: usize = 40;
 
 /// The longest one readiness attempt may take before the next one starts.
 const ATTEMPT: Duration = Duration::from_secs(1);
-
-/// A line the SUT printed, with the run time at which it was read.
-#[derive(Debug, Clone)]
-pub struct OutputLine {
-    pub at: tokio::time::Instant,
-    pub text: String,
-}
 
 /// A running SUT process.
 pub struct ChildSut {

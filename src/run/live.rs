@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::breaker::watch::BreakerWatch;
+use super::watch::BreakerWatch;
 use crate::expect::{ms, Expectation, Verdict};
 
 /// Draws the line (overwriting the previous one).

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-pub use super::child::{ChildSut, OutputLine, SutError};
+pub use super::child::{ChildSut, SutError};
+use crate::output::OutputLine;
 use super::dependency::Dependency;
 use super::ready::Probe;
 use super::signals::Signals;

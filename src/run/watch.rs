@@ -10,12 +10,12 @@ use std::time::{Duration, SystemTime};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::metrics::{scrape_loop, Scraped};
-use super::scrape::StateMapping;
-use super::webhook::{self, Events};
-use super::{inference, log, BreakerState, BreakerTimeline, Source};
+use crate::breaker::metrics::{scrape_loop, Scraped};
+use crate::breaker::scrape::StateMapping;
+use crate::breaker::webhook::{self, Events};
+use crate::breaker::{log, BreakerState, BreakerTimeline, Source};
+use crate::output::OutputLine;
 use crate::record::RunRecord;
-use crate::run::sut::OutputLine;
 use crate::scenario::{Observation, Validated};
 
 /// The breakers of a run under observation.
@@ -134,7 +134,7 @@ impl BreakerWatch {
     pub fn timelines(&self, record: &RunRecord) -> Timelines {
         let mut out = Timelines::default();
         for (name, route) in &self.routes {
-            if let Ok(t) = inference::from_record(record, route) {
+            if let Ok(t) = record.inferred_timeline(route) {
                 out.inferred.insert(name.clone(), t);
             }
         }

@@ -1,5 +1,5 @@
 //! The live Prometheus endpoint (`faultline run --metrics-listen ADDR`) and the push of the final values to a
-//! Pushgateway (`--push URL`). The run loop hands its figures over once per tick; a scrape encodes the latest ones
+//! Pushgateway (`--push URL`). The run loop hands its figures over once per tick (`run::Tick`); a scrape encodes the latest ones
 //! in the Prometheus text format (prefix `faultline_`, seconds, `_total` counters):
 //!
 //! - `faultline_offered_requests_total`, `faultline_sent_requests_total`, `faultline_requests_total{class}`
@@ -28,11 +28,11 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use crate::breaker::watch::BreakerWatch;
 use crate::breaker::BreakerState;
 use crate::expect::{Outcome, Verdict};
-use crate::record::{OutcomeClass, RunRecord};
+use crate::record::OutcomeClass;
 use crate::report::ResultFile;
+use crate::run::Tick;
 use crate::scenario::Validated;
 
 mod exposition;
@@ -221,17 +221,16 @@ impl Metrics {
 
     /// Takes the run loop's figures of this tick: the load's progress, loadgen's finished buckets so far, the
     /// live record (calls in flight per route), the breakers' last observed states and the verdicts decided.
-    #[allow(clippy::too_many_arguments)]
-    pub fn tick(
-        &self,
-        elapsed: Duration,
-        phases: &[(String, Duration)],
-        progress: &loadgen::Progress,
-        buckets: &[loadgen::Bucket],
-        live: &RunRecord,
-        breakers: &BreakerWatch,
-        decided: &[Option<Verdict>],
-    ) {
+    pub fn tick(&self, t: &Tick<'_>) {
+        let Tick {
+            elapsed,
+            phases,
+            progress,
+            buckets,
+            live,
+            breakers,
+            decided,
+        } = *t;
         let Ok(mut s) = self.state.lock() else { return };
         s.elapsed_s = elapsed.as_secs_f64();
         s.phase = phases
