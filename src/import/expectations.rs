@@ -5,8 +5,8 @@
 use std::fmt::Write;
 
 use super::phases::PhaseSpan;
-use super::timeline::{Histogram, Timeline};
-use super::writer::{fraction, ms_text, share, sut_over, Source};
+use super::timeline::{sut_over, Histogram, Source, Timeline};
+use super::yaml_text::{fraction, ms_text, share};
 use super::CallOutcome;
 
 /// How many standard deviations of a draw the expectations that the replay reproduces the record leave room for:

@@ -25,6 +25,7 @@ mod time;
 mod timeline;
 pub mod timetable;
 mod writer;
+mod yaml_text;
 
 use read::*;
 

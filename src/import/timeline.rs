@@ -271,6 +271,61 @@ impl Timeline {
     }
 }
 
+/// The whole record of one dependency added up over `[start, end)`.
+fn over(t: &Timeline, dep: &str, start: usize, end: usize) -> DepBucket {
+    let mut all = DepBucket::default();
+    for k in start..end {
+        let b = t.dep(dep, k);
+        all.latency.merge(&b.latency);
+        for (o, c) in b.outcomes {
+            *all.outcomes.entry(o).or_default() += c;
+        }
+    }
+    all
+}
+
+/// The service's whole record added up over `[start, end)`.
+pub fn sut_over(t: &Timeline, start: usize, end: usize) -> SutBucket {
+    let mut all = SutBucket::default();
+    for k in start..end {
+        let s = t.sut(k);
+        all.arrivals += s.arrivals;
+        all.latency.merge(&s.latency);
+        for (st, c) in s.statuses {
+            *all.statuses.entry(st).or_default() += c;
+        }
+    }
+    all
+}
+
+/// What a route plays.
+pub enum Source<'a> {
+    /// A dependency's calls, by its name in the record.
+    Dep(&'a str),
+    /// The service's own answers: the record holds no dependency.
+    Sut,
+}
+
+impl Source<'_> {
+    /// What the route plays over buckets `[start, end)`.
+    pub fn over(&self, t: &Timeline, start: usize, end: usize) -> DepBucket {
+        match self {
+            Source::Dep(dep) => over(t, dep, start, end),
+            Source::Sut => {
+                let s = sut_over(t, start, end);
+                DepBucket {
+                    latency: s.latency,
+                    outcomes: s
+                        .statuses
+                        .into_iter()
+                        .map(|(status, c)| (CallOutcome::Status(status), c))
+                        .collect(),
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

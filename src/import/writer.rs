@@ -10,69 +10,13 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use super::phases::PhaseSpan;
-use super::timeline::{lower_edge_us, DepBucket, Histogram, SutBucket, Timeline, BIN_EDGES_US};
+use super::timeline::{lower_edge_us, sut_over, DepBucket, Histogram, Source, Timeline, BIN_EDGES_US};
+use super::yaml_text::{dur, ms_text, share, yaml_quoted};
 use super::timetable::Written;
 use super::{CallOutcome, ImportOptions, PhaseMode};
 
 /// How many request templates a scenario lists; the rest are named in a comment.
 const LISTED_TEMPLATES: usize = 20;
-
-/// A duration in nanoseconds as the scenario writes it: `250ms`, `1.5ms`, `2s`.
-pub fn dur(ns: u64) -> String {
-    if ns == 0 {
-        return "0s".into();
-    }
-    if ns.is_multiple_of(1_000_000_000) {
-        return format!("{}s", ns / 1_000_000_000);
-    }
-    let ms = ns as f64 / 1e6;
-    let text = format!("{ms:.6}");
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    format!("{text}ms")
-}
-
-/// A share with three decimals of a percent, rounded down so that shares never add up past 100%.
-pub(super) fn share(count: u64, total: u64) -> Option<String> {
-    fraction(count as f64 / total.max(1) as f64)
-}
-
-/// A fraction as a share with three decimals of a percent, rounded down; `None` when that is 0%.
-pub(super) fn fraction(f: f64) -> Option<String> {
-    let thousandths = (f.clamp(0.0, 1.0) * 100_000.0 + 1e-6).floor() as u64;
-    if thousandths == 0 {
-        return None;
-    }
-    let text = format!("{}.{:03}", thousandths / 1000, thousandths % 1000);
-    Some(format!(
-        "{}%",
-        text.trim_end_matches('0').trim_end_matches('.')
-    ))
-}
-
-/// `s` as a YAML double-quoted scalar: `"` and `\` escaped, and every character YAML does not take as it is
-/// (control characters, DEL, C1 controls, line and paragraph separators, a byte-order mark, noncharacters) as
-/// `\uXXXX`; the rest, combining marks included, as written.
-pub fn yaml_quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            ' '..='~' => out.push(c),
-            '\u{A0}'..='\u{D7FF}' | '\u{E000}'..='\u{FFFD}' | '\u{10000}'..
-                if !matches!(c, '\u{2028}' | '\u{2029}' | '\u{FEFF}') =>
-            {
-                out.push(c)
-            }
-            _ => {
-                let _ = write!(out, "\\u{:04X}", c as u32);
-            }
-        }
-    }
-    out.push('"');
-    out
-}
 
 /// The records' file names, without the folders they were read from (a scenario travels; the folder does not).
 fn file_names(paths: &[PathBuf]) -> String {
@@ -196,64 +140,6 @@ fn behaviour(b: &DepBucket, speed: f64) -> String {
     format!("{{ {} }}", parts.join(", "))
 }
 
-/// The whole record of one dependency added up over `[start, end)`.
-fn over(t: &Timeline, dep: &str, start: usize, end: usize) -> DepBucket {
-    let mut all = DepBucket::default();
-    for k in start..end {
-        let b = t.dep(dep, k);
-        all.latency.merge(&b.latency);
-        for (o, c) in b.outcomes {
-            *all.outcomes.entry(o).or_default() += c;
-        }
-    }
-    all
-}
-
-pub(super) fn sut_over(t: &Timeline, start: usize, end: usize) -> SutBucket {
-    let mut all = SutBucket::default();
-    for k in start..end {
-        let s = t.sut(k);
-        all.arrivals += s.arrivals;
-        all.latency.merge(&s.latency);
-        for (st, c) in s.statuses {
-            *all.statuses.entry(st).or_default() += c;
-        }
-    }
-    all
-}
-
-/// What a route plays.
-pub(super) enum Source<'a> {
-    /// A dependency's calls, by its name in the record.
-    Dep(&'a str),
-    /// The service's own answers: the record holds no dependency.
-    Sut,
-}
-
-impl Source<'_> {
-    /// What the route plays over buckets `[start, end)`.
-    pub(super) fn over(&self, t: &Timeline, start: usize, end: usize) -> DepBucket {
-        match self {
-            Source::Dep(dep) => over(t, dep, start, end),
-            Source::Sut => {
-                let s = sut_over(t, start, end);
-                DepBucket {
-                    latency: s.latency,
-                    outcomes: s
-                        .statuses
-                        .into_iter()
-                        .map(|(status, c)| (CallOutcome::Status(status), c))
-                        .collect(),
-                }
-            }
-        }
-    }
-}
-
-pub(super) fn ms_text(seconds: f64) -> String {
-    dur((seconds * 1e9).round() as u64)
-}
-
 /// The scenario's YAML; with `replay`, its load is that exact timetable rather than a rate per bucket.
 #[allow(clippy::too_many_arguments)]
 pub fn write(
@@ -268,13 +154,40 @@ pub fn write(
 ) -> String {
     let mut y = String::new();
     let speed = o.speed;
-    let bucket_ns = (t.bucket * 1e9 / speed).round() as u64;
-    let at = |k: usize| dur(bucket_ns * k as u64);
     let n = t.buckets();
-    let deps = t.dependencies();
-    // Route names keep only letters and digits, so two peers can come to one name: the later ones get `-2`, ...
+    let routes = route_names(&t.dependencies());
+    header(&mut y, t, phases, o, name, paths, lines, bad, replay);
+    let sources = dependency(&mut y, t, phases, o, &routes);
+    // One route takes every path, so the recorded requests reach it as they are: faultd alone can stand in for the
+    // service. With several, each route has a path of its own that the recorded requests do not hold.
+    let stand_in = sources.len() == 1;
+    sut(&mut y, stand_in, routes.is_empty());
+    let _ = writeln!(y, "load:");
+    let max_duration = sut_over(t, 0, n).latency.quantile(1.0).unwrap_or(0.0);
+    let timeout = ms_text((max_duration * 2.0).max(30.0) / speed);
+    if let Some(r) = replay {
+        load_replay(&mut y, r, o, &timeout);
+    } else {
+        load_rate(&mut y, t, o, &timeout);
+    }
+    if stand_in {
+        super::expectations::reproduced(&mut y, t, phases, &sources[0].0, speed);
+    }
+    super::expectations::recorded(&mut y, t, phases, speed, stand_in);
+    // What the record holds is text, never a variable: a `${` in a path or a peer's name is written as `$${`.
+    y.replace("${", "$${")
+}
+
+/// A bucket of the record in nanoseconds of the scenario (divided by the speed).
+fn bucket_ns(t: &Timeline, speed: f64) -> u64 {
+    (t.bucket * 1e9 / speed).round() as u64
+}
+
+/// A route name for each dependency of the record. Route names keep only letters and digits, so two peers can come
+/// to one name: the later ones get `-2`, ...
+fn route_names(deps: &[String]) -> Vec<(String, String)> {
     let mut routes: Vec<(String, String)> = Vec::new();
-    for d in &deps {
+    for d in deps {
         let base = peer_route_name(d);
         let mut name = base.clone();
         let mut k = 1;
@@ -284,7 +197,24 @@ pub fn write(
         }
         routes.push((d.clone(), name));
     }
+    routes
+}
 
+/// The opening comments, the name, the description and the duration.
+#[allow(clippy::too_many_arguments)]
+fn header(
+    y: &mut String,
+    t: &Timeline,
+    phases: &[PhaseSpan],
+    o: &ImportOptions,
+    name: &str,
+    paths: &[PathBuf],
+    lines: usize,
+    bad: usize,
+    replay: Option<&Written>,
+) {
+    let speed = o.speed;
+    let bucket_ns = bucket_ns(t, speed);
     let _ = writeln!(
         y,
         "# Imported by `faultline import` from {} ({} format): {lines} lines, {} requests, {bad} bad lines skipped.",
@@ -321,9 +251,24 @@ pub fn write(
         },
         summary.join(", ")
     );
-    let _ = writeln!(y, "duration: {}", at(n));
+    let _ = writeln!(y, "duration: {}", dur(bucket_ns * t.buckets() as u64));
     let _ = writeln!(y, "seed: 1\n");
 
+}
+
+/// The dependency: a route per dependency of the record (or one playing the service's own answers), each phase's
+/// behaviour per route. What each route plays comes back, for the expectations.
+fn dependency<'a>(
+    y: &mut String,
+    t: &Timeline,
+    phases: &[PhaseSpan],
+    o: &ImportOptions,
+    routes: &'a [(String, String)],
+) -> Vec<(Source<'a>, String)> {
+    let speed = o.speed;
+    let bucket_ns = bucket_ns(t, speed);
+    let at = |k: usize| dur(bucket_ns * k as u64);
+    let n = t.buckets();
     let _ = writeln!(y, "dependency:");
     let _ = writeln!(y, "  routes:");
     // What each route plays: a dependency's calls, or, when the record holds none, the service's own answers.
@@ -404,9 +349,11 @@ pub fn write(
         );
     }
 
-    // One route takes every path, so the recorded requests reach it as they are: faultd alone can stand in for the
-    // service. With several, each route has a path of its own that the recorded requests do not hold.
-    let stand_in = sources.len() == 1;
+    sources
+}
+
+/// The SUT: faultd itself when one route takes every path (`stand_in`), the demo otherwise, with how to name yours.
+fn sut(y: &mut String, stand_in: bool, no_dependency: bool) {
     let _ = writeln!(y, "\nsut:");
     if stand_in {
         let _ = writeln!(
@@ -416,7 +363,7 @@ pub fn write(
         let _ = writeln!(
             y,
             "  # which plays {} as recorded, and the expectations check that the replay reproduces the record.",
-            if routes.is_empty() {
+            if no_dependency {
                 "the service's answers"
             } else {
                 "the dependency"
@@ -440,20 +387,6 @@ pub fn write(
         let _ = writeln!(y, "  demo: {{}}\n");
     }
 
-    let _ = writeln!(y, "load:");
-    let max_duration = sut_over(t, 0, n).latency.quantile(1.0).unwrap_or(0.0);
-    let timeout = ms_text((max_duration * 2.0).max(30.0) / speed);
-    if let Some(r) = replay {
-        load_replay(&mut y, r, o, &timeout);
-    } else {
-        load_rate(&mut y, t, o, &timeout);
-    }
-    if stand_in {
-        super::expectations::reproduced(&mut y, t, phases, &sources[0].0, speed);
-    }
-    super::expectations::recorded(&mut y, t, phases, speed, stand_in);
-    // What the record holds is text, never a variable: a `${` in a path or a peer's name is written as `$${`.
-    y.replace("${", "$${")
 }
 
 /// The load as an exact timetable: `load.replay`.
