@@ -164,7 +164,10 @@ impl RunRecord {
         let sent: Vec<u64> = self
             .sut
             .iter()
-            .map(|b| b.offered.saturating_sub(b.completed.get(OutcomeClass::Dropped)))
+            .map(|b| {
+                b.offered
+                    .saturating_sub(b.completed.get(OutcomeClass::Dropped))
+            })
             .collect();
         let arrivals: Vec<u64> = series.iter().map(|b| b.arrivals).collect();
         let held: Vec<u64> = series.iter().map(|b| b.in_flight_max).collect();

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use crate::report;
-use crate::run::{self, Ending};
 pub use crate::run::INCONCLUSIVE;
+use crate::run::{self, Ending};
 use crate::scenario::{Overrides, Scenario, Validated};
 
 /// Runs the scenario at `path` with `overrides` and prints the summary (or result.json with `json`); returns the
@@ -248,7 +248,6 @@ fn code_for(
         Ending::Completed => 0,
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -7,12 +7,14 @@
 //!
 //! One file per family: `breaker` (when it opens and closes, how it flaps, how many probes it lets through),
 //! `dependency` (calls in flight, the call rate while open, retry amplification, TLS handshakes per request) and
-//! `sut` (latency percentiles and outcome shares, whole or over sliding windows). `spec` is the format as written and its resolution. An
-//! [`Expectation`] carries its id, its abort flag and its check, and judges itself: [`Expectation::evaluate`] on a
-//! finished run, [`Expectation::decide`] while the run goes on.
+//! `sut` (latency percentiles and outcome shares, whole or over sliding windows). `spec` is the format as written,
+//! `entry` the one check an entry holds and its resolution. An [`Expectation`] carries its id, its abort flag and
+//! its check, and judges itself: [`Expectation::evaluate`] on a finished run, [`Expectation::decide`] while the run
+//! goes on.
 
 pub mod breaker;
 pub mod dependency;
+pub mod entry;
 mod probes;
 pub mod spec;
 pub mod sut;

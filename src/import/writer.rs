@@ -10,9 +10,11 @@ use std::fmt::Write;
 use std::path::PathBuf;
 
 use super::phases::PhaseSpan;
-use super::timeline::{lower_edge_us, sut_over, DepBucket, Histogram, Source, Timeline, BIN_EDGES_US};
-use super::yaml_text::{dur, ms_text, share, yaml_quoted};
+use super::timeline::{
+    lower_edge_us, sut_over, DepBucket, Histogram, Source, Timeline, BIN_EDGES_US,
+};
 use super::timetable::Written;
+use super::yaml_text::{dur, ms_text, share, yaml_quoted};
 use super::{CallOutcome, ImportOptions, PhaseMode};
 
 /// How many request templates a scenario lists; the rest are named in a comment.
@@ -253,7 +255,6 @@ fn header(
     );
     let _ = writeln!(y, "duration: {}", dur(bucket_ns * t.buckets() as u64));
     let _ = writeln!(y, "seed: 1\n");
-
 }
 
 /// The dependency: a route per dependency of the record (or one playing the service's own answers), each phase's
@@ -386,7 +387,6 @@ fn sut(y: &mut String, stand_in: bool, no_dependency: bool) {
         );
         let _ = writeln!(y, "  demo: {{}}\n");
     }
-
 }
 
 /// The load as an exact timetable: `load.replay`.

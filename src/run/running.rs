@@ -88,11 +88,19 @@ impl Running {
         let dependency = Dependency::start(scenario, seed, bucket).await?;
         let webhook = Webhook::serve().await.map_err(RunError::Webhook)?;
         let (lines_tx, lines) = mpsc::unbounded_channel::<OutputLine>();
-        let (sut, mut aborted_early) =
-            match Sut::start(scenario, &dependency, webhook.url(), seed, lines_tx, signals).await? {
-                Started::Ready(s) => (s, None),
-                Started::Interrupted(s, signal) => (s, Some(signal)),
-            };
+        let (sut, mut aborted_early) = match Sut::start(
+            scenario,
+            &dependency,
+            webhook.url(),
+            seed,
+            lines_tx,
+            signals,
+        )
+        .await?
+        {
+            Started::Ready(s) => (s, None),
+            Started::Interrupted(s, signal) => (s, Some(signal)),
+        };
 
         // Agents register and have their clocks measured before t = 0 is fixed. A signal meanwhile stops the run
         // as one during the SUT's start does.

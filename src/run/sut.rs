@@ -11,11 +11,11 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 pub use super::child::{ChildSut, SutError};
-use crate::output::OutputLine;
 use super::dependency::Dependency;
 use super::ready::Probe;
 use super::signals::Signals;
 use super::{loopback, RunError};
+use crate::output::OutputLine;
 use crate::scenario::{Placeholders, Scenario};
 
 /// A started SUT.

@@ -1,0 +1,627 @@
+//! An `expect:` entry read as the one check it holds: [`Entry`] has one variant per check, each with exactly the
+//! fields that check reads, its bounds parsed. A written entry becomes an `Entry` or an error that names the field:
+//! two checks in one entry, a field its check ignores, a missing bound. Only then are its names (phases,
+//! breakers, routes) resolved against the scenario, variant by variant, into a [`Check`].
+//!
+//! Not for the format as written (`spec`) nor for judging (each family's file). Adding an expectation means a field
+//! in `spec`, its line in [`CHECKS`], a variant here, and the check in its family's file.
+
+use faultline_units::{Dur, GrpcCode, Rate, Share};
+
+use super::breaker::BreakerCheck;
+use super::dependency::{Counted, DependencyCheck};
+use super::spec::{ExpectationSpec, Names, WhileOpen};
+use super::sut::{Percentile, ShareOf, SutCheck};
+use super::{Check, Expectation};
+
+/// Each check, by the field that names it, with the other fields it reads besides `id` and `abort_on_fail`. An
+/// entry holds exactly one of them; a field its check does not read is an error rather than silently ignored.
+pub const CHECKS: &[(&str, &[&str])] = &[
+    ("opens_within", &["breaker", "after"]),
+    ("closes_within", &["breaker", "after"]),
+    ("stays_closed", &["breaker", "during"]),
+    ("transitions_at_most", &["breaker", "route", "during"]),
+    ("probes_per_half_open_at_most", &["breaker", "route"]),
+    ("max_in_flight_below", &["dependency", "during"]),
+    ("max_in_flight_at_most", &["dependency", "during"]),
+    ("max_connections_below", &["dependency", "during"]),
+    ("max_connections_at_most", &["dependency", "during"]),
+    ("max_streams_in_flight_below", &["dependency", "during"]),
+    ("max_streams_in_flight_at_most", &["dependency", "during"]),
+    (
+        "grpc_status",
+        &["dependency", "calls_at_least", "calls_at_most", "during"],
+    ),
+    (
+        "rate_while_open_below",
+        &["dependency", "breaker", "while_open"],
+    ),
+    ("amplification_at_most", &["dependency", "during"]),
+    (
+        "handshakes_per_request_at_most",
+        &["dependency", "during", "over"],
+    ),
+    ("sut_latency", &["below", "during", "while_open", "over"]),
+    ("sut_share", &["above", "below", "during", "over"]),
+];
+
+/// One entry's check as written, its bounds parsed and its names not yet checked against the scenario: by family,
+/// as [`Check`] is, with the subject beside the family's variant.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Entry<'a> {
+    /// A breaker named under `breakers:`, and what it must do.
+    Breaker(&'a str, BreakerEntry<'a>),
+    /// A dependency route named under `dependency.routes`, and what its traffic must stay within.
+    Dependency(&'a str, DependencyEntry<'a>),
+    Sut(SutEntry<'a>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum BreakerEntry<'a> {
+    OpensWithin {
+        within: Dur,
+        after: &'a str,
+        route: Option<&'a str>,
+    },
+    ClosesWithin {
+        within: Dur,
+        after: &'a str,
+        route: Option<&'a str>,
+    },
+    StaysClosed {
+        during: Option<&'a str>,
+    },
+    TransitionsAtMost {
+        at_most: u32,
+        route: Option<&'a str>,
+        during: Option<&'a str>,
+    },
+    ProbesPerHalfOpenAtMost {
+        at_most: u32,
+        route: Option<&'a str>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum DependencyEntry<'a> {
+    /// Any of the six in-flight bounds: calls, connections (TCP) or streams (HTTP/2), below or at most.
+    MaxInFlight {
+        bound: u64,
+        inclusive: bool,
+        counted: Counted,
+        during: Option<&'a str>,
+    },
+    GrpcStatus {
+        code: GrpcCode,
+        bound: u64,
+        at_least: bool,
+        during: Option<&'a str>,
+    },
+    RateWhileOpen {
+        below: Rate,
+        breaker: Option<&'a str>,
+        while_open: Option<&'a WhileOpen>,
+    },
+    Amplification {
+        at_most: f64,
+        during: Option<&'a str>,
+    },
+    HandshakeAmplification {
+        at_most: f64,
+        during: Option<&'a str>,
+        over: Option<Dur>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SutEntry<'a> {
+    Latency {
+        percentile: Percentile,
+        below: Dur,
+        during: Option<&'a str>,
+        while_open: Option<&'a WhileOpen>,
+        over: Option<Dur>,
+    },
+    Share {
+        of: ShareOf,
+        bound: Share,
+        above: bool,
+        during: Option<&'a str>,
+        over: Option<Dur>,
+    },
+}
+
+impl ExpectationSpec {
+    /// Reads the entry as its one check, resolves its names and parses its bounds. The error says which field.
+    pub fn resolve(&self, names: &Names<'_>) -> Result<Expectation, String> {
+        let check = Entry::read(self)?.resolve(names)?;
+        if self.abort_on_fail && !check.decidable_live() {
+            return Err(format!(
+                "`abort_on_fail` cannot apply to this check: {} is judged on the whole recording after the run",
+                check.name()
+            ));
+        }
+        Ok(Expectation {
+            id: self.id.clone(),
+            abort_on_fail: self.abort_on_fail,
+            check,
+        })
+    }
+}
+
+impl<'a> Entry<'a> {
+    /// The one check a written entry holds, or what is wrong with its shape: two checks, no subject or two, a
+    /// field its check ignores, a bound missing or malformed.
+    pub fn read(spec: &'a ExpectationSpec) -> Result<Entry<'a>, String> {
+        let written = spec.written();
+        let checks: Vec<&(&str, &[&str])> = CHECKS
+            .iter()
+            .filter(|(c, _)| written.iter().any(|w| w == c))
+            .collect();
+        // Two subjects that are their own checks (`sut_latency`, `sut_share`) are said as two subjects below.
+        let subjects_only = checks
+            .iter()
+            .all(|(c, _)| matches!(*c, "sut_latency" | "sut_share"));
+        if checks.len() > 1 && !subjects_only {
+            let named: Vec<String> = checks.iter().map(|(c, _)| format!("`{c}`")).collect();
+            return Err(format!(
+                "an expectation holds one check, and this one has {}: write one entry for each",
+                named.join(" and ")
+            ));
+        }
+        let subjects = [
+            spec.breaker.is_some() && spec.dependency.is_none(),
+            spec.dependency.is_some(),
+            spec.sut_latency.is_some(),
+            spec.sut_share.is_some(),
+        ];
+        if subjects.iter().filter(|s| **s).count() != 1 {
+            return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `sut_latency` or `sut_share`".into());
+        }
+        check_window(spec)?;
+        if let [(name, reads)] = checks.as_slice() {
+            if let Some(field) = written.iter().find(|w| {
+                !matches!(w.as_str(), "id" | "abort_on_fail")
+                    && w != name
+                    && !reads.contains(&w.as_str())
+            }) {
+                return Err(stray(field, name, reads));
+            }
+        }
+        if let Some(p) = &spec.sut_latency {
+            return sut_latency(spec, p).map(Entry::Sut);
+        }
+        if let Some(s) = &spec.sut_share {
+            return sut_share(spec, s).map(Entry::Sut);
+        }
+        if let Some(route) = &spec.dependency {
+            return dependency(spec).map(|d| Entry::Dependency(route, d));
+        }
+        let breaker = spec.breaker.as_deref().unwrap_or_default();
+        breaker_entry(spec).map(|b| Entry::Breaker(breaker, b))
+    }
+
+    /// The check, its names resolved against the scenario: phases, breakers and routes must exist.
+    pub fn resolve(self, names: &Names<'_>) -> Result<Check, String> {
+        let r = Resolver { names };
+        match self {
+            Entry::Breaker(breaker, b) => r.breaker_check(breaker, b).map(Check::Breaker),
+            Entry::Dependency(route, d) => r.dependency_check(route, d).map(Check::Dependency),
+            Entry::Sut(s) => r.sut_check(s).map(Check::Sut),
+        }
+    }
+}
+
+fn breaker_entry(spec: &ExpectationSpec) -> Result<BreakerEntry<'_>, String> {
+    let after = || {
+        spec.after
+            .as_deref()
+            .ok_or_else(|| "this check needs `after: <phase>`".to_string())
+    };
+    let (route, during) = (spec.route.as_deref(), spec.during.as_deref());
+    if let Some(within) = spec.opens_within {
+        return Ok(BreakerEntry::OpensWithin {
+            within,
+            after: after()?,
+            route,
+        });
+    }
+    if let Some(within) = spec.closes_within {
+        return Ok(BreakerEntry::ClosesWithin {
+            within,
+            after: after()?,
+            route,
+        });
+    }
+    if spec.stays_closed == Some(true) {
+        return Ok(BreakerEntry::StaysClosed { during });
+    }
+    if let Some(at_most) = spec.transitions_at_most {
+        return Ok(BreakerEntry::TransitionsAtMost {
+            at_most,
+            route,
+            during,
+        });
+    }
+    if let Some(at_most) = spec.probes_per_half_open_at_most {
+        return Ok(BreakerEntry::ProbesPerHalfOpenAtMost { at_most, route });
+    }
+    Err("a `breaker` expectation needs one of `opens_within`, `closes_within`, `stays_closed: true`, `transitions_at_most`, `probes_per_half_open_at_most`".into())
+}
+
+fn dependency(spec: &ExpectationSpec) -> Result<DependencyEntry<'_>, String> {
+    let during = spec.during.as_deref();
+    // On a TCP route a call is a connection, on HTTP/2 a stream: the in-flight bound is the same check in other
+    // words.
+    let bounds = [
+        (spec.max_in_flight_below, false, Counted::Calls),
+        (spec.max_in_flight_at_most, true, Counted::Calls),
+        (spec.max_connections_below, false, Counted::Connections),
+        (spec.max_connections_at_most, true, Counted::Connections),
+        (spec.max_streams_in_flight_below, false, Counted::Streams),
+        (spec.max_streams_in_flight_at_most, true, Counted::Streams),
+    ];
+    if let Some((bound, inclusive, counted)) = bounds
+        .into_iter()
+        .find_map(|(b, i, c)| b.map(|b| (b, i, c)))
+    {
+        return Ok(DependencyEntry::MaxInFlight {
+            bound,
+            inclusive,
+            counted,
+            during,
+        });
+    }
+    if let Some(code) = spec.grpc_status {
+        let (bound, at_least) = match (spec.calls_at_least, spec.calls_at_most) {
+            (Some(n), None) => (n, true),
+            (None, Some(n)) => (n, false),
+            _ => {
+                return Err(
+                    "`grpc_status` needs exactly one of `calls_at_least` or `calls_at_most`".into(),
+                )
+            }
+        };
+        return Ok(DependencyEntry::GrpcStatus {
+            code,
+            bound,
+            at_least,
+            during,
+        });
+    }
+    if spec.calls_at_least.is_some() || spec.calls_at_most.is_some() {
+        return Err(
+            "`calls_at_least` and `calls_at_most` count the calls of one `grpc_status`".into(),
+        );
+    }
+    if let Some(below) = spec.rate_while_open_below {
+        return Ok(DependencyEntry::RateWhileOpen {
+            below,
+            breaker: spec.breaker.as_deref(),
+            while_open: spec.while_open.as_ref(),
+        });
+    }
+    if let Some(at_most) = spec.amplification_at_most {
+        return Ok(DependencyEntry::Amplification {
+            at_most: non_negative("amplification_at_most", at_most)?,
+            during,
+        });
+    }
+    if let Some(at_most) = spec.handshakes_per_request_at_most {
+        return Ok(DependencyEntry::HandshakeAmplification {
+            at_most: non_negative("handshakes_per_request_at_most", at_most)?,
+            during,
+            over: spec.over,
+        });
+    }
+    Err("a `dependency` expectation needs one of `max_in_flight_below`, `max_in_flight_at_most`, `max_connections_below`, `max_connections_at_most`, `max_streams_in_flight_below`, `max_streams_in_flight_at_most`, `grpc_status`, `rate_while_open_below`, `amplification_at_most`, `handshakes_per_request_at_most`".into())
+}
+
+/// `over` (a sliding window) is for the checks that judge a window, longer than zero, and not with `while_open`.
+fn check_window(spec: &ExpectationSpec) -> Result<(), String> {
+    if spec.over.is_some()
+        && spec.sut_latency.is_none()
+        && spec.sut_share.is_none()
+        && spec.handshakes_per_request_at_most.is_none()
+    {
+        return Err(
+            "`over` (a sliding window) applies to `sut_latency`, `sut_share` and `handshakes_per_request_at_most` only".into(),
+        );
+    }
+    match spec.over {
+        Some(w) if w.get().is_zero() => {
+            Err("`over` must be a window longer than zero, e.g. `over: 10s`".into())
+        }
+        Some(_) if spec.while_open.is_some() => Err("`over` and `while_open` do not combine: a sliding window runs over a whole phase; judge the open spans without `over`".into()),
+        _ => Ok(()),
+    }
+}
+
+/// What a field that check `name` does not read is told.
+fn stray(field: &str, name: &str, reads: &[&str]) -> String {
+    let why = match (field, name) {
+        ("during", "opens_within" | "closes_within") => {
+            format!(" (`{name}` counts from the start of the phase named by `after`)")
+        }
+        ("after", _) => {
+            " (`after` belongs to `opens_within` and `closes_within`; the phase a check judges is \
+                         `during`)"
+                .to_string()
+        }
+        _ => String::new(),
+    };
+    let reads: Vec<String> = reads.iter().map(|r| format!("`{r}`")).collect();
+    format!(
+        "`{field}` does not apply to `{name}`, which reads {}{why}: remove it",
+        reads.join(", ")
+    )
+}
+
+fn non_negative(field: &str, value: f64) -> Result<f64, String> {
+    if value.is_finite() && value >= 0.0 {
+        Ok(value)
+    } else {
+        Err(format!("`{field}` must be a non-negative number"))
+    }
+}
+
+fn sut_latency<'a>(spec: &'a ExpectationSpec, p: &str) -> Result<SutEntry<'a>, String> {
+    let percentile = Percentile::parse(p).ok_or_else(|| {
+        format!("`sut_latency` is {p:?}; expected p50, p90, p99, p99.9, p99.99 or max")
+    })?;
+    let below = spec
+        .below
+        .as_deref()
+        .ok_or("`sut_latency` needs `below: <duration>`")?;
+    Ok(SutEntry::Latency {
+        percentile,
+        below: below.parse().map_err(|e| format!("`below`: {e}"))?,
+        during: spec.during.as_deref(),
+        while_open: spec.while_open.as_ref(),
+        over: spec.over,
+    })
+}
+
+fn sut_share<'a>(spec: &'a ExpectationSpec, s: &str) -> Result<SutEntry<'a>, String> {
+    let of = ShareOf::parse(s).ok_or_else(|| format!("`sut_share` is {s:?}; expected one of ok, fallback, client_error, server_error, timeout, connect_error, dropped, error"))?;
+    let (text, above) = match (&spec.above, &spec.below) {
+        (Some(a), None) => (a, true),
+        (None, Some(b)) => (b, false),
+        _ => return Err("`sut_share` needs exactly one of `above` or `below`".into()),
+    };
+    Ok(SutEntry::Share {
+        of,
+        bound: text
+            .parse()
+            .map_err(|e| format!("`{}`: {e}", if above { "above" } else { "below" }))?,
+        above,
+        during: spec.during.as_deref(),
+        over: spec.over,
+    })
+}
+
+/// The scenario's names, asked for by the field that names them.
+struct Resolver<'n, 'a> {
+    names: &'n Names<'a>,
+}
+
+impl Resolver<'_, '_> {
+    fn phase(&self, field: &str, p: &str) -> Result<String, String> {
+        if self.names.phases.iter().any(|n| n == p) {
+            Ok(p.to_string())
+        } else {
+            Err(format!(
+                "`{field}` names phase `{p}`, which the scenario does not have (phases: {})",
+                list(self.names.phases)
+            ))
+        }
+    }
+
+    fn during(&self, p: Option<&str>) -> Result<Option<String>, String> {
+        p.map(|p| self.phase("during", p)).transpose()
+    }
+
+    fn after(&self, p: &str) -> Result<String, String> {
+        self.phase("after", p)
+    }
+
+    fn breaker(&self, b: &str) -> Result<String, String> {
+        if self.names.breakers.iter().any(|n| n == b) {
+            Ok(b.to_string())
+        } else {
+            Err(format!(
+                "`breaker` names `{b}`, which is not under `breakers:` (breakers: {})",
+                list(self.names.breakers)
+            ))
+        }
+    }
+
+    fn route(&self, field: &str, r: &str) -> Result<String, String> {
+        if self.names.routes.iter().any(|n| n == r) {
+            Ok(r.to_string())
+        } else {
+            Err(format!(
+                "`{field}` names route `{r}`, which is not under `dependency.routes` (routes: {})",
+                list(self.names.routes)
+            ))
+        }
+    }
+
+    /// The route a breaker check counts at: the one written under `route`, else the one the breaker guards.
+    fn guarded(&self, route: Option<&str>, breaker: &str) -> Result<Option<String>, String> {
+        match route {
+            Some(r) => self.route("route", r).map(Some),
+            None => Ok((self.names.breaker_routes)(breaker)),
+        }
+    }
+
+    fn while_open(&self, w: Option<&WhileOpen>) -> Result<Option<String>, String> {
+        match w {
+            None | Some(WhileOpen::Only(false)) => Ok(None),
+            Some(WhileOpen::Only(true)) => match self.names.breakers {
+                [only] => Ok(Some(only.clone())),
+                _ => Err("`while_open: true` needs exactly one breaker in the scenario; name the breaker instead".into()),
+            },
+            Some(WhileOpen::Breaker(b)) => self.breaker(b).map(Some),
+        }
+    }
+
+    fn breaker_check(&self, breaker: &str, b: BreakerEntry<'_>) -> Result<BreakerCheck, String> {
+        let breaker = self.breaker(breaker)?;
+        Ok(match b {
+            BreakerEntry::OpensWithin {
+                within,
+                after,
+                route,
+            } => BreakerCheck::OpensWithin {
+                within,
+                after: self.after(after)?,
+                route: self.guarded(route, &breaker)?,
+                breaker,
+            },
+            BreakerEntry::ClosesWithin {
+                within,
+                after,
+                route,
+            } => BreakerCheck::ClosesWithin {
+                within,
+                after: self.after(after)?,
+                route: self.guarded(route, &breaker)?,
+                breaker,
+            },
+            BreakerEntry::StaysClosed { during } => BreakerCheck::StaysClosed {
+                during: self.during(during)?,
+                breaker,
+            },
+            BreakerEntry::TransitionsAtMost {
+                at_most,
+                route,
+                during,
+            } => BreakerCheck::TransitionsAtMost {
+                at_most,
+                during: self.during(during)?,
+                route: self.guarded(route, &breaker)?,
+                breaker,
+            },
+            BreakerEntry::ProbesPerHalfOpenAtMost { at_most, route } => {
+                let route = self.guarded(route, &breaker)?.ok_or_else(|| format!("`probes_per_half_open_at_most` needs `route:` (the dependency route breaker `{breaker}` guards)"))?;
+                BreakerCheck::ProbesPerHalfOpenAtMost {
+                    breaker,
+                    route,
+                    at_most,
+                }
+            }
+        })
+    }
+
+    fn dependency_check(
+        &self,
+        route: &str,
+        d: DependencyEntry<'_>,
+    ) -> Result<DependencyCheck, String> {
+        let route = self.route("dependency", route)?;
+        Ok(match d {
+            DependencyEntry::MaxInFlight {
+                bound,
+                inclusive,
+                counted,
+                during,
+            } => DependencyCheck::MaxInFlight {
+                route,
+                bound,
+                inclusive,
+                during: self.during(during)?,
+                counted,
+            },
+            DependencyEntry::GrpcStatus {
+                code,
+                bound,
+                at_least,
+                during,
+            } => DependencyCheck::GrpcStatus {
+                route,
+                code,
+                bound,
+                at_least,
+                during: self.during(during)?,
+            },
+            DependencyEntry::RateWhileOpen {
+                below,
+                breaker,
+                while_open,
+            } => {
+                let breaker = match (breaker, self.while_open(while_open)?) {
+                    (Some(b), _) => self.breaker(b)?,
+                    (None, Some(b)) => b,
+                    (None, None) => {
+                        return Err("`rate_while_open_below` needs `while_open: <breaker>`".into())
+                    }
+                };
+                DependencyCheck::RateWhileOpen {
+                    route,
+                    breaker,
+                    below,
+                }
+            }
+            DependencyEntry::Amplification { at_most, during } => DependencyCheck::Amplification {
+                route,
+                at_most,
+                during: self.during(during)?,
+            },
+            DependencyEntry::HandshakeAmplification {
+                at_most,
+                during,
+                over,
+            } => {
+                if !self.names.tls {
+                    return Err("`handshakes_per_request_at_most` counts the TLS handshakes of the dependency, which does not speak TLS: add `tls: {}` under `dependency`".into());
+                }
+                DependencyCheck::HandshakeAmplification {
+                    route,
+                    at_most,
+                    during: self.during(during)?,
+                    over,
+                }
+            }
+        })
+    }
+
+    fn sut_check(&self, s: SutEntry<'_>) -> Result<SutCheck, String> {
+        Ok(match s {
+            SutEntry::Latency {
+                percentile,
+                below,
+                during,
+                while_open,
+                over,
+            } => SutCheck::Latency {
+                percentile,
+                below,
+                during: self.during(during)?,
+                while_open: self.while_open(while_open)?,
+                over,
+            },
+            SutEntry::Share {
+                of,
+                bound,
+                above,
+                during,
+                over,
+            } => SutCheck::Share {
+                of,
+                bound,
+                above,
+                during: self.during(during)?,
+                over,
+            },
+        })
+    }
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
