@@ -26,7 +26,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-use crate::config::{BreakerConfig, Mistake};
+use crate::config::Mistake;
+use crate::settings::BreakerConfig;
 
 /// The three states, with the label values used in metrics and transition events.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
