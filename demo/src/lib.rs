@@ -24,6 +24,7 @@ pub mod layers;
 pub mod observe;
 pub mod operation;
 pub mod service;
+pub mod settings;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,12 +39,10 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 
 pub use breaker::BreakerState;
-pub use config::{
-    BreakerConfig, DemoConfig, Fallback, Mistake, OperationConfig, Operations, Protocol,
-    RetryConfig,
-};
+pub use config::{DemoConfig, Mistake, Operations, Protocol};
 pub use observe::Transition;
 pub use operation::Operation;
+pub use settings::{BreakerConfig, Fallback, OperationConfig, RetryConfig};
 
 /// Why the demo could not be configured or started.
 #[derive(Debug, thiserror::Error)]

@@ -10,7 +10,7 @@ use std::fmt;
 use axum::http::Method;
 use faultline_units::{Dur, Share};
 
-use crate::config::{BreakerConfig, Fallback, OperationConfig, RetryConfig};
+use crate::settings::{BreakerConfig, Fallback, OperationConfig, RetryConfig};
 
 /// One kind of call to the dependency. Each has its own breaker (per-operation breakers, seeds 001 and 004),
 /// unless the `shared_breaker` mistake is switched on.

@@ -18,9 +18,9 @@ use prometheus_client::metrics::counter::Counter;
 use tower::{Layer, Service, ServiceExt};
 
 use super::{Answer, CallError, DepRequest, FallbackKind, Reply};
-use crate::config::Fallback;
 use crate::observe::{FallbackLabels, Metrics, ServedLabels};
 use crate::operation::Operation;
+use crate::settings::Fallback;
 
 /// Items a stale cache holds at most; past that, new items are not cached (old ones keep being served). Scenarios
 /// use ids in the thousands; this bounds memory if one does not.

@@ -18,7 +18,7 @@ use rand::Rng;
 use tower::{Layer, Service, ServiceExt};
 
 use super::{CallError, DepRequest, Reply};
-use crate::config::RetryConfig;
+use crate::settings::RetryConfig;
 
 /// Retries allowed beyond the budget's share, so a quiet operation can still retry once in a while
 /// (Finagle's budgets have the same floor). The budget holds at most this many unspent retries.

@@ -1,0 +1,84 @@
+//! The seeds' classic mistakes, one switch each ([`Mistake`]), as written in YAML and on the command line.
+//!
+//! Not for what a switch does: each layer reads the switches that touch it (the breaker's through its policy).
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// One classic mistake from the seeds, reproducible with one switch.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    JsonSchema,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Mistake {
+    /// Seed 000 / 001 / 004: calls have no timeout, so a hung dependency holds a pool slot forever and never
+    /// produces a failure.
+    NoTimeout,
+    /// Seed 000: 4xx responses count as failures, so bad user input trips the breaker. Over gRPC: every non-OK
+    /// status counts, the caller's codes (INVALID_ARGUMENT, NOT_FOUND, ...) included.
+    #[serde(rename = "count_4xx")]
+    #[value(name = "count_4xx")]
+    Count4xx,
+    /// Seed 000: trips on N failures in the window (N = min_calls) whatever the volume, instead of a rate.
+    BareCount,
+    /// Seed 001: no minimum number of calls; the rate is evaluated from the first call.
+    NoMinCalls,
+    /// Seed 000 / 001: half-open lets all traffic through at once (the stampede on a recovering dependency).
+    UnlimitedHalfOpen,
+    /// Seed 001: slow calls are not counted, so a dependency answering slowly but successfully never trips it.
+    SlownessIgnored,
+    /// Seed 004 mistake 2 / seed 003: one breaker for all operations, so one sick operation blocks healthy ones.
+    SharedBreaker,
+    /// Seed 000: retries ignore the budget, tripling the load on a failing dependency.
+    UnbudgetedRetries,
+    /// Seed 004's half-open gotcha: the first successful probe closes the breaker.
+    CloseOnFirstSuccess,
+    /// Seed 000's retry storm on the TLS handshake: a failed handshake is retried at once, up to 5 times per
+    /// attempt, with no backoff and no budget, so an expired certificate is met with a handful of new handshakes for
+    /// every call.
+    InstantReconnect,
+}
+
+impl Mistake {
+    /// Every switch, in documentation order.
+    pub const ALL: [Mistake; 10] = [
+        Mistake::NoTimeout,
+        Mistake::Count4xx,
+        Mistake::BareCount,
+        Mistake::NoMinCalls,
+        Mistake::UnlimitedHalfOpen,
+        Mistake::SlownessIgnored,
+        Mistake::SharedBreaker,
+        Mistake::UnbudgetedRetries,
+        Mistake::CloseOnFirstSuccess,
+        Mistake::InstantReconnect,
+    ];
+
+    /// The switch's name as written in YAML and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mistake::NoTimeout => "no_timeout",
+            Mistake::Count4xx => "count_4xx",
+            Mistake::BareCount => "bare_count",
+            Mistake::NoMinCalls => "no_min_calls",
+            Mistake::UnlimitedHalfOpen => "unlimited_half_open",
+            Mistake::SlownessIgnored => "slowness_ignored",
+            Mistake::SharedBreaker => "shared_breaker",
+            Mistake::UnbudgetedRetries => "unbudgeted_retries",
+            Mistake::CloseOnFirstSuccess => "close_on_first_success",
+            Mistake::InstantReconnect => "instant_reconnect",
+        }
+    }
+}

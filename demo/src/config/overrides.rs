@@ -1,0 +1,97 @@
+//! Partial operations: what a scenario may write for one operation, every field optional, and how it is merged
+//! onto the operation's recommended settings.
+//!
+//! Not for the complete settings (`settings`) nor for which operations are configured (`operations`).
+
+use faultline_units::{Dur, Share};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::operation::Operation;
+use crate::settings::{Fallback, OperationConfig};
+
+/// An operation as written: every field optional, the rest taken from the operation's recommended settings.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperationOverrides {
+    /// Overrides the per-attempt timeout.
+    pub timeout: Option<Dur>,
+    /// Overrides the bulkhead size.
+    pub pool: Option<usize>,
+    /// Overrides the fallback.
+    pub fallback: Option<Fallback>,
+    /// Overrides some breaker parameters.
+    pub breaker: Option<BreakerOverrides>,
+    /// Overrides some retry parameters.
+    pub retries: Option<RetryOverrides>,
+}
+
+/// A breaker as written: every field optional.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BreakerOverrides {
+    /// Failure rate threshold.
+    pub failure_rate: Option<Share>,
+    /// Sliding window length.
+    pub window: Option<Dur>,
+    /// Minimum number of calls before the rates count.
+    pub min_calls: Option<u32>,
+    /// Wait duration in open state.
+    pub open_for: Option<Dur>,
+    /// Probes in flight at once in half-open.
+    pub half_open_calls: Option<u32>,
+    /// Successful probes needed to close.
+    pub close_after: Option<u32>,
+    /// Slow call duration threshold.
+    pub slow_call_duration: Option<Dur>,
+    /// Slow call rate threshold.
+    pub slow_call_rate: Option<Share>,
+    /// Hysteresis: the probe failure rate to stay under to close.
+    pub recovery_rate: Option<Share>,
+}
+
+/// Retries as written: every field optional.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryOverrides {
+    /// Retries after the first attempt.
+    pub max: Option<u32>,
+    /// Backoff before the first retry.
+    pub backoff: Option<Dur>,
+    /// Retry budget share.
+    pub budget: Option<Share>,
+}
+
+impl OperationOverrides {
+    /// The recommended settings of `op` with these overrides applied.
+    pub fn apply_to(self, op: Operation) -> OperationConfig {
+        let mut c = op.recommended();
+        if let Some(v) = self.timeout {
+            c.timeout = v;
+        }
+        if let Some(v) = self.pool {
+            c.pool = v;
+        }
+        if let Some(v) = self.fallback {
+            c.fallback = v;
+        }
+        if let Some(b) = self.breaker {
+            let t = &mut c.breaker;
+            t.failure_rate = b.failure_rate.unwrap_or(t.failure_rate);
+            t.window = b.window.unwrap_or(t.window);
+            t.min_calls = b.min_calls.unwrap_or(t.min_calls);
+            t.open_for = b.open_for.unwrap_or(t.open_for);
+            t.half_open_calls = b.half_open_calls.unwrap_or(t.half_open_calls);
+            t.close_after = b.close_after.unwrap_or(t.close_after);
+            t.slow_call_duration = b.slow_call_duration.unwrap_or(t.slow_call_duration);
+            t.slow_call_rate = b.slow_call_rate.unwrap_or(t.slow_call_rate);
+            t.recovery_rate = b.recovery_rate.or(t.recovery_rate);
+        }
+        if let Some(r) = self.retries {
+            c.retries.max = r.max.unwrap_or(c.retries.max);
+            c.retries.backoff = r.backoff.unwrap_or(c.retries.backoff);
+            c.retries.budget = r.budget.unwrap_or(c.retries.budget);
+        }
+        c
+    }
+}
