@@ -13,7 +13,10 @@ use super::{
 };
 use crate::breaker::scrape::{Encoding, Preset, StateMapping};
 use crate::breaker::BreakerState;
-use crate::expect::Names;
+use crate::expect::{Expectation, Names};
+
+/// Places an error at a field of the scenario's text: the field's path, the text to look for, the message.
+type At<'a> = dyn Fn(&str, &str, String) -> ScenarioError + 'a;
 
 impl Scenario {
     pub(super) fn validate(self, text: &str, file: &str) -> Result<Validated, ScenarioError> {
@@ -21,6 +24,25 @@ impl Scenario {
             |field: &str, needle: &str, message: String| locate(text, file, field, needle, message);
         // Every error is kept, not only the first: a file with three slips is fixed in one go.
         let mut errors: Vec<ScenarioError> = Vec::new();
+        self.check_parts(&at, &mut errors);
+        self.check_sut(&at, &mut errors);
+        self.check_hosts(&at, &mut errors, text, file);
+        self.check_running_service(&at, &mut errors);
+        let (observations, expectations) = self.resolve_names(&at, &mut errors, file);
+        self.check_ids_and_proof(&at, &mut errors, file);
+        if !errors.is_empty() {
+            return Err(ScenarioError::many(errors));
+        }
+        Ok(Validated {
+            scenario: self,
+            file: file.to_string(),
+            expectations,
+            breakers: observations,
+        })
+    }
+
+    /// The run's name, duration and bucket, the dependency's routes and listener, the load.
+    fn check_parts(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>) {
         if self.name.trim().is_empty() || self.name.contains(['/', '\\']) {
             errors.push(at(
                 "name",
@@ -64,7 +86,7 @@ impl Scenario {
                 ));
             }
             kept(
-                &mut errors,
+                errors,
                 check_host(&format!("http://{listen}"), &self.allow_hosts)
                     .map_err(|m| at("dependency.listen", "listen:", m)),
             );
@@ -77,7 +99,7 @@ impl Scenario {
             };
             at(&field, "dependency:", e.message.clone())
         });
-        kept(&mut errors, dependency);
+        kept(errors, dependency);
         let load = self.load.validate().map_err(|e| match e {
             // The field is the load spec's own path (`load.rate[1].over`): placed at that key.
             loadgen::LoadError::InvalidSpec { field, why } => {
@@ -87,13 +109,15 @@ impl Scenario {
             }
             other => at("load", "load:", other.to_string()),
         });
-        kept(&mut errors, load);
+        kept(errors, load);
+    }
 
-        // The SUT: exactly one kind.
+    /// The SUT: exactly one kind.
+    fn check_sut(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>) {
         let sut = &self.sut;
         match (&sut.demo, &sut.command, &sut.url) {
             (Some(d), None, None) => {
-                kept(&mut errors, d.validate().map_err(|e| at("sut.demo", "demo:", e.to_string())));
+                kept(errors, d.validate().map_err(|e| at("sut.demo", "demo:", e.to_string())));
             }
             (None, Some(cmd), Some(_)) if !cmd.is_empty() => {}
             (None, Some(_), None) => errors.push(at("sut.command", "command:", "a command SUT needs `url:` (e.g. http://127.0.0.1:{sut.port})".into())),
@@ -101,8 +125,11 @@ impl Scenario {
             (None, None, None) => errors.push(at("sut", "sut:", "name the service under test: `demo: {}`, `command: [...]` with `url:`, or `url:` of a running service".into())),
             _ => errors.push(at("sut", "sut:", "choose one: `demo`, or `command` with `url`, or `url` alone".into())),
         }
+    }
 
-        // Placeholders and hosts.
+    /// Placeholders that exist, and hosts that are loopback or allowed.
+    fn check_hosts(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>, text: &str, file: &str) {
+        let sut = &self.sut;
         let mut known = Placeholders::names();
         for (name, _) in self.dependency.tcp_routes() {
             known.extend(Placeholders::tcp_route_names(name));
@@ -146,7 +173,7 @@ impl Scenario {
             ));
         }
         if let Some(f) = &self.faultd {
-            kept(&mut errors, self.check_replicas(f, text, file));
+            kept(errors, self.check_replicas(f, text, file));
             if let Some(c) = &f.control {
                 urls.push(("faultd.control", c.clone()));
             }
@@ -169,10 +196,15 @@ impl Scenario {
         }
         for (field, url) in urls {
             kept(
-                &mut errors,
+                errors,
                 check_host(&url, &self.allow_hosts).map_err(|m| at(field, &url, m)),
             );
         }
+    }
+
+    /// A service started before the run learns no port the run picks: faultd must be where it calls.
+    fn check_running_service(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>) {
+        let sut = &self.sut;
         // A service started before the run learns no port the run picks: faultd must be where it calls. A
         // dependency that only stands by (no phase changes it, nothing watches or judges it) is left alone: the
         // scenario drives a service that calls nothing.
@@ -198,8 +230,16 @@ impl Scenario {
                     .into(),
             ));
         }
+    }
 
-        // Phases, routes and breakers, for names in expectations.
+    /// Each breaker's observation and each expectation, their names resolved against the scenario's phases,
+    /// breakers and routes.
+    fn resolve_names(
+        &self,
+        at: &At<'_>,
+        errors: &mut Vec<ScenarioError>,
+        file: &str,
+    ) -> (BTreeMap<String, Vec<Observation>>, Vec<Expectation>) {
         let phases: Vec<String> = self
             .dependency
             .phase_names()
@@ -212,7 +252,7 @@ impl Scenario {
         for (name, spec) in &self.breakers {
             let obs = resolve_breaker(name, spec, &self.sut, &routes)
                 .map_err(|m| at(&format!("breakers.{name}"), &format!("{name}:"), m));
-            if let Some(obs) = kept(&mut errors, obs) {
+            if let Some(obs) = kept(errors, obs) {
                 observations.insert(name.clone(), obs);
             }
         }
@@ -241,10 +281,15 @@ impl Scenario {
                     field: format!("expect[{i}]"),
                     message,
                 });
-            if let Some(e) = kept(&mut errors, e) {
+            if let Some(e) = kept(errors, e) {
                 expectations.push(e);
             }
         }
+        (observations, expectations)
+    }
+
+    /// Expectation ids used once, and a proof that names them and has the demo to switch.
+    fn check_ids_and_proof(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>, file: &str) {
         let mut ids: Vec<&str> = Vec::new();
         for (i, spec) in self.expect.iter().enumerate() {
             if let Some(id) = &spec.value.id {
@@ -292,15 +337,6 @@ impl Scenario {
                 }
             }
         }
-        if !errors.is_empty() {
-            return Err(ScenarioError::many(errors));
-        }
-        Ok(Validated {
-            scenario: self,
-            file: file.to_string(),
-            expectations,
-            breakers: observations,
-        })
     }
 }
 
