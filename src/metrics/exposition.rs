@@ -78,164 +78,179 @@ pub(super) fn classic(open_metrics: &str) -> String {
 #[derive(Debug)]
 struct Snapshot(State);
 
+/// One metric family at a scrape: its name, help, type and rows (labels, value).
+struct Family<'a> {
+    name: &'static str,
+    help: &'static str,
+    kind: MetricType,
+    rows: Rows<'a>,
+}
+
+type Rows<'a> = Vec<(Vec<(&'a str, &'a str)>, f64)>;
+
+/// One row without labels.
+fn one(v: f64) -> Rows<'static> {
+    vec![(vec![], v)]
+}
+
+/// The load's families: time, requests offered, sent and ended by class, in flight, the last bucket's latency.
+fn load_families(s: &State) -> Vec<Family<'_>> {
+    let mut out = vec![
+        Family {
+            name: "faultline_elapsed_seconds",
+            help: "Time since the run's t = 0",
+            kind: MetricType::Gauge,
+            rows: one(s.elapsed_s),
+        },
+        Family {
+            name: "faultline_offered_requests",
+            help: "Requests the load's schedule has issued (sent + dropped)",
+            kind: MetricType::Counter,
+            rows: one(s.offered as f64),
+        },
+        Family {
+            name: "faultline_sent_requests",
+            help: "Requests sent to the SUT",
+            kind: MetricType::Counter,
+            rows: one(s.sent as f64),
+        },
+        Family {
+            name: "faultline_requests",
+            help: "Requests ended, by outcome class (dropped: refused at the in-flight cap)",
+            kind: MetricType::Counter,
+            rows: s
+                .by_class
+                .iter()
+                .map(|(c, n)| (vec![("class", *c)], *n as f64))
+                .collect(),
+        },
+        Family {
+            name: "faultline_sut_in_flight_requests",
+            help: "Requests sent to the SUT and not yet ended",
+            kind: MetricType::Gauge,
+            rows: one(s.sut_in_flight as f64),
+        },
+    ];
+    if let Some([p50, p90, p99, max]) = s.last_bucket {
+        out.push(Family {
+                name: "faultline_sut_latency_seconds",
+                help: "SUT latency from the intended send time over the last bucket, by quantile (1 is the max)",
+                kind: MetricType::Gauge,
+                rows: vec![
+                    (vec![("quantile", "0.5")], p50),
+                    (vec![("quantile", "0.9")], p90),
+                    (vec![("quantile", "0.99")], p99),
+                    (vec![("quantile", "1")], max),
+                ],
+            });
+    }
+    out
+}
+
+/// The dependency's families (calls in flight, TLS handshakes, pool limits), the breakers', the phase and the
+/// expectations'.
+fn run_families(s: &State) -> Vec<Family<'_>> {
+    let mut out = Vec::new();
+    let in_flight: Rows<'_> = s
+        .routes_in_flight
+        .iter()
+        .map(|(r, n)| (vec![("route", r.as_str())], *n as f64))
+        .collect();
+    out.push(Family {
+            name: "faultline_dependency_in_flight_calls",
+            help: "The most calls in flight at each dependency route over its last bucket, measured by faultd (with several \
+             faultd replicas, the sum of their peaks: an upper bound)",
+            kind: MetricType::Gauge,
+            rows: in_flight,
+        });
+    let mut handshakes: Rows<'_> = Vec::new();
+    if let Some([full, resumed, failed]) = s.load_handshakes {
+        for (outcome, n) in [("full", full), ("resumed", resumed), ("failed", failed)] {
+            handshakes.push((vec![("side", "load"), ("outcome", outcome)], n as f64));
+        }
+    }
+    for (outcome, n) in s.dependency_handshakes.iter().flatten() {
+        handshakes.push((
+            vec![("side", "dependency"), ("outcome", outcome.as_str())],
+            *n as f64,
+        ));
+    }
+    out.push(Family {
+            name: "faultline_tls_handshakes",
+            help: "TLS handshakes so far: side=load is loadgen's with the SUT (full, resumed, failed), side=dependency \
+             what faultd's TLS listener took, by outcome (ok, resumed, expired, alert, ...)",
+            kind: MetricType::Counter,
+            rows: handshakes,
+        });
+    out.push(Family {
+        name: "faultline_dependency_pool_limit_calls",
+        help: "The most calls in flight the scenario's pool expectation allows at each route",
+        kind: MetricType::Gauge,
+        rows: s
+            .pool_limits
+            .iter()
+            .map(|(r, n)| (vec![("route", r.as_str())], *n as f64))
+            .collect(),
+    });
+    out.push(Family {
+        name: "faultline_breaker_state",
+        help: "Each breaker's last observed state: 0 closed, 1 open, 2 half-open",
+        kind: MetricType::Gauge,
+        rows: s
+            .breakers
+            .iter()
+            .filter_map(|(b, st)| {
+                Some((vec![("breaker", b.as_str())], breaker_value((*st)?) as f64))
+            })
+            .collect(),
+    });
+    out.push(Family {
+        name: "faultline_phase",
+        help: "1 for the schedule's current phase, 0 for the others",
+        kind: MetricType::Gauge,
+        rows: s
+            .phases
+            .iter()
+            .map(|p| {
+                (
+                    vec![("phase", p.as_str())],
+                    f64::from(s.phase.as_deref() == Some(p)),
+                )
+            })
+            .collect(),
+    });
+    out.push(Family {
+        name: "faultline_expectation_status",
+        help: "Each expectation: 0 pending, 1 held, 2 failed, 3 inconclusive",
+        kind: MetricType::Gauge,
+        rows: s
+            .expectations
+            .iter()
+            .map(|(id, name, st)| {
+                (
+                    vec![("expectation", id.as_str()), ("name", name.as_str())],
+                    *st as f64,
+                )
+            })
+            .collect(),
+    });
+    out
+}
+
 impl prometheus_client::collector::Collector for Snapshot {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let s = &self.0;
-        type Rows<'a> = Vec<(Vec<(&'a str, &'a str)>, f64)>;
-        let mut family = |name: &str,
-                          help: &str,
-                          unit: Option<&prometheus_client::registry::Unit>,
-                          kind: MetricType,
-                          rows: Rows<'_>| {
-            let mut f = encoder.encode_descriptor(name, help, unit, kind)?;
-            for (labels, v) in rows {
-                match kind {
+        for family in load_families(s).into_iter().chain(run_families(s)) {
+            let mut f = encoder.encode_descriptor(family.name, family.help, None, family.kind)?;
+            for (labels, v) in family.rows {
+                match family.kind {
                     MetricType::Counter => {
                         ConstCounter::new(v as u64).encode(f.encode_family(&labels)?)?
                     }
                     _ => ConstGauge::new(v).encode(f.encode_family(&labels)?)?,
                 }
             }
-            Ok::<(), std::fmt::Error>(())
-        };
-        let one = |v: f64| -> Rows<'_> { vec![(vec![], v)] };
-        family(
-            "faultline_elapsed_seconds",
-            "Time since the run's t = 0",
-            None,
-            MetricType::Gauge,
-            one(s.elapsed_s),
-        )?;
-        family(
-            "faultline_offered_requests",
-            "Requests the load's schedule has issued (sent + dropped)",
-            None,
-            MetricType::Counter,
-            one(s.offered as f64),
-        )?;
-        family(
-            "faultline_sent_requests",
-            "Requests sent to the SUT",
-            None,
-            MetricType::Counter,
-            one(s.sent as f64),
-        )?;
-        family(
-            "faultline_requests",
-            "Requests ended, by outcome class (dropped: refused at the in-flight cap)",
-            None,
-            MetricType::Counter,
-            s.by_class
-                .iter()
-                .map(|(c, n)| (vec![("class", *c)], *n as f64))
-                .collect(),
-        )?;
-        family(
-            "faultline_sut_in_flight_requests",
-            "Requests sent to the SUT and not yet ended",
-            None,
-            MetricType::Gauge,
-            one(s.sut_in_flight as f64),
-        )?;
-        if let Some([p50, p90, p99, max]) = s.last_bucket {
-            family(
-                "faultline_sut_latency_seconds",
-                "SUT latency from the intended send time over the last bucket, by quantile (1 is the max)",
-                None,
-                MetricType::Gauge,
-                vec![
-                    (vec![("quantile", "0.5")], p50),
-                    (vec![("quantile", "0.9")], p90),
-                    (vec![("quantile", "0.99")], p99),
-                    (vec![("quantile", "1")], max),
-                ],
-            )?;
         }
-        let in_flight: Rows<'_> = s
-            .routes_in_flight
-            .iter()
-            .map(|(r, n)| (vec![("route", r.as_str())], *n as f64))
-            .collect();
-        family(
-            "faultline_dependency_in_flight_calls",
-            "The most calls in flight at each dependency route over its last bucket, measured by faultd (with several \
-             faultd replicas, the sum of their peaks: an upper bound)",
-            None,
-            MetricType::Gauge,
-            in_flight,
-        )?;
-        let mut handshakes: Rows<'_> = Vec::new();
-        if let Some([full, resumed, failed]) = s.load_handshakes {
-            for (outcome, n) in [("full", full), ("resumed", resumed), ("failed", failed)] {
-                handshakes.push((vec![("side", "load"), ("outcome", outcome)], n as f64));
-            }
-        }
-        for (outcome, n) in s.dependency_handshakes.iter().flatten() {
-            handshakes.push((
-                vec![("side", "dependency"), ("outcome", outcome.as_str())],
-                *n as f64,
-            ));
-        }
-        family(
-            "faultline_tls_handshakes",
-            "TLS handshakes so far: side=load is loadgen's with the SUT (full, resumed, failed), side=dependency \
-             what faultd's TLS listener took, by outcome (ok, resumed, expired, alert, ...)",
-            None,
-            MetricType::Counter,
-            handshakes,
-        )?;
-        family(
-            "faultline_dependency_pool_limit_calls",
-            "The most calls in flight the scenario's pool expectation allows at each route",
-            None,
-            MetricType::Gauge,
-            s.pool_limits
-                .iter()
-                .map(|(r, n)| (vec![("route", r.as_str())], *n as f64))
-                .collect(),
-        )?;
-        family(
-            "faultline_breaker_state",
-            "Each breaker's last observed state: 0 closed, 1 open, 2 half-open",
-            None,
-            MetricType::Gauge,
-            s.breakers
-                .iter()
-                .filter_map(|(b, st)| {
-                    Some((vec![("breaker", b.as_str())], breaker_value((*st)?) as f64))
-                })
-                .collect(),
-        )?;
-        family(
-            "faultline_phase",
-            "1 for the schedule's current phase, 0 for the others",
-            None,
-            MetricType::Gauge,
-            s.phases
-                .iter()
-                .map(|p| {
-                    (
-                        vec![("phase", p.as_str())],
-                        f64::from(s.phase.as_deref() == Some(p)),
-                    )
-                })
-                .collect(),
-        )?;
-        family(
-            "faultline_expectation_status",
-            "Each expectation: 0 pending, 1 held, 2 failed, 3 inconclusive",
-            None,
-            MetricType::Gauge,
-            s.expectations
-                .iter()
-                .map(|(id, name, st)| {
-                    (
-                        vec![("expectation", id.as_str()), ("name", name.as_str())],
-                        *st as f64,
-                    )
-                })
-                .collect(),
-        )?;
         // The histogram of every completed request so far, cumulative counts from the HDR data.
         let h = s.latency.as_ref();
         let max_s = h.map(|h| h.max() as f64 / 1e9).unwrap_or(0.0);
