@@ -153,6 +153,54 @@ pub fn init(options: &InitOptions, out: Option<&Path>, force: bool) -> i32 {
 
 /// The scenario's text for `o`, or what is wrong with the flags.
 pub fn scenario(o: &InitOptions) -> Result<String, String> {
+    let Checked {
+        command,
+        grpc,
+        listen,
+        name,
+    } = check(o)?;
+    let mut y = String::new();
+    let q = quoted;
+    y.push_str(&format!(
+        "# A first scenario for {name}, written by `faultline init`. Check it with `faultline validate FILE`, run it\n\
+         # with `faultline run FILE`. Every field: docs/scenario-format.md; from zero to a verdict for a service\n\
+         # faultline did not build: docs/your-service.md.\n\
+         name: {}\n\
+         description: >\n  \
+           {name}'s dependency fails every call for 10 s: its breaker must open within 5 s, the service must keep\n  \
+           answering fast, and the breaker must close within 10 s of the recovery.\n\
+         duration: 30s\n\
+         seed: 1\n\n",
+        q(&name)
+    ));
+
+    dependency(&mut y, o, listen);
+    sut(&mut y, o, command.as_deref());
+    load(&mut y, o, grpc.as_deref());
+    breakers(&mut y, o);
+    y.push_str(
+        "expect:\n  \
+         # Opens once it has seen enough failures: a few seconds at 20 calls a second for most breaker libraries.\n  \
+         - { id: opens, breaker: dependency, opens_within: 5s, after: failing }\n  \
+         # While the dependency fails, the service answers from its fallback or with an error at once, never hangs.\n  \
+         - { id: fast-while-failing, sut_latency: p99, below: 1s, during: failing }\n  \
+         # Closes once a trial call succeeds after the recovery: its open state's wait, plus one call.\n  \
+         - { id: closes, breaker: dependency, closes_within: 10s, after: recovered }\n",
+    );
+    Ok(y)
+}
+
+/// What the flags say once checked: the command split into words, the gRPC path, faultd's address, the name.
+struct Checked<'a> {
+    command: Option<Vec<String>>,
+    grpc: Option<String>,
+    listen: &'a str,
+    name: String,
+}
+
+/// The flags checked together: one way to reach the service, names that are environment variables, a gRPC
+/// request that has its method, metrics that have their gauge.
+fn check(o: &InitOptions) -> Result<Checked<'_>, String> {
     let command = match &o.command {
         Some(c) => {
             let words = shlex::split(c)
@@ -223,21 +271,17 @@ pub fn scenario(o: &InitOptions) -> Result<String, String> {
         })
         .unwrap_or_else(|| "my-service".to_string());
 
-    let mut y = String::new();
-    let q = quoted;
-    y.push_str(&format!(
-        "# A first scenario for {name}, written by `faultline init`. Check it with `faultline validate FILE`, run it\n\
-         # with `faultline run FILE`. Every field: docs/scenario-format.md; from zero to a verdict for a service\n\
-         # faultline did not build: docs/your-service.md.\n\
-         name: {}\n\
-         description: >\n  \
-           {name}'s dependency fails every call for 10 s: its breaker must open within 5 s, the service must keep\n  \
-           answering fast, and the breaker must close within 10 s of the recovery.\n\
-         duration: 30s\n\
-         seed: 1\n\n",
-        q(&name)
-    ));
+    Ok(Checked {
+        command,
+        grpc,
+        listen,
+        name,
+    })
+}
 
+/// The dependency: faultd's routes and the schedule of faults (and, for a running service, where faultd listens).
+fn dependency(y: &mut String, o: &InitOptions, listen: &str) {
+    let q = quoted;
     y.push_str("# faultd stands in for the dependency: the calls the service makes to it (routes) and a schedule of faults.\ndependency:\n");
     if o.url.is_some() {
         y.push_str(&format!(
@@ -261,8 +305,12 @@ pub fn scenario(o: &InitOptions) -> Result<String, String> {
            - {{ name: recovered, at: 20s, routes: {{ dependency: healthy }} }}\n\n",
         q(&o.dependency_path)
     ));
+}
 
-    match (&command, &o.url) {
+/// The service under test: the command the run starts, or the URL of the one already running.
+fn sut(y: &mut String, o: &InitOptions, command: Option<&[String]>) {
+    let q = quoted;
+    match (command, &o.url) {
         (Some(words), _) => {
             let args: Vec<String> = words.iter().map(|w| q(w)).collect();
             y.push_str("# The service under test: started by the run, stopped after it.\nsut:\n");
@@ -288,11 +336,15 @@ pub fn scenario(o: &InitOptions) -> Result<String, String> {
                 q(url)
             ));
         }
-        (None, None) => unreachable!("one of command and url was checked above"),
+        (None, None) => {}
     }
+}
 
+/// The load: its rate and the one request, HTTP or gRPC.
+fn load(y: &mut String, o: &InitOptions, grpc: Option<&str>) {
+    let q = quoted;
     y.push_str("# The load: an open model, sent at this rate whatever the service's speed.\nload:\n  rate: 20/s\n  timeout: 5s\n  requests:\n");
-    match &grpc {
+    match grpc {
         Some(path) if !o.proto.is_empty() => y.push_str(&format!(
             "    - grpc: {}\n      \
                  proto: [ {} ]\n      \
@@ -311,7 +363,11 @@ pub fn scenario(o: &InitOptions) -> Result<String, String> {
             q(&o.get)
         )),
     }
+}
 
+/// How the run sees the breaker: its gauge when named, else inferred from the traffic.
+fn breakers(y: &mut String, o: &InitOptions) {
+    let q = quoted;
     y.push_str("# How the run sees the service's breaker.\nbreakers:\n  dependency:\n");
     match &o.breaker_metric {
         Some(metric) => {
@@ -331,17 +387,6 @@ pub fn scenario(o: &InitOptions) -> Result<String, String> {
              inferred: true\n\n",
         ),
     }
-
-    y.push_str(
-        "expect:\n  \
-         # Opens once it has seen enough failures: a few seconds at 20 calls a second for most breaker libraries.\n  \
-         - { id: opens, breaker: dependency, opens_within: 5s, after: failing }\n  \
-         # While the dependency fails, the service answers from its fallback or with an error at once, never hangs.\n  \
-         - { id: fast-while-failing, sut_latency: p99, below: 1s, during: failing }\n  \
-         # Closes once a trial call succeeds after the recovery: its open state's wait, plus one call.\n  \
-         - { id: closes, breaker: dependency, closes_within: 10s, after: recovered }\n",
-    );
-    Ok(y)
 }
 
 /// `SERVICE/METHOD` (a leading `/` allowed) as the gRPC path `/SERVICE/METHOD`.

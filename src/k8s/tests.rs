@@ -5,8 +5,7 @@ use super::files::CarriedFile;
 use super::*;
 use crate::scenario::{Overrides, Scenario};
 
-const CLUSTER_SCENARIO: &str =
-    "name: checkout\nduration: 90s\nallow_hosts: [checkout.shop.svc]\n\
+const CLUSTER_SCENARIO: &str = "name: checkout\nduration: 90s\nallow_hosts: [checkout.shop.svc]\n\
     dependency: { listen: 127.0.0.1:9000, routes: { pricing: { path: /price/* } } }\n\
     sut: { url: \"http://checkout.shop.svc:8080\" }\n\
     load: { rate: 100/s, timeout: 5s, requests: [ { get: / } ] }\n";
@@ -285,7 +284,10 @@ fn a_sut_in_the_cluster_passes() {
 fn a_sut_the_agents_cannot_reach_is_refused_with_what_to_write_instead() {
     let cases = [
         (
-            CLUSTER_SCENARIO.replace("sut: { url: \"http://checkout.shop.svc:8080\" }", "sut: { demo: {} }"),
+            CLUSTER_SCENARIO.replace(
+                "sut: { url: \"http://checkout.shop.svc:8080\" }",
+                "sut: { demo: {} }",
+            ),
             "sut.demo",
         ),
         (
