@@ -3,11 +3,12 @@
 //! must exit 1 and every expectation in `proof.fails` must fail. Not for running (`execute_with` of the run command does) nor for
 //! checking the `proof:` section (`Scenario::load` does).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::run::{execute_with, Exports};
 use crate::agents::AgentsOptions;
-use crate::scenario::{Overrides, Scenario};
+use crate::report;
+use crate::scenario::{Overrides, ProofSpec, Scenario};
 
 /// Proves each scenario in turn, printing `PROVEN` or `NOT PROVEN` with the reasons (with `json`, one JSON array
 /// at the end instead, an object per scenario that ran); returns the worst exit code: 1 a scenario is not proven,
@@ -26,8 +27,6 @@ pub fn prove(
         agents: agents.map(AgentsOptions::local),
         ..Exports::default()
     };
-    let execute =
-        |v: &crate::scenario::Validated, dir, scale| execute_with(v, dir, scale, &exports);
     let mut worst = 0;
     for path in paths {
         let base = Overrides {
@@ -36,51 +35,74 @@ pub fn prove(
             mistakes: Vec::new(),
             patch: None,
         };
-        let v = match Scenario::load(path, &base) {
-            Ok(v) => v,
-            Err(e) => {
-                eprintln!("{}", e.render());
-                worst = worst.max(2);
-                continue;
-            }
-        };
-        let Some(proof) = v.scenario.proof.clone() else {
-            eprintln!("error: {}: the scenario has no `proof:` section (the mistake to switch on and the expectations it must fail)", path.display());
-            worst = worst.max(2);
-            continue;
-        };
-        let dir_for = |suffix: &str| {
-            report_dir
-                .as_ref()
-                .map(|d| d.join(&v.scenario.name).join(suffix))
-        };
-        let recommended = match execute(&v, dir_for("recommended"), time_scale) {
-            Ok(r) => r,
+        let pair = match Pair::run(path, base, report_dir.as_deref(), time_scale, &exports) {
+            Ok(p) => p,
             Err(code) => {
                 worst = worst.max(code);
                 continue;
             }
         };
+        let problems = pair.problems();
+        if !problems.is_empty() {
+            worst = worst.max(1);
+        }
+        if json {
+            proofs.push(pair.json(path, &problems));
+        } else {
+            pair.print(&problems);
+        }
+    }
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&proofs).unwrap_or_default()
+        );
+    }
+    worst
+}
+
+/// One run's exit code, report folder and result.
+type Ran = (i32, PathBuf, report::ResultFile);
+
+/// A scenario run twice: with the recommended configuration and with its proof's mistake.
+struct Pair {
+    name: String,
+    proof: ProofSpec,
+    /// The mistake as its switches' names and the patch, for sentences.
+    mistake_names: Vec<String>,
+    recommended: Ran,
+    mistaken: Ran,
+}
+
+impl Pair {
+    /// Loads the scenario and runs it both ways; the exit code to report when it cannot.
+    fn run(
+        path: &Path,
+        base: Overrides,
+        report_dir: Option<&Path>,
+        time_scale: f64,
+        exports: &Exports,
+    ) -> Result<Pair, i32> {
+        let load = |overrides: &Overrides| {
+            Scenario::load(path, overrides).map_err(|e| {
+                eprintln!("{}", e.render());
+                2
+            })
+        };
+        let v = load(&base)?;
+        let Some(proof) = v.scenario.proof.clone() else {
+            eprintln!("error: {}: the scenario has no `proof:` section (the mistake to switch on and the expectations it must fail)", path.display());
+            return Err(2);
+        };
+        let dir_for = |suffix: &str| report_dir.map(|d| d.join(&v.scenario.name).join(suffix));
+        let recommended = execute_with(&v, dir_for("recommended"), time_scale, exports)?;
         let with_mistake = Overrides {
             mistakes: proof.mistake.clone(),
             patch: proof.patch.clone(),
             ..base
         };
-        let vm = match Scenario::load(path, &with_mistake) {
-            Ok(v) => v,
-            Err(e) => {
-                eprintln!("{}", e.render());
-                worst = worst.max(2);
-                continue;
-            }
-        };
-        let mistaken = match execute(&vm, dir_for("mistake"), time_scale) {
-            Ok(r) => r,
-            Err(code) => {
-                worst = worst.max(code);
-                continue;
-            }
-        };
+        let vm = load(&with_mistake)?;
+        let mistaken = execute_with(&vm, dir_for("mistake"), time_scale, exports)?;
         let mut mistake_names: Vec<String> = proof
             .mistake
             .iter()
@@ -94,6 +116,19 @@ pub fn prove(
         if let Some(p) = &proof.patch {
             mistake_names.push(format!("the patch {p}"));
         }
+        Ok(Pair {
+            name: v.scenario.name.clone(),
+            proof,
+            mistake_names,
+            recommended,
+            mistaken,
+        })
+    }
+
+    /// Why the pair does not prove the scenario: the recommended run did not pass, the mistaken one did not exit 1,
+    /// or an expectation the proof names did not fail.
+    fn problems(&self) -> Vec<String> {
+        let (recommended, mistaken) = (&self.recommended, &self.mistaken);
         let mut problems = Vec::new();
         if recommended.0 != 0 {
             problems.push(format!(
@@ -107,11 +142,11 @@ pub fn prove(
         if mistaken.0 != 1 {
             problems.push(format!(
                 "with the mistake ({}) the run exited {} instead of 1",
-                mistake_names.join(", "),
+                self.mistake_names.join(", "),
                 mistaken.0
             ));
         }
-        for id in &proof.fails {
+        for id in &self.proof.fails {
             match mistaken
                 .2
                 .verdicts
@@ -130,58 +165,57 @@ pub fn prove(
                 None => problems.push(format!("no verdict for expectation `{id}`")),
             }
         }
-        let failed_with_mistake: Vec<&str> = mistaken
+        problems
+    }
+
+    /// The sentences of the expectations that failed with the mistake.
+    fn failed_with_mistake(&self) -> Vec<&str> {
+        self.mistaken
             .2
             .verdicts
             .iter()
             .filter(|vd| vd.failed())
             .map(|vd| vd.sentence.as_str())
-            .collect();
-        if !problems.is_empty() {
-            worst = worst.max(1);
-        }
-        if json {
-            proofs.push(serde_json::json!({
-                "scenario": v.scenario.name,
-                "file": path.display().to_string(),
-                "proven": problems.is_empty(),
-                "problems": problems.iter().map(|p| p.trim()).collect::<Vec<_>>(),
-                "mistake": mistake_names,
-                "recommended": { "exit_code": recommended.0, "report": recommended.1.display().to_string() },
-                "with_mistake": {
-                    "exit_code": mistaken.0,
-                    "report": mistaken.1.display().to_string(),
-                    "failed": failed_with_mistake,
-                },
-            }));
-            continue;
-        }
+            .collect()
+    }
+
+    fn json(&self, path: &Path, problems: &[String]) -> serde_json::Value {
+        let (recommended, mistaken) = (&self.recommended, &self.mistaken);
+        serde_json::json!({
+            "scenario": self.name,
+            "file": path.display().to_string(),
+            "proven": problems.is_empty(),
+            "problems": problems.iter().map(|p| p.trim()).collect::<Vec<_>>(),
+            "mistake": self.mistake_names,
+            "recommended": { "exit_code": recommended.0, "report": recommended.1.display().to_string() },
+            "with_mistake": {
+                "exit_code": mistaken.0,
+                "report": mistaken.1.display().to_string(),
+                "failed": self.failed_with_mistake(),
+            },
+        })
+    }
+
+    fn print(&self, problems: &[String]) {
         if problems.is_empty() {
             println!(
                 "PROVEN {}: recommended configuration passes; with {} it fails:",
-                v.scenario.name,
-                mistake_names.join(", ")
+                self.name,
+                self.mistake_names.join(", ")
             );
-            for s in failed_with_mistake {
+            for s in self.failed_with_mistake() {
                 println!("    {s}");
             }
         } else {
-            println!("NOT PROVEN {}:", v.scenario.name);
-            for p in &problems {
+            println!("NOT PROVEN {}:", self.name);
+            for p in problems {
                 println!("    {p}");
             }
         }
         println!(
             "    reports: {} and {}",
-            recommended.1.display(),
-            mistaken.1.display()
+            self.recommended.1.display(),
+            self.mistaken.1.display()
         );
     }
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&proofs).unwrap_or_default()
-        );
-    }
-    worst
 }
