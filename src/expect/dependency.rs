@@ -187,152 +187,183 @@ impl DependencyCheck {
                 route,
                 breaker,
                 below,
-            } => {
-                let Some(series) = record.dependency.get(route) else {
-                    return Verdict::unrecorded(name, route, Some(below.per_sec()));
-                };
-                let spans = timeline(record, breaker).spans_in(
-                    BreakerState::Open,
-                    Duration::ZERO,
-                    record.duration,
-                );
-                let open: Duration = spans.iter().map(|(a, b)| *b - *a).sum();
-                if open < record.bucket {
-                    return Verdict::new(name, false, format!("breaker {breaker} was never open long enough to measure {route}'s call rate; expected below {below} while open"), None, Some(below.per_sec()));
-                }
-                // Calls sent just before the breaker opened may still arrive in its first bucket: skip that bucket.
-                let calls: u64 = spans
-                    .iter()
-                    .flat_map(|&(a, b)| record.buckets_in(a + record.bucket, b))
-                    .filter_map(|i| series.get(i))
-                    .map(|b| b.arrivals)
-                    .sum();
-                let measured_time: Duration = spans
-                    .iter()
-                    .map(|&(a, b)| {
-                        record.bucket * record.buckets_in(a + record.bucket, b).len() as u32
-                    })
-                    .sum();
-                let rate = if measured_time.is_zero() {
-                    0.0
-                } else {
-                    calls as f64 / measured_time.as_secs_f64()
-                };
-                Verdict::new(name, rate < below.per_sec(), format!("{route} received {calls} calls in {} while breaker {breaker} was open ({}/s); expected below {below}", secs(measured_time), trim(rate)), Some(rate), Some(below.per_sec()))
-            }
+            } => rate_while_open(name, record, route, breaker, below),
             DependencyCheck::Amplification {
                 route,
                 at_most,
                 during,
-            } => {
-                let s = span(record, during);
-                let Some(series) = record.dependency.get(route) else {
-                    return Verdict::unrecorded(name, route, Some(*at_most));
-                };
-                let range = record.buckets_in(s.start, s.end);
-                let calls: u64 = range
-                    .clone()
-                    .filter_map(|i| series.get(i))
-                    .map(|b| b.arrivals)
-                    .sum();
-                let sent = record.sent_in(range);
-                let what = format!("{route} received {calls} calls for {sent} SUT requests");
-                per_request(name, &s, calls, sent, *at_most, what)
-            }
+            } => amplification(name, record, route, *at_most, during),
             DependencyCheck::HandshakeAmplification {
                 route,
                 at_most,
                 during,
                 over,
-            } => {
-                let s = span(record, during);
-                if record.handshakes.is_none() {
-                    return Verdict::new(
-                        name,
-                        false,
-                        format!("no TLS handshakes were recorded at {route}'s listener: the dependency does not speak TLS; expected at most {at_most} per SUT request"),
-                        None,
-                        Some(*at_most),
-                    );
-                }
-                let ratio_words = |attempts: u64, sent: u64| {
-                    format!(
-                        "{route}'s TLS listener took {attempts} handshake attempts for {sent} SUT requests"
-                    )
-                };
-                let Some(w) = over else {
-                    let range = record.buckets_in(s.start, s.end);
-                    let attempts = record.handshakes_in(range.clone());
-                    let sent = record.sent_in(range);
-                    return per_request(
-                        name,
-                        &s,
-                        attempts,
-                        sent,
-                        *at_most,
-                        ratio_words(attempts, sent),
-                    );
-                };
-                // The worst window decides; a window in which the SUT was sent nothing has no ratio.
-                let (ranges, _) = windows(record, &s, w.get());
-                let worst = ranges
-                    .into_iter()
-                    .filter_map(|r| {
-                        let sent = record.sent_in(r.clone());
-                        (sent > 0).then(|| (record.handshakes_in(r.clone()), sent, r))
-                    })
-                    .max_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)));
-                let Some((attempts, sent, r)) = worst else {
-                    return Verdict::new(
-                        name,
-                        false,
-                        format!(
-                            "no {w} window {} had a request sent to the SUT",
-                            phase_words(&s)
-                        ),
-                        None,
-                        Some(*at_most),
-                    );
-                };
-                let ratio = attempts as f64 / sent as f64;
-                Verdict::new(name, ratio <= *at_most, format!("{} in the worst {w} window {}, {} ({} per request); expected at most {at_most} in every {w} window", ratio_words(attempts, sent), phase_words(&s), window_words(record, &r), trim2(ratio)), Some(ratio), Some(*at_most))
-            }
+            } => handshake_amplification(name, record, route, *at_most, during, over),
             DependencyCheck::GrpcStatus {
                 route,
                 code,
                 bound,
                 at_least,
                 during,
-            } => {
-                let s = span(record, during);
-                let Some(series) = record.dependency.get(route) else {
-                    return Verdict::unrecorded(name, route, Some(*bound as f64));
-                };
-                let range = record.buckets_in(s.start, s.end);
-                let (mut matching, mut all) = (0_u64, 0_u64);
-                for b in range.filter_map(|i| series.get(i)) {
-                    matching += b.grpc_status.get(code.name()).copied().unwrap_or(0);
-                    all += b.grpc_status.values().sum::<u64>();
-                }
-                let passed = if *at_least {
-                    matching >= *bound
-                } else {
-                    matching <= *bound
-                };
-                Verdict::new(
-                    name,
-                    passed,
-                    format!(
-                        "{matching} of {all} gRPC calls at {route} ended {code} {}; expected {} {bound}",
-                        phase_words(&s),
-                        if *at_least { "at least" } else { "at most" }
-                    ),
-                    Some(matching as f64),
-                    Some(*bound as f64),
-                )
-            }
+            } => grpc_status(name, record, route, code, (*bound, *at_least), during),
         }
     }
+}
+
+/// The dependency's call rate while `breaker` was open, its first bucket of each open span skipped.
+fn rate_while_open(
+    name: String,
+    record: &RunRecord,
+    route: &str,
+    breaker: &str,
+    below: &Rate,
+) -> Verdict {
+    let Some(series) = record.dependency.get(route) else {
+        return Verdict::unrecorded(name, route, Some(below.per_sec()));
+    };
+    let spans =
+        timeline(record, breaker).spans_in(BreakerState::Open, Duration::ZERO, record.duration);
+    let open: Duration = spans.iter().map(|(a, b)| *b - *a).sum();
+    if open < record.bucket {
+        return Verdict::new(name, false, format!("breaker {breaker} was never open long enough to measure {route}'s call rate; expected below {below} while open"), None, Some(below.per_sec()));
+    }
+    // Calls sent just before the breaker opened may still arrive in its first bucket: skip that bucket.
+    let calls: u64 = spans
+        .iter()
+        .flat_map(|&(a, b)| record.buckets_in(a + record.bucket, b))
+        .filter_map(|i| series.get(i))
+        .map(|b| b.arrivals)
+        .sum();
+    let measured_time: Duration = spans
+        .iter()
+        .map(|&(a, b)| record.bucket * record.buckets_in(a + record.bucket, b).len() as u32)
+        .sum();
+    let rate = if measured_time.is_zero() {
+        0.0
+    } else {
+        calls as f64 / measured_time.as_secs_f64()
+    };
+    Verdict::new(name, rate < below.per_sec(), format!("{route} received {calls} calls in {} while breaker {breaker} was open ({}/s); expected below {below}", secs(measured_time), trim(rate)), Some(rate), Some(below.per_sec()))
+}
+
+/// Calls at `route` per request sent to the SUT.
+fn amplification(
+    name: String,
+    record: &RunRecord,
+    route: &str,
+    at_most: f64,
+    during: &Option<String>,
+) -> Verdict {
+    let s = span(record, during);
+    let Some(series) = record.dependency.get(route) else {
+        return Verdict::unrecorded(name, route, Some(at_most));
+    };
+    let range = record.buckets_in(s.start, s.end);
+    let calls: u64 = range
+        .clone()
+        .filter_map(|i| series.get(i))
+        .map(|b| b.arrivals)
+        .sum();
+    let sent = record.sent_in(range);
+    let what = format!("{route} received {calls} calls for {sent} SUT requests");
+    per_request(name, &s, calls, sent, at_most, what)
+}
+
+/// TLS handshake attempts at the dependency's listener per request sent to the SUT, whole or in the worst window.
+fn handshake_amplification(
+    name: String,
+    record: &RunRecord,
+    route: &str,
+    at_most: f64,
+    during: &Option<String>,
+    over: &Option<Dur>,
+) -> Verdict {
+    let s = span(record, during);
+    if record.handshakes.is_none() {
+        return Verdict::new(
+                name,
+                false,
+                format!("no TLS handshakes were recorded at {route}'s listener: the dependency does not speak TLS; expected at most {at_most} per SUT request"),
+                None,
+                Some(at_most),
+            );
+    }
+    let ratio_words = |attempts: u64, sent: u64| {
+        format!("{route}'s TLS listener took {attempts} handshake attempts for {sent} SUT requests")
+    };
+    let Some(w) = over else {
+        let range = record.buckets_in(s.start, s.end);
+        let attempts = record.handshakes_in(range.clone());
+        let sent = record.sent_in(range);
+        return per_request(
+            name,
+            &s,
+            attempts,
+            sent,
+            at_most,
+            ratio_words(attempts, sent),
+        );
+    };
+    // The worst window decides; a window in which the SUT was sent nothing has no ratio.
+    let (ranges, _) = windows(record, &s, w.get());
+    let worst = ranges
+        .into_iter()
+        .filter_map(|r| {
+            let sent = record.sent_in(r.clone());
+            (sent > 0).then(|| (record.handshakes_in(r.clone()), sent, r))
+        })
+        .max_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)));
+    let Some((attempts, sent, r)) = worst else {
+        return Verdict::new(
+            name,
+            false,
+            format!(
+                "no {w} window {} had a request sent to the SUT",
+                phase_words(&s)
+            ),
+            None,
+            Some(at_most),
+        );
+    };
+    let ratio = attempts as f64 / sent as f64;
+    Verdict::new(name, ratio <= at_most, format!("{} in the worst {w} window {}, {} ({} per request); expected at most {at_most} in every {w} window", ratio_words(attempts, sent), phase_words(&s), window_words(record, &r), trim2(ratio)), Some(ratio), Some(at_most))
+}
+
+/// gRPC calls at `route` that ended with `code`, against a bound.
+fn grpc_status(
+    name: String,
+    record: &RunRecord,
+    route: &str,
+    code: &GrpcCode,
+    (bound, at_least): (u64, bool),
+    during: &Option<String>,
+) -> Verdict {
+    let s = span(record, during);
+    let Some(series) = record.dependency.get(route) else {
+        return Verdict::unrecorded(name, route, Some(bound as f64));
+    };
+    let range = record.buckets_in(s.start, s.end);
+    let (mut matching, mut all) = (0_u64, 0_u64);
+    for b in range.filter_map(|i| series.get(i)) {
+        matching += b.grpc_status.get(code.name()).copied().unwrap_or(0);
+        all += b.grpc_status.values().sum::<u64>();
+    }
+    let passed = if at_least {
+        matching >= bound
+    } else {
+        matching <= bound
+    };
+    Verdict::new(
+        name,
+        passed,
+        format!(
+            "{matching} of {all} gRPC calls at {route} ended {code} {}; expected {} {bound}",
+            phase_words(&s),
+            if at_least { "at least" } else { "at most" }
+        ),
+        Some(matching as f64),
+        Some(bound as f64),
+    )
 }
 
 /// Calls in flight at `route` against the pool's bound. From one faultd the peak is exact. From several replicas the
