@@ -1,17 +1,28 @@
 //! The load a run offers, as the scenario writes it: the `load:` section deserialises straight into [`LoadSpec`].
 //!
 //! This module is for the shape of the configuration, its validation and its time scaling. It is not for turning
-//! rates into send times (that is `schedule`) nor for building requests (that is `mix`).
+//! rates into send times (that is `schedule`) nor for building requests (that is the request pipeline, `request`).
 
 pub use faultline_proto::MessageSpec;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::time::Duration;
 
 use faultline_units::{Dur, GrpcCode, Rate};
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
 use crate::LoadError;
+
+/// How far apart arrivals may be and still go out in one wake-up of the dispatcher, by default (`load.coalesce`,
+/// `--coalesce`): each is stamped with its own intended time, and the batch goes at its last arrival's time. A
+/// wake-up costs about as much CPU as a request on a virtual machine (bench/loadgen.md, part d); 0.1 ms bounds
+/// them at 10,000/s for a send lag of at most that much, so arrivals further apart (every one below 10,000/s,
+/// uniform) are sent each at its own instant.
+pub const DEFAULT_COALESCE: Duration = Duration::from_micros(100);
+
+/// The widest `coalesce` accepted: wider would turn the timetable into bursts the service sees as such.
+pub const MAX_COALESCE: Duration = Duration::from_millis(10);
 
 /// The open-model load of a run: an arrival schedule, a request mix and the client's limits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -75,7 +86,7 @@ fn default_connections() -> u32 {
     1000
 }
 fn default_coalesce() -> Dur {
-    Dur(crate::dispatch::DEFAULT_COALESCE)
+    Dur(DEFAULT_COALESCE)
 }
 fn default_streams_per_connection() -> u32 {
     100
@@ -358,9 +369,10 @@ impl LoadSpec {
         self.requests.first().is_some_and(RequestTemplate::is_http2)
     }
 
-    /// Checks everything deserialisation cannot: rate segments in order with one kind each, ramps that end before
-    /// the next segment, positive limits, a non-empty mix with valid paths, headers and generators.
-    pub fn validate(&self) -> Result<(), LoadError> {
+    /// Checks what [`LoadSpec::validate`] checks but the templates themselves (which the request pipeline
+    /// compiles): rate segments in order with one kind each, ramps that end before the next segment, positive
+    /// limits, a non-empty mix of one protocol, valid fallback rules.
+    pub(crate) fn check(&self) -> Result<(), LoadError> {
         let bad = |field: String, why: String| Err(LoadError::InvalidSpec { field, why });
         if let Some(replay) = &self.replay {
             if self.rate.is_some() {
@@ -470,14 +482,14 @@ impl LoadSpec {
                 "at least 1 connection is needed".into(),
             );
         }
-        if self.coalesce.get() > crate::dispatch::MAX_COALESCE {
+        if self.coalesce.get() > MAX_COALESCE {
             return bad(
                 "load.coalesce".into(),
                 format!(
                     "{} is wider than {}: arrivals held that long go out as bursts; use a rate with bursts \
                      (`arrivals: poisson`) or a replay to send bursts on purpose",
                     self.coalesce,
-                    Dur(crate::dispatch::MAX_COALESCE)
+                    Dur(MAX_COALESCE)
                 ),
             );
         }
@@ -520,30 +532,7 @@ impl LoadSpec {
                     .into(),
             );
         }
-        if self.replay.is_some() {
-            // Its requests are the timetable's lines, checked with it.
-            return Ok(());
-        }
-        // The target only fills the host header; any valid one checks the templates.
-        let placeholder = crate::target::Target::parse("http://127.0.0.1", &[])?;
-        if http2 {
-            return crate::h2::H2Mix::compile(&self.requests, &placeholder).map(|_| ());
-        }
-        if let Some(i) = self.requests.iter().position(|r| {
-            r.message.is_some()
-                || r.message_file.is_some()
-                || !r.proto.is_empty()
-                || r.proto_set.is_some()
-                || r.deadline.is_some()
-                || !r.metadata.is_empty()
-        }) {
-            return bad(
-                format!("load.requests[{i}]"),
-                "message, message_file, proto, metadata and deadline belong to gRPC calls (`grpc: /pkg.Service/Method`)"
-                    .into(),
-            );
-        }
-        crate::mix::Mix::compile(&self.requests, &placeholder).map(|_| ())
+        Ok(())
     }
 
     /// Multiplies every duration by `factor` and divides every rate by it; counts and shares are unchanged.
