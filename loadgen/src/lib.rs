@@ -442,6 +442,7 @@ where
             (tokio::spawn(task), Model::Closed { users })
         }
     };
+    let closing = Arc::downgrade(&issuer);
     let watch = LoadWatch {
         recorder: issuer.run().recorder.clone(),
         stop: Arc::new(stop),
@@ -450,7 +451,12 @@ where
     Ok(LoadRun {
         watch,
         dispatcher,
-        close: Box::new(move || issuer.close()),
+        close: Box::new(move || {
+            // Held weakly: the run's connections end with its last exchange, not with the handle.
+            if let Some(issuer) = closing.upgrade() {
+                issuer.close();
+            }
+        }),
         timeout: spec.timeout.get(),
         model,
     })
