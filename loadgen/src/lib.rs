@@ -7,9 +7,11 @@
 //!
 //! The library prints nothing. The `loadgen` binary and the `faultline` runner are thin wiring over [`start`],
 //! [`LoadRun`] and [`Recording`]. Modules, one concern each: [`spec`] (configuration), [`schedule`] (intended
-//! times from a rate), [`replay`] (an exact timetable of recorded requests), `mix` (requests), `send` and `dispatch` (sending), `h2` (HTTP/2 and gRPC requests and sending), `recorder` and [`recording`] (recording),
-//! [`hgrm`] and [`summary`] (output), [`merge`] (adding up the recordings of a distributed run's shares)
-//! and [`agent`] (one share of a distributed run).
+//! times from a rate), [`replay`] (an exact timetable of recorded requests), `request` (the request pipeline:
+//! compile and issue, over HTTP/1.1 in `request::http1` and HTTP/2 and gRPC in `request::http2`), `outcome`
+//! (classify), `recorder` and [`recording`] (recording), [`hgrm`] and [`summary`] (output), [`merge`] (adding
+//! up the recordings of a distributed run's shares) and [`agent`] (one share of a distributed run). This file
+//! holds the wiring of a run, the same for every protocol, with the protocol chosen in one place (`launch`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), loadgen::LoadError> {
@@ -33,25 +35,20 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 pub mod agent;
-mod dispatch;
-mod grpc_message;
-mod h2;
 pub mod hgrm;
 pub mod merge;
-mod mix;
 mod outcome;
 mod recorder;
 pub mod recording;
 pub mod replay;
+mod request;
 mod samples;
 pub mod schedule;
-mod send;
 pub mod spec;
 pub mod summary;
 mod target;
 mod tls;
 
-pub use dispatch::{DEFAULT_COALESCE, MAX_COALESCE};
 pub use merge::MergeError;
 pub use outcome::{ClassCounts, Outcome};
 pub use recorder::Progress;
@@ -60,14 +57,18 @@ pub use recording::{
 };
 pub use replay::Replay;
 pub use samples::AnswerSample;
-pub use spec::{Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate};
+pub use spec::{
+    Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate, DEFAULT_COALESCE, MAX_COALESCE,
+};
 pub use target::{is_loopback, split_url};
 pub use tls::{TlsCounts, TlsSpec};
 
-use dispatch::{Exchanges, Lanes, Pacing};
 use outcome::Classifier;
 use recorder::Recorder;
-use send::{HttpTransport, Transport};
+use replay::Arrival;
+use request::dispatch::{self, Due, Issue, Pacing};
+use request::{http1, http2, Run};
+use target::Target;
 
 /// Why a load could not start. Every variant is bad input (exit code 2 in the binaries) except `NoRuntime`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,7 +131,7 @@ pub struct RunOptions {
 
 /// One agent's part of a timetable: the arrivals of every `of`-th batch, from batch `index` on. A batch is what one
 /// wake-up of the sender sends (the arrivals due within `load.coalesce`, 0.1 ms by default, of the batch's first;
-/// see `dispatch`): by default, at rates below 10,000/s almost every arrival is a batch of its own, so share i
+/// see `request::dispatch`): by default, at rates below 10,000/s almost every arrival is a batch of its own, so share i
 /// holds the arrivals k with `k % of == i`; above, each share keeps whole batches, so the agents together wake no
 /// more often than one process sending the whole load. The union of the `of` shares is the timetable itself,
 /// arrival for arrival, whatever the arrival process (uniform, Poisson, a replay): each agent walks the same
@@ -198,7 +199,8 @@ impl RunOptions {
 pub struct LoadRun {
     watch: LoadWatch,
     dispatcher: JoinHandle<bool>,
-    lanes: Arc<Lanes>,
+    /// Tells the protocol that no arrival will come any more (`Issue::close`).
+    close: Box<dyn Fn() + Send + Sync>,
     timeout: Duration,
     model: Model,
 }
@@ -245,7 +247,7 @@ impl LoadRun {
     pub async fn finish(mut self) -> Recording {
         let stopped_early = (&mut self.dispatcher).await.unwrap_or(true);
         // No arrival comes any more: lanes drain the queue, then end and close their connections.
-        self.lanes.close();
+        (self.close)();
         // Every exchange ends by its timeout; the margin covers the task waking up to record it.
         let deadline = Instant::now() + self.timeout + Duration::from_millis(250);
         let recorder = &self.watch.recorder;
@@ -260,7 +262,7 @@ impl Drop for LoadRun {
     fn drop(&mut self) {
         // Without `finish`: stop the schedule (the stop sender goes with the watch) and let idle lanes end.
         self.watch.stop();
-        self.lanes.close();
+        (self.close)();
     }
 }
 
@@ -271,19 +273,12 @@ pub fn start(spec: LoadSpec, options: RunOptions, origin: Instant) -> Result<Loa
     let pacing = Pacing::Precise {
         coalesce: spec.coalesce.get(),
     };
-    launch(
-        spec,
-        options,
-        origin,
-        |t, s| http_transport(t, s, tls),
-        pacing,
-        None,
-    )
+    launch(spec, options, origin, tls, LoadModel::Open(pacing))
 }
 
 /// The TLS client of an `https://` target, trusting what `load.tls` says; `None` for `http://`.
 fn tls_client(spec: &LoadSpec, options: &RunOptions) -> Result<Option<tls::TlsClient>, LoadError> {
-    let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
+    let target = Target::parse(&options.base_url, &options.allow_hosts)?;
     if !target.is_tls() {
         return Ok(None);
     }
@@ -306,39 +301,58 @@ pub fn start_closed(
         ));
     }
     let tls = tls_client(&spec, &options)?;
-    let pacing = Pacing::Precise {
-        coalesce: spec.coalesce.get(),
-    };
-    launch(
-        spec,
-        options,
-        origin,
-        |t, s| http_transport(t, s, tls),
-        pacing,
-        Some(users),
-    )
+    launch(spec, options, origin, tls, LoadModel::Closed(users))
 }
 
-fn http_transport(
-    target: &target::Target,
-    spec: &LoadSpec,
-    tls: Option<tls::TlsClient>,
-) -> HttpTransport {
-    HttpTransport::new(target, fallback_header(spec), tls).holding_within(spec.coalesce.get())
+/// How a run sends: the open model's timetable at the given pacing, or the closed model's users.
+#[derive(Debug, Clone, Copy)]
+enum LoadModel {
+    Open(Pacing),
+    Closed(u32),
 }
 
 fn fallback_header(spec: &LoadSpec) -> Option<hyper::header::HeaderName> {
     spec.fallback_header.as_deref().and_then(|h| h.parse().ok())
 }
 
-fn launch<T: Transport>(
+/// The wiring of a run, and the one place its protocol is chosen: HTTP/2 streams when the mix asks for HTTP/2 or
+/// gRPC, HTTP/1.1 lanes otherwise.
+fn launch(
     spec: LoadSpec,
-    options: RunOptions,
+    mut options: RunOptions,
     origin: Instant,
-    transport: impl FnOnce(&target::Target, &LoadSpec) -> T,
-    pacing: Pacing,
-    closed_users: Option<u32>,
+    tls: Option<tls::TlsClient>,
+    model: LoadModel,
 ) -> Result<LoadRun, LoadError> {
+    let (target, run) = prepare(&spec, &mut options, origin, tls.as_ref())?;
+    if spec.is_http2() {
+        let mix = http2::Mix::compile(&spec.requests, &target)?;
+        let streams = http2::Streams::new(
+            run,
+            fallback_header(&spec),
+            &target,
+            mix,
+            spec.connections,
+            spec.streams_per_connection,
+            tls,
+        );
+        // A replay's requests are HTTP/1.1: an HTTP/2 timetable gives none.
+        let given = None::<fn(&str, &str) -> std::convert::Infallible>;
+        return drive(Arc::new(streams), given, &spec, &options, model);
+    }
+    let transport = http1::HttpTransport::new(&target, fallback_header(&spec), tls)
+        .holding_within(spec.coalesce.get());
+    over_http1(run, transport, &spec, &options, &target, model)
+}
+
+/// Checks the spec and the options and makes what every exchange of the run shares: the target and the [`Run`]
+/// (with its recorder, which takes the options' series).
+fn prepare(
+    spec: &LoadSpec,
+    options: &mut RunOptions,
+    origin: Instant,
+    tls: Option<&tls::TlsClient>,
+) -> Result<(Target, Run), LoadError> {
     spec.validate()?;
     if options.bucket.is_zero() {
         return Err(LoadError::InvalidOptions(
@@ -351,44 +365,69 @@ fn launch<T: Transport>(
             options.share.index, options.share.of
         )));
     }
-    let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
-    if spec.is_http2() {
-        return launch_h2(spec, options, origin, &target, pacing, closed_users);
-    }
-    let mix = mix::Mix::compile(&spec.requests, &target)?;
+    let target = Target::parse(&options.base_url, &options.allow_hosts)?;
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
-
     let recorder = Arc::new(Recorder::new(
         &options.phases,
         options.bucket,
         options.duration,
-        options.series,
+        std::mem::take(&mut options.series),
     ));
-    let classifier = Classifier {
-        fallback_status: spec.fallback_status.clone(),
-    };
-    let lanes = Arc::new(Lanes::new(spec.connections));
-    let transport = transport(&target, &spec);
-    if let Some(counters) = transport.tls_counters() {
-        let _ = recorder.tls.set(counters);
+    if let Some(tls) = tls {
+        let _ = recorder.tls.set(tls.counters.clone());
     }
-    let exchanges = Arc::new(Exchanges {
-        recorder: recorder.clone(),
-        transport,
-        lanes: lanes.clone(),
-        classifier,
+    let run = Run {
+        recorder,
+        classifier: Classifier {
+            fallback_status: spec.fallback_status.clone(),
+            fallback_grpc_status: spec.fallback_grpc_status.clone(),
+        },
         timeout: spec.timeout.get(),
         origin,
-        mix,
         runtime,
-    });
+    };
+    Ok((target, run))
+}
+
+/// HTTP/1.1 lanes over `transport`: the real client, or the deterministic tests' mock.
+fn over_http1<T: http1::Transport>(
+    run: Run,
+    transport: T,
+    spec: &LoadSpec,
+    options: &RunOptions,
+    target: &Target,
+    model: LoadModel,
+) -> Result<LoadRun, LoadError> {
+    let exchanges = http1::Exchanges {
+        run,
+        transport,
+        lanes: http1::Lanes::new(spec.connections),
+        mix: http1::Mix::compile(&spec.requests, target)?,
+    };
+    let given = Some(http1::replayed(target));
+    drive(Arc::new(exchanges), given, spec, options, model)
+}
+
+/// Starts the dispatcher over `issuer` (the open model) or its users (the closed model). `given` makes a replay's
+/// lines into the protocol's requests.
+fn drive<I: Issue, F>(
+    issuer: Arc<I>,
+    given: Option<F>,
+    spec: &LoadSpec,
+    options: &RunOptions,
+    model: LoadModel,
+) -> Result<LoadRun, LoadError>
+where
+    I::Given: Clone,
+    F: Fn(&str, &str) -> I::Given + Send + 'static,
+{
     let (stop, stopped) = watch::channel(false);
     let (duration, seed) = (options.duration, options.seed);
-    let (dispatcher, model) = match closed_users {
-        None => {
-            let schedule = arrivals(&spec, &target, seed, duration, options.share)?;
+    let (dispatcher, model) = match model {
+        LoadModel::Open(pacing) => {
+            let schedule = arrivals(spec, seed, duration, options.share, given)?;
             let task = dispatch::run_open(
-                exchanges,
+                issuer.clone(),
                 schedule,
                 spec.max_in_flight,
                 duration,
@@ -398,20 +437,26 @@ fn launch<T: Transport>(
             );
             (task, Model::Open)
         }
-        Some(users) => {
-            let task = dispatch::run_closed(exchanges, users, duration, seed, stopped);
+        LoadModel::Closed(users) => {
+            let task = dispatch::run_closed(issuer.clone(), users, duration, seed, stopped);
             (tokio::spawn(task), Model::Closed { users })
         }
     };
+    let closing = Arc::downgrade(&issuer);
     let watch = LoadWatch {
-        recorder,
+        recorder: issuer.run().recorder.clone(),
         stop: Arc::new(stop),
-        origin,
+        origin: issuer.run().origin,
     };
     Ok(LoadRun {
         watch,
         dispatcher,
-        lanes,
+        close: Box::new(move || {
+            // Held weakly: the run's connections end with its last exchange, not with the handle.
+            if let Some(issuer) = closing.upgrade() {
+                issuer.close();
+            }
+        }),
         timeout: spec.timeout.get(),
         model,
     })
@@ -421,23 +466,33 @@ fn launch<T: Transport>(
 mod tests;
 
 /// The arrivals of a validated spec that fall in `share`, each with its index and its batch in the whole
-/// timetable: its replay's timetable, or the intended times of its rate.
-fn arrivals(
+/// timetable: its replay's timetable (each line's request made by `given`), or the intended times of its rate.
+fn arrivals<R, F>(
     spec: &LoadSpec,
-    target: &target::Target,
     seed: u64,
     duration: Duration,
     share: Share,
-) -> Result<Box<dyn Iterator<Item = dispatch::Due> + Send>, LoadError> {
-    let whole: Box<dyn Iterator<Item = replay::Arrival> + Send> = match &spec.replay {
-        Some(r) => Box::new(replay::Player::open(r, target, seed, duration)?),
+    given: Option<F>,
+) -> Result<Box<dyn Iterator<Item = Due<R>> + Send>, LoadError>
+where
+    R: Clone + Send + 'static,
+    F: Fn(&str, &str) -> R + Send + 'static,
+{
+    let whole: Box<dyn Iterator<Item = Arrival<R>> + Send> = match &spec.replay {
+        Some(r) => {
+            let render = given.ok_or_else(|| LoadError::InvalidSpec {
+                field: "load.replay".into(),
+                why: "a replay's requests are HTTP/1.1".into(),
+            })?;
+            Box::new(replay::Player::open(r, seed, duration, render)?)
+        }
         None => {
             let rate = spec.rate.as_ref().ok_or_else(|| LoadError::InvalidSpec {
                 field: "load.rate".into(),
                 why: "give the arrival rate, or a timetable with `replay: FILE`".into(),
             })?;
             let schedule = schedule::Schedule::new(rate, spec.arrivals, seed, duration);
-            Box::new(schedule.map(|intended| replay::Arrival {
+            Box::new(schedule.map(|intended| Arrival {
                 intended,
                 request: None,
             }))
@@ -454,8 +509,11 @@ fn arrivals(
 /// must add up to. Reads a replay's file through once.
 pub fn timetable_len(spec: &LoadSpec, options: &RunOptions) -> Result<u64, LoadError> {
     spec.validate()?;
-    let target = target::Target::parse(&options.base_url, &options.allow_hosts)?;
-    Ok(arrivals(spec, &target, options.seed, options.duration, Share::WHOLE)?.count() as u64)
+    // A target `start` would refuse is refused here too.
+    Target::parse(&options.base_url, &options.allow_hosts)?;
+    // Only the times count: a replay's lines need no request.
+    let given = Some(|_: &str, _: &str| ());
+    Ok(arrivals(spec, options.seed, options.duration, Share::WHOLE, given)?.count() as u64)
 }
 
 /// The seed of the request mix (template picks, `{rand:..}` values): each share draws its own stream, so two
@@ -466,78 +524,4 @@ fn mix_seed(seed: u64, share: Share) -> u64 {
     } else {
         seed ^ u64::from(share.index).rotate_left(48) ^ u64::from(share.of).rotate_left(24)
     }
-}
-
-/// The open model over HTTP/2 streams (`h2`): the same schedule, recorder and outcome classes as HTTP/1.1's.
-fn launch_h2(
-    spec: LoadSpec,
-    options: RunOptions,
-    origin: Instant,
-    target: &target::Target,
-    pacing: Pacing,
-    closed_users: Option<u32>,
-) -> Result<LoadRun, LoadError> {
-    let mix = h2::H2Mix::compile(&spec.requests, target)?;
-    let tls = tls_client(&spec, &options)?;
-    let runtime = tokio::runtime::Handle::try_current().map_err(|_| LoadError::NoRuntime)?;
-    let recorder = Arc::new(Recorder::new(
-        &options.phases,
-        options.bucket,
-        options.duration,
-        options.series,
-    ));
-    let classifier = h2::GrpcClassifier {
-        fallback_status: spec.fallback_grpc_status.clone(),
-        http: Classifier {
-            fallback_status: spec.fallback_status.clone(),
-        },
-    };
-    if let Some(tls) = &tls {
-        let _ = recorder.tls.set(tls.counters.clone());
-    }
-    let exchanges = Arc::new(h2::H2Exchanges::new(
-        recorder.clone(),
-        classifier,
-        fallback_header(&spec),
-        spec.timeout.get(),
-        origin,
-        runtime,
-        target,
-        mix,
-        spec.connections,
-        spec.streams_per_connection,
-        tls,
-    ));
-    let (stop, stopped) = watch::channel(false);
-    let (dispatcher, model) = match closed_users {
-        None => {
-            let schedule = arrivals(&spec, target, options.seed, options.duration, options.share)?;
-            let task = dispatch::run_open(
-                exchanges,
-                schedule,
-                spec.max_in_flight,
-                options.duration,
-                mix_seed(options.seed, options.share),
-                pacing,
-                stopped,
-            );
-            (task, Model::Open)
-        }
-        Some(users) => {
-            let task = exchanges.run_closed(users, options.duration, options.seed, stopped);
-            (tokio::spawn(task), Model::Closed { users })
-        }
-    };
-    Ok(LoadRun {
-        watch: LoadWatch {
-            recorder,
-            stop: Arc::new(stop),
-            origin,
-        },
-        dispatcher,
-        // No lanes: each arrival is a stream of its own.
-        lanes: Arc::new(Lanes::new(1)),
-        timeout: spec.timeout.get(),
-        model,
-    })
 }

@@ -1,10 +1,11 @@
-//! Outcome classes: exactly one per request, and the counts of each.
+//! Outcome classes: exactly one per request, the counts of each, and the classifying step of the request
+//! pipeline: which class an answer falls in, by its HTTP status or its gRPC status and the scenario's fallback
+//! rules, whatever protocol carried it.
 //!
 //! Not for timing: the recorder attaches latencies; this module only decides which class an answer falls in.
 
+use faultline_units::GrpcCode;
 use serde::{Deserialize, Serialize};
-
-use crate::send::Answer;
 
 /// How a request ended. Every request the schedule issues ends in exactly one of these.
 #[derive(
@@ -141,11 +142,24 @@ impl std::ops::AddAssign for ClassCounts {
     }
 }
 
-/// Decides between ok, fallback, client and server error for a response, from the spec's fallback rules. (The
-/// fallback header is looked for by the transport while it parses the head: [`Answer::marked`].)
+/// What the outcome needs from a complete HTTP response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Answer {
+    /// The status code.
+    pub(crate) status: u16,
+    /// The response carried the configured fallback header.
+    pub(crate) marked: bool,
+}
+
+/// Decides between ok, fallback, client and server error (and timeout, for gRPC's DEADLINE_EXCEEDED) for an
+/// answer, from the spec's fallback rules. (The fallback header is looked for by the protocol while it reads the
+/// answer: [`Answer::marked`].)
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Classifier {
+    /// `load.fallback_status`.
     pub(crate) fallback_status: Vec<u16>,
+    /// `load.fallback_grpc_status`.
+    pub(crate) fallback_grpc_status: Vec<GrpcCode>,
 }
 
 impl Classifier {
@@ -161,6 +175,22 @@ impl Classifier {
             Outcome::ClientError
         } else {
             Outcome::Ok
+        }
+    }
+
+    /// The class of a gRPC answer: OK is `ok`; a status in `fallback_grpc_status` or the fallback header in the
+    /// metadata is `fallback`; DEADLINE_EXCEEDED is `timeout`; INVALID_ARGUMENT, NOT_FOUND, ALREADY_EXISTS,
+    /// PERMISSION_DENIED, UNAUTHENTICATED, FAILED_PRECONDITION and OUT_OF_RANGE are `client_error`; every other
+    /// status is `server_error`.
+    pub(crate) fn classify_grpc(&self, code: GrpcCode, marked: bool) -> Outcome {
+        if marked || self.fallback_grpc_status.contains(&code) {
+            return Outcome::Fallback;
+        }
+        match code {
+            GrpcCode::OK => Outcome::Ok,
+            GrpcCode::DEADLINE_EXCEEDED => Outcome::Timeout,
+            code if code.is_client_error() => Outcome::ClientError,
+            _ => Outcome::ServerError,
         }
     }
 }
@@ -180,6 +210,7 @@ mod tests {
     fn each_response_falls_in_exactly_one_class_with_the_fallback_marker_first() {
         let c = Classifier {
             fallback_status: vec![503],
+            ..Classifier::default()
         };
         assert_eq!(c.classify(parts(200, None)), Outcome::Ok);
         assert_eq!(c.classify(parts(304, None)), Outcome::Ok);
@@ -198,6 +229,44 @@ mod tests {
             Classifier::default().classify(parts(503, None)),
             Outcome::ServerError
         );
+    }
+
+    #[test]
+    fn each_grpc_status_falls_in_its_class() {
+        let c = Classifier {
+            fallback_grpc_status: vec![GrpcCode::UNAVAILABLE],
+            ..Classifier::default()
+        };
+        assert_eq!(c.classify_grpc(GrpcCode::OK, false), Outcome::Ok);
+        assert_eq!(c.classify_grpc(GrpcCode::OK, true), Outcome::Fallback);
+        assert_eq!(
+            c.classify_grpc(GrpcCode::UNAVAILABLE, false),
+            Outcome::Fallback
+        );
+        assert_eq!(
+            c.classify_grpc(GrpcCode::DEADLINE_EXCEEDED, false),
+            Outcome::Timeout
+        );
+        for code in [
+            GrpcCode::INVALID_ARGUMENT,
+            GrpcCode::NOT_FOUND,
+            GrpcCode::ALREADY_EXISTS,
+            GrpcCode::PERMISSION_DENIED,
+            GrpcCode::UNAUTHENTICATED,
+            GrpcCode::FAILED_PRECONDITION,
+            GrpcCode::OUT_OF_RANGE,
+        ] {
+            assert_eq!(c.classify_grpc(code, false), Outcome::ClientError, "{code}");
+        }
+        for code in [
+            GrpcCode::RESOURCE_EXHAUSTED,
+            GrpcCode::INTERNAL,
+            GrpcCode::UNKNOWN,
+            GrpcCode::CANCELLED,
+            GrpcCode::UNIMPLEMENTED,
+        ] {
+            assert_eq!(c.classify_grpc(code, false), Outcome::ServerError, "{code}");
+        }
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! series per bucket, totals and the conservation check. Serialisable to JSON with histograms as base64
 //! V2+DEFLATE (HdrHistogram's own compressed encoding, readable by its Java, Go and Python ports).
 //!
-//! Not for recording live (that is `recorder`) nor for printing (that is `summary` and `hgrm`).
+//! Not for recording live (that is `recorder`, which also makes [`Recording::empty`]) nor for printing (that is
+//! `summary` and `hgrm`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -215,13 +216,6 @@ pub struct Recording {
 }
 
 impl Recording {
-    /// The recording of a run in which nothing was sent: every phase and bucket empty. What a distributed run
-    /// keeps when no agent handed over a recording.
-    pub fn empty(phases: &[(String, Duration)], bucket: Duration, duration: Duration) -> Recording {
-        crate::recorder::Recorder::new(phases, bucket, duration, crate::Series::Discard)
-            .recording(Model::Open, true)
-    }
-
     /// One measure merged over the phases named in `phase` (all phases for `None`) and the classes `include`
     /// accepts. For example the corrected latency of everything that got an answer:
     /// `recording.histogram(Measure::Corrected, None, |o| o != Outcome::Dropped)`.

@@ -12,8 +12,8 @@
 //! without bursts of identical requests. Blank lines and lines beginning with `#` are skipped.
 //!
 //! The file is read line by line while the run goes, never held whole, so a timetable of millions of requests
-//! costs the memory of one line. Not for choosing requests from templates (that is `mix`), nor for rates (that
-//! is `schedule`).
+//! costs the memory of one line. Not for choosing requests from templates (that is the request pipeline's compile
+//! step), nor for rates (that is `schedule`), nor for the bytes a line becomes (`request::http1::compile`).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -21,15 +21,11 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
-use hyper::Method;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 
-use crate::send::Wire;
-use crate::target::Target;
 use crate::LoadError;
 
 /// Seeds the thinning and repeating of `scale_rate` apart from the mix and from Poisson arrivals.
@@ -301,38 +297,39 @@ impl Replay {
     }
 }
 
-/// One arrival of a timetable: when, and (for a replay) the request itself.
-pub(crate) struct Arrival {
+/// One arrival of a timetable: when, and (for a replay) the request itself, ready for the run's protocol.
+pub(crate) struct Arrival<R> {
     /// From the run's origin.
     pub(crate) intended: Duration,
     /// The request to send; `None` when the mix chooses it.
-    pub(crate) request: Option<Wire>,
+    pub(crate) request: Option<R>,
 }
 
-/// A replay being played: the file's lines as arrivals, read as they are due.
-pub(crate) struct Player {
+/// A replay being played: the file's lines as arrivals, read as they are due, each line's request made once by
+/// `render` (from its method and path) and shared by its copies.
+pub(crate) struct Player<R, F> {
     lines: Lines,
     from: Option<f64>,
     speed: f64,
     scale_rate: f64,
     rng: StdRng,
-    authority: Bytes,
+    render: F,
     /// The copies of the current line still to hand out.
-    due: VecDeque<Arrival>,
+    due: VecDeque<Arrival<R>>,
     /// The line after the current one, read ahead to spread the current one's copies.
     ahead: Option<(f64, String, String)>,
     end: Duration,
     done: bool,
 }
 
-impl Player {
-    /// Opens the timetable of a checked replay, for a run of `end` against `target`.
+impl<R: Clone, F: Fn(&str, &str) -> R> Player<R, F> {
+    /// Opens the timetable of a checked replay, for a run of `end`.
     pub(crate) fn open(
         replay: &Replay,
-        target: &Target,
         seed: u64,
         end: Duration,
-    ) -> Result<Player, LoadError> {
+        render: F,
+    ) -> Result<Player<R, F>, LoadError> {
         let mut lines = Lines::open(Path::new(&replay.file))?;
         let ahead = lines.next_request()?;
         Ok(Player {
@@ -341,7 +338,7 @@ impl Player {
             speed: replay.speed,
             scale_rate: replay.scale_rate,
             rng: StdRng::seed_from_u64(seed ^ SCALE_SEED_SALT),
-            authority: Bytes::copy_from_slice(target.authority.as_str().as_bytes()),
+            render,
             due: VecDeque::new(),
             ahead,
             end,
@@ -353,32 +350,12 @@ impl Player {
         let s = ((time - self.from.unwrap_or(0.0)) / self.speed).max(0.0);
         Duration::from_nanos((s * 1e9).round() as u64)
     }
-
-    /// The wire bytes of one request: no body, the target as host.
-    fn render(&self, method: &str, path: &str) -> Wire {
-        let mut out = BytesMut::with_capacity(64 + path.len());
-        out.put_slice(method.as_bytes());
-        out.put_u8(b' ');
-        out.put_slice(path.as_bytes());
-        out.put_slice(b" HTTP/1.1\r\nhost: ");
-        out.put_slice(&self.authority);
-        out.put_slice(b"\r\n");
-        // As hyper does: a GET, HEAD or OPTIONS without a body says nothing about one; other methods say 0.
-        if !matches!(method, "GET" | "HEAD" | "OPTIONS") {
-            out.put_slice(b"content-length: 0\r\n");
-        }
-        out.put_slice(b"\r\n");
-        Wire {
-            bytes: out.freeze(),
-            head: method == Method::HEAD.as_str(),
-        }
-    }
 }
 
-impl Iterator for Player {
-    type Item = Arrival;
+impl<R: Clone, F: Fn(&str, &str) -> R> Iterator for Player<R, F> {
+    type Item = Arrival<R>;
 
-    fn next(&mut self) -> Option<Arrival> {
+    fn next(&mut self) -> Option<Arrival<R>> {
         loop {
             if let Some(a) = self.due.pop_front() {
                 if a.intended >= self.end {
@@ -398,11 +375,11 @@ impl Iterator for Player {
             let extra = self.scale_rate - whole;
             let copies = whole as u64 + u64::from(extra > 0.0 && self.rng.random::<f64>() < extra);
             let gap = self.ahead.as_ref().map_or(0.0, |a| a.0 - time);
-            let wire = self.render(&method, &path);
+            let request = (self.render)(&method, &path);
             for j in 0..copies {
                 self.due.push_back(Arrival {
                     intended: self.offset(time + gap * j as f64 / copies as f64),
-                    request: Some(wire.clone()),
+                    request: Some(request.clone()),
                 });
             }
         }
@@ -421,12 +398,10 @@ mod tests {
         path
     }
 
-    fn target() -> Target {
-        Target::parse("http://127.0.0.1:9", &[]).unwrap()
-    }
-
     fn play(replay: &Replay, seed: u64, end: f64) -> Vec<(Duration, String)> {
-        Player::open(replay, &target(), seed, Duration::from_secs_f64(end))
+        let target = crate::target::Target::parse("http://127.0.0.1:9", &[]).unwrap();
+        let render = crate::request::http1::replayed(&target);
+        Player::open(replay, seed, Duration::from_secs_f64(end), render)
             .unwrap()
             .map(|a| {
                 let text = String::from_utf8(a.request.unwrap().bytes.to_vec()).unwrap();

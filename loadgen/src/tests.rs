@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::send::{Answer, Transport, TransportError, Wire};
+use crate::outcome::Answer;
+use crate::request::http1::compile::Wire;
+use crate::request::http1::transport::{Transport, TransportError};
 use crate::*;
 
 /// A fake service: `serve` gives, for the moment a request reaches it, how long it takes and its status.
@@ -52,17 +54,23 @@ fn ms(v: u64) -> Duration {
     Duration::from_millis(v)
 }
 
+/// Starts `spec` over HTTP/1.1 lanes on `transport`, as `launch` does on the real client.
+fn launch_on<T: Transport>(
+    spec: LoadSpec,
+    mut options: RunOptions,
+    origin: Instant,
+    transport: T,
+    model: LoadModel,
+) -> Result<LoadRun, LoadError> {
+    let (target, run) = prepare(&spec, &mut options, origin, None)?;
+    over_http1(run, transport, &spec, &options, &target, model)
+}
+
+const OPEN: LoadModel = LoadModel::Open(Pacing::Timer);
+
 fn open_run<T: Transport>(spec: LoadSpec, duration: Duration, transport: T) -> LoadRun {
     let options = RunOptions::new("http://127.0.0.1:9", duration);
-    launch(
-        spec,
-        options,
-        Instant::now(),
-        |_, _| transport,
-        Pacing::Timer,
-        None,
-    )
-    .unwrap()
+    launch_on(spec, options, Instant::now(), transport, OPEN).unwrap()
 }
 
 fn assert_conserved(r: &Recording) {
@@ -131,7 +139,7 @@ async fn queueing_behind_a_stall_goes_into_corrected_latency_and_not_uncorrected
         ],
         ..RunOptions::new("http://127.0.0.1:9", ms(3000))
     };
-    let run = launch(spec, options, origin, |_, _| mock, Pacing::Timer, None).unwrap();
+    let run = launch_on(spec, options, origin, mock, OPEN).unwrap();
     let r = run.finish().await;
     assert_conserved(&r);
     assert_eq!(r.totals.ok, 300);
@@ -181,7 +189,7 @@ async fn the_generators_own_lateness_is_left_out_of_corrected_latency_and_kept_a
     let spec = LoadSpec::constant("100/s".parse().unwrap(), "/");
     let options = RunOptions::new("http://127.0.0.1:9", ms(2000));
     let mock = service(|_| (ms(1), 200));
-    let run = launch(spec, options, origin, |_, _| mock, Pacing::Timer, None).unwrap();
+    let run = launch_on(spec, options, origin, mock, OPEN).unwrap();
     tokio::time::sleep_until(origin + ms(1005)).await;
     tokio::time::advance(ms(300)).await;
     let r = run.finish().await;
@@ -245,13 +253,12 @@ async fn every_request_ends_in_exactly_one_class() {
         4 => (ms(5), 0),
         _ => (ms(10_000), 200),
     });
-    let run = launch(
+    let run = launch_on(
         spec,
         RunOptions::new("http://127.0.0.1:9", ms(600)),
         origin,
-        |_, _| mock,
-        Pacing::Timer,
-        None,
+        mock,
+        OPEN,
     )
     .unwrap();
     let r = run.finish().await;
@@ -299,13 +306,12 @@ async fn stop_ends_the_schedule_and_requests_in_flight_still_finish() {
 async fn the_closed_model_slows_down_with_the_service_and_hides_the_queueing() {
     let spec = LoadSpec::constant("1000/s".parse().unwrap(), "/");
     let options = RunOptions::new("http://127.0.0.1:9", ms(2000));
-    let run = launch(
+    let run = launch_on(
         spec,
         options,
         Instant::now(),
-        |_, _| service(|_| (ms(100), 200)),
-        Pacing::Timer,
-        Some(4),
+        service(|_| (ms(100), 200)),
+        LoadModel::Closed(4),
     )
     .unwrap();
     let r = run.finish().await;
@@ -342,7 +348,8 @@ fn starting_outside_a_runtime_or_with_a_foreign_host_is_refused() {
 /// The intended times (from the origin) of the arrivals of `share` of a spec's timetable, with their indexes.
 fn timetable(spec: &LoadSpec, share: Share) -> Vec<(u64, Duration)> {
     let target = target::Target::parse("http://127.0.0.1:9", &[]).unwrap();
-    arrivals(spec, &target, 42, ms(20_000), share)
+    let given = Some(http1::replayed(&target));
+    arrivals(spec, 42, ms(20_000), share, given)
         .unwrap()
         .map(|d| (d.index, d.arrival.intended))
         .collect()
@@ -413,13 +420,14 @@ fn above_10000_per_second_each_share_keeps_whole_batches_of_arrivals_one_wake_up
     // 20,000/s: arrivals 50 us apart, two to a batch (due within 0.1 ms of the batch's first).
     let spec = LoadSpec::constant("20000/s".parse().unwrap(), "/");
     let target = target::Target::parse("http://127.0.0.1:9", &[]).unwrap();
-    let whole: Vec<dispatch::Due> = arrivals(&spec, &target, 1, ms(1000), Share::WHOLE)
+    let given = || Some(http1::replayed(&target));
+    let whole: Vec<dispatch::Due<Wire>> = arrivals(&spec, 1, ms(1000), Share::WHOLE, given())
         .unwrap()
         .collect();
     assert_eq!(whole.len(), 20_000);
     assert_eq!(whole.last().unwrap().batch, 9_999, "two arrivals a batch");
-    let share: Vec<dispatch::Due> =
-        arrivals(&spec, &target, 1, ms(1000), Share { index: 2, of: 4 })
+    let share: Vec<dispatch::Due<Wire>> =
+        arrivals(&spec, 1, ms(1000), Share { index: 2, of: 4 }, given())
             .unwrap()
             .collect();
     assert_eq!(share.len(), 5_000, "a quarter of the arrivals");
@@ -461,7 +469,7 @@ async fn shared_run(share: Share) -> Recording {
         share,
         ..RunOptions::new("http://127.0.0.1:9", ms(3000))
     };
-    let run = launch(spec, options, origin, |_, _| mock, Pacing::Timer, None).unwrap();
+    let run = launch_on(spec, options, origin, mock, OPEN).unwrap();
     run.finish().await
 }
 

@@ -1,10 +1,10 @@
 //! HTTPS to the service under test: the client side of TLS for loadgen's own HTTP/1.1 client and for its HTTP/2
-//! and gRPC client (`h2`), which asks for `h2` by ALPN.
+//! and gRPC client (`request::http2`), which asks for `h2` by ALPN.
 //!
 //! For: which CA to trust (`load.tls.ca`, `--ca FILE`; or nothing at all with `--insecure`, by that name only),
 //! the handshake on a new connection (with session resumption across the run's connections, rustls' in-memory
 //! cache shared by one client configuration), the reason a handshake failed (kept per reason in the recording's
-//! `connect_errors`), and how many handshakes the run made. Not for: HTTP, which `send` speaks the same over
+//! `connect_errors`), and how many handshakes the run made. Not for: HTTP, which `request::http1` speaks the same over
 //! either kind of [`Stream`].
 //!
 //! A connection is an enum, not a boxed trait object: the cleartext path pays one predictable branch per read and

@@ -3,7 +3,7 @@
 //! A message is hex, a file's bytes, or JSON against the method's input type in the request's `.proto` files
 //! (`proto`, or `proto_set` as an agent receives them). JSON without generators is encoded once; JSON whose strings
 //! carry `{seq}` or `{rand:lo..hi}` is rendered and encoded per request, checked once at compile time with every
-//! generator at its largest value. Not for: the HTTP/2 exchange itself (`h2.rs`).
+//! generator at its largest value. Not for: the HTTP/2 exchange itself (`streams`, `answer`).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use faultline_proto::{MessageDescriptor, MessageSpec, ProtoError, Protos};
@@ -11,7 +11,7 @@ use rand::rngs::StdRng;
 use rand::Rng;
 use serde_json::Value;
 
-use crate::mix::{parse_generators, render_path, PathPart};
+use crate::request::template::{parse_generators, render_path, PathPart};
 use crate::spec::{read_message_file, read_protos, RequestTemplate};
 use crate::LoadError;
 

@@ -1,29 +1,28 @@
-//! The request mix: templates compiled once, then rendered per arrival (weighted pick, path generators).
+//! HTTP/1.1's compile step: templates compiled once into wire bytes, then rendered per arrival (weighted pick,
+//! path generators); and a replay's lines as wire bytes.
 //!
 //! A template without generators is rendered to its wire bytes once, at compile time: each arrival then costs a
 //! reference-count increment, not a URI and a header map. A template with generators renders its path into the
 //! bytes between a prefix (method) and a suffix (version, headers, body) that are themselves rendered once.
 //!
-//! Not for sending: rendering produces the request's bytes; the dispatcher decides when they go out.
+//! Not for sending: rendering produces the request's bytes; the lanes decide when they go out.
 
 use bytes::{BufMut, Bytes, BytesMut};
-use hyper::header::{HeaderName, HeaderValue};
 use hyper::Method;
 use rand::Rng;
 
-use crate::send::Wire;
+use crate::request::template::{check_renders, header, parse_path, render_path, PathPart, Weights};
 use crate::spec::RequestTemplate;
 use crate::target::Target;
 use crate::LoadError;
 
-/// One piece of a path: literal text or a generator.
+/// A request as it goes on the wire: the whole HTTP/1.1 message.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) enum PathPart {
-    Literal(String),
-    /// `{seq}`: the arrival's index in the timetable, from 0.
-    Seq,
-    /// `{rand:lo..hi}`: a uniform integer, both ends included.
-    Rand(u64, u64),
+pub(crate) struct Wire {
+    /// Request line, headers and body.
+    pub(crate) bytes: Bytes,
+    /// A HEAD request: its response has a head and no body, whatever its content-length says.
+    pub(crate) head: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -38,89 +37,35 @@ struct Compiled {
     head: bool,
 }
 
-/// The compiled templates with their cumulative weights.
+/// The compiled templates with their weights.
 #[derive(Debug, Clone)]
 pub(crate) struct Mix {
     templates: Vec<Compiled>,
-    cumulative: Vec<u64>,
-}
-
-pub(crate) fn parse_path(path: &str) -> Result<Vec<PathPart>, String> {
-    if !path.starts_with('/') {
-        return Err(format!("the path {path:?} must start with /"));
-    }
-    parse_generators(path, true)
-}
-
-/// `text` split into literals and generators (`{seq}`, `{rand:lo..hi}`). `strict` refuses any other `{...}` (a
-/// path); otherwise it stays literal text (a string in a message, which may hold braces of its own).
-pub(crate) fn parse_generators(text: &str, strict: bool) -> Result<Vec<PathPart>, String> {
-    let mut parts = Vec::new();
-    let mut literal = String::new();
-    let mut rest = text;
-    while let Some(open) = rest.find('{') {
-        literal.push_str(&rest[..open]);
-        let Some(close) = rest[open..].find('}').map(|c| c + open) else {
-            if strict {
-                return Err(format!("unclosed {{ in {text:?}"));
-            }
-            break;
-        };
-        let generator = &rest[open + 1..close];
-        let part = match generator {
-            "seq" => PathPart::Seq,
-            g if g.starts_with("rand:") => {
-                let range = &g["rand:".len()..];
-                let (lo, hi) = range
-                    .split_once("..")
-                    .and_then(|(lo, hi)| {
-                        Some((
-                            lo.trim().parse::<u64>().ok()?,
-                            hi.trim().parse::<u64>().ok()?,
-                        ))
-                    })
-                    .ok_or_else(|| {
-                        format!("{{{g}}} needs a range of whole numbers such as {{rand:1..1000}}")
-                    })?;
-                if lo > hi {
-                    return Err(format!("{{{g}}} has its bounds the wrong way round"));
-                }
-                PathPart::Rand(lo, hi)
-            }
-            other if strict => {
-                return Err(format!(
-                    "unknown generator {{{other}}} (known: {{seq}}, {{rand:1..1000}})"
-                ))
-            }
-            _ => {
-                literal.push_str(&rest[open..=close]);
-                rest = &rest[close + 1..];
-                continue;
-            }
-        };
-        if !literal.is_empty() {
-            parts.push(PathPart::Literal(std::mem::take(&mut literal)));
-        }
-        parts.push(part);
-        rest = &rest[close + 1..];
-    }
-    literal.push_str(rest);
-    if !literal.is_empty() {
-        parts.push(PathPart::Literal(literal));
-    }
-    Ok(parts)
+    weights: Weights,
 }
 
 impl Mix {
     /// Compiles and checks every template: one method, a path with known generators that renders to a valid
-    /// URI, valid header names and values.
+    /// URI, valid header names and values, nothing that belongs to gRPC calls.
     pub(crate) fn compile(
         templates: &[RequestTemplate],
         target: &Target,
     ) -> Result<Mix, LoadError> {
+        if let Some(i) = templates.iter().position(|r| {
+            r.message.is_some()
+                || r.message_file.is_some()
+                || !r.proto.is_empty()
+                || r.proto_set.is_some()
+                || r.deadline.is_some()
+                || !r.metadata.is_empty()
+        }) {
+            return Err(LoadError::InvalidSpec {
+                field: format!("load.requests[{i}]"),
+                why: "message, message_file, proto, metadata and deadline belong to gRPC calls (`grpc: /pkg.Service/Method`)"
+                    .into(),
+            });
+        }
         let mut compiled = Vec::with_capacity(templates.len());
-        let mut cumulative = Vec::with_capacity(templates.len());
-        let mut total = 0u64;
         for (i, t) in templates.iter().enumerate() {
             let field = format!("load.requests[{i}]");
             let bad = |field: String, why: String| LoadError::InvalidSpec { field, why };
@@ -132,18 +77,7 @@ impl Mix {
             suffix.put_slice(b" HTTP/1.1\r\n");
             let (mut has_host, mut has_length) = (false, false);
             for (name, value) in &t.headers {
-                let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-                    bad(
-                        format!("{field}.headers"),
-                        format!("{name:?} is not a valid header name"),
-                    )
-                })?;
-                let value = HeaderValue::from_str(value).map_err(|_| {
-                    bad(
-                        format!("{field}.headers"),
-                        format!("{value:?} is not a valid header value"),
-                    )
-                })?;
+                let (name, value) = header(&field, "headers", name, value)?;
                 has_host |= name == hyper::header::HOST;
                 has_length |= name == hyper::header::CONTENT_LENGTH;
                 if name == hyper::header::TRANSFER_ENCODING {
@@ -182,37 +116,18 @@ impl Mix {
             if !c.path.iter().any(|p| !matches!(p, PathPart::Literal(_))) {
                 c.fixed = Some(c.assemble(&render_path(&c.path, 0, &mut |lo, _| lo)));
             }
-            // Render with the generators' largest values: if that is a valid path, every other value is too.
-            let sample = render_path(&c.path, u64::MAX, &mut |_, hi| hi);
-            if sample.parse::<hyper::http::uri::PathAndQuery>().is_err() {
-                return Err(bad(
-                    field,
-                    format!("the path {path:?} is not a valid URL path"),
-                ));
-            }
-            total += u64::from(t.weight);
-            cumulative.push(total);
+            check_renders(&field, path, &c.path)?;
             compiled.push(c);
         }
         Ok(Mix {
             templates: compiled,
-            cumulative,
+            weights: Weights::new(templates.iter().map(|t| t.weight)),
         })
     }
 
     /// The request for arrival `index`, with generators drawn from `rng`.
     pub(crate) fn render(&self, index: u64, rng: &mut impl Rng) -> Wire {
-        let total = self.cumulative.last().copied().unwrap_or(0);
-        let pick = if self.templates.len() == 1 || total == 0 {
-            0
-        } else {
-            rng.random_range(0..total)
-        };
-        let which = self
-            .cumulative
-            .partition_point(|&c| c <= pick)
-            .min(self.templates.len() - 1);
-        let t = &self.templates[which];
+        let t = &self.templates[self.weights.pick(rng)];
         let bytes = match &t.fixed {
             Some(fixed) => fixed.clone(),
             None => t.assemble(&render_path(&t.path, index, &mut |lo, hi| {
@@ -249,20 +164,28 @@ fn put_header(out: &mut BytesMut, name: &[u8], value: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
-pub(crate) fn render_path(
-    parts: &[PathPart],
-    index: u64,
-    draw: &mut impl FnMut(u64, u64) -> u64,
-) -> String {
-    let mut out = String::with_capacity(32);
-    for part in parts {
-        match part {
-            PathPart::Literal(s) => out.push_str(s),
-            PathPart::Seq => out.push_str(&index.to_string()),
-            PathPart::Rand(lo, hi) => out.push_str(&draw(*lo, *hi).to_string()),
+/// A replay's line as wire bytes, `METHOD PATH` with no body and the target as host: what
+/// `replay::Player` hands the dispatcher for each of its arrivals.
+pub(crate) fn replayed(target: &Target) -> impl Fn(&str, &str) -> Wire + Send + 'static {
+    let authority = Bytes::copy_from_slice(target.authority.as_str().as_bytes());
+    move |method, path| {
+        let mut out = BytesMut::with_capacity(64 + path.len());
+        out.put_slice(method.as_bytes());
+        out.put_u8(b' ');
+        out.put_slice(path.as_bytes());
+        out.put_slice(b" HTTP/1.1\r\nhost: ");
+        out.put_slice(&authority);
+        out.put_slice(b"\r\n");
+        // As hyper does: a GET, HEAD or OPTIONS without a body says nothing about one; other methods say 0.
+        if !matches!(method, "GET" | "HEAD" | "OPTIONS") {
+            out.put_slice(b"content-length: 0\r\n");
+        }
+        out.put_slice(b"\r\n");
+        Wire {
+            bytes: out.freeze(),
+            head: method == Method::HEAD.as_str(),
         }
     }
-    out
 }
 
 #[cfg(test)]
