@@ -49,6 +49,7 @@ pub mod summary;
 mod target;
 mod tls;
 
+pub use faultline_units::hosts::is_loopback;
 pub use merge::MergeError;
 pub use outcome::{ClassCounts, Outcome};
 pub use recorder::Progress;
@@ -60,7 +61,7 @@ pub use samples::AnswerSample;
 pub use spec::{
     Arrivals, LoadSpec, RateSegment, RateSpec, RequestTemplate, DEFAULT_COALESCE, MAX_COALESCE,
 };
-pub use target::{is_loopback, split_url};
+pub use target::split_url;
 pub use tls::{TlsCounts, TlsSpec};
 
 use outcome::Classifier;

@@ -3,7 +3,7 @@
 //!
 //! Not for resolving names or opening connections; only for refusing a target before any traffic exists.
 
-use std::net::IpAddr;
+use faultline_units::hosts::host_allowed;
 
 use hyper::http::uri::{Authority, Scheme};
 use hyper::Uri;
@@ -49,7 +49,7 @@ impl Target {
         if host.is_empty() {
             return Err(bad("it has no host"));
         }
-        if !is_loopback(host) && !allow_hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        if !host_allowed(host, allow_hosts) {
             return Err(LoadError::HostNotAllowed {
                 host: host.to_string(),
             });
@@ -98,15 +98,6 @@ pub fn split_url(url: &str, allow_hosts: &[String]) -> Result<(String, String), 
         p => p.to_string(),
     };
     Ok((format!("{}://{}", target.scheme, target.authority), path))
-}
-
-/// True for 127.0.0.0/8, ::1 and `localhost` (which resolves to loopback by convention and in /etc/hosts).
-pub fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<IpAddr>()
-            .map(|ip| ip.is_loopback())
-            .unwrap_or(false)
 }
 
 #[cfg(test)]

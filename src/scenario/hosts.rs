@@ -1,7 +1,8 @@
 //! The host guard: faultline sends traffic to loopback only, unless a scenario lists other hosts under
-//! `allow_hosts`. Not the only guard: loadgen refuses other targets on its own.
+//! `allow_hosts` (the rule itself: `faultline_units::hosts`). Not the only guard: loadgen refuses other targets on
+//! its own.
 
-use std::net::IpAddr;
+use faultline_units::hosts::host_allowed;
 
 /// Refuses a URL whose host is not loopback and not in `allow`.
 pub fn check_host(url: &str, allow: &[String]) -> Result<(), String> {
@@ -21,19 +22,11 @@ pub fn check_host(url: &str, allow: &[String]) -> Result<(), String> {
             .map(|(h, _)| h)
             .unwrap_or(authority)
     };
-    if is_loopback(host) || allow.iter().any(|a| a.eq_ignore_ascii_case(host)) {
+    if host_allowed(host, allow) {
         Ok(())
     } else {
         Err(format!("{host} is not a loopback address; faultline sends traffic to 127.0.0.1 / ::1 only unless the scenario lists the host under `allow_hosts`"))
     }
-}
-
-fn is_loopback(host: &str) -> bool {
-    host.eq_ignore_ascii_case("localhost")
-        || host
-            .parse::<IpAddr>()
-            .map(|ip| ip.is_loopback())
-            .unwrap_or(false)
 }
 
 #[cfg(test)]

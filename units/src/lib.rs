@@ -11,6 +11,7 @@ use std::fmt;
 use std::str::FromStr;
 
 mod grpc;
+pub mod hosts;
 pub mod input;
 pub mod port;
 pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
