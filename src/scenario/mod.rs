@@ -19,7 +19,7 @@ mod validate;
 
 pub use env::referenced_variables;
 pub use hosts::check_host;
-pub use locate::{locate, locate_path};
+pub use locate::locate;
 pub use placeholders::Placeholders;
 pub use ready::Readiness;
 pub use replay::{parse_trace, ReplaySpec, TraceRow};

@@ -358,9 +358,7 @@ impl Scenario {
         }
         for (i, url) in f.replicas.iter().enumerate() {
             let earlier = f.replicas[..i].iter().filter(|u| *u == url).count();
-            let item = |message: String| {
-                locate_item(text, file, "faultd.replicas", i, url, earlier, message)
-            };
+            let item = |message: String| locate_item(text, file, "faultd.replicas", i, message);
             if earlier > 0 {
                 return Err(item(format!(
                     "{url} is named twice: its recording would count twice"

@@ -14,6 +14,7 @@ mod grpc;
 pub mod hosts;
 pub mod input;
 pub mod port;
+pub mod yaml_index;
 pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
 
 use serde::de::{self, Deserializer, Visitor};
