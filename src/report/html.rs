@@ -5,19 +5,21 @@
 //!
 //! The page carries everything it needs: the vendored uPlot library (src/report/assets, MIT, from the npm
 //! registry) and its stylesheet are inlined, and the figures travel as one compact JSON blob in a
-//! `<script type="application/json">` element. The tables are rendered here, so they read without JavaScript.
-//! Not for computing figures: every number comes from result.json or the saved recordings.
+//! `<script type="application/json">` element, built by `data`. The tables are rendered here, one function per
+//! section of the page, so they read without JavaScript. Not for computing figures: every number comes from
+//! result.json or the saved recordings.
+
+mod data;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::hdr;
-use super::result::ResultFile;
-use crate::breaker::{BreakerState, BreakerTimeline};
+use super::result::{ReplicasSummary, ResultFile, TlsSummary, UnmatchedSummary};
 use crate::expect::Outcome;
-use crate::run::Ending;
+
+pub use data::data;
 
 /// uPlot 1.6.32, `dist/uPlot.iife.min.js` from `npm pack uplot` (MIT, see assets/uPlot.LICENSE).
 const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
@@ -25,203 +27,6 @@ const UPLOT_JS: &str = include_str!("assets/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("assets/uPlot.min.css");
 /// The page's own drawing code: builds the charts from the JSON blob.
 const REPORT_JS: &str = include_str!("assets/report.js");
-
-/// Percentile rows per halving of the distance to 100% in the distribution plots, as HdrHistogram prints them.
-const TICKS_PER_HALF_DISTANCE: u32 = 5;
-
-/// Rounds to `digits` significant digits, so the JSON carries "12.3", not "12.300000001".
-fn sig(v: f64, digits: i32) -> f64 {
-    if v == 0.0 || !v.is_finite() {
-        return v;
-    }
-    let magnitude = v.abs().log10().floor() as i32 + 1;
-    let shift = digits - magnitude;
-    if shift >= 0 {
-        let f = 10f64.powi(shift);
-        (v * f).round() / f
-    } else {
-        let f = 10f64.powi(-shift);
-        (v / f).round() * f
-    }
-}
-
-/// A latency series for a log axis: zero and missing both become null (a log scale has no zero).
-fn latency_series(values: &[Option<f64>]) -> Value {
-    Value::Array(
-        values
-            .iter()
-            .map(|v| {
-                v.filter(|v| *v > 0.0)
-                    .map_or(Value::Null, |v| json!(sig(v, 3)))
-            })
-            .collect(),
-    )
-}
-
-/// The breaker's life as spans `[start s, end s, state]` (0 closed, 1 half-open, 2 open) up to `end_s`.
-fn spans(t: &BreakerTimeline, end_s: f64) -> Value {
-    let code = |s: BreakerState| match s {
-        BreakerState::Closed => 0,
-        BreakerState::HalfOpen => 1,
-        BreakerState::Open => 2,
-    };
-    let mut out = Vec::new();
-    let (mut from, mut state) = (0.0, BreakerState::Closed);
-    for tr in &t.transitions {
-        let at = tr.at.as_secs_f64().min(end_s);
-        if at > from {
-            out.push(json!([sig(from, 6), sig(at, 6), code(state)]));
-        }
-        from = at;
-        state = tr.to;
-    }
-    if end_s > from {
-        out.push(json!([sig(from, 6), sig(end_s, 6), code(state)]));
-    }
-    Value::Array(out)
-}
-
-/// HdrHistogram's percentile distribution as plot points: x = 1/(1-p), y = latency in ms. The 100% row has no
-/// finite x and is left out, as HdrHistogram's plotter does.
-fn distribution(h: &hdrhistogram::Histogram<u64>) -> Value {
-    let (mut xs, mut ys) = (Vec::new(), Vec::new());
-    if !h.is_empty() {
-        let mut last_x = 0.0;
-        for v in h.iter_quantiles(TICKS_PER_HALF_DISTANCE) {
-            let q = v.quantile_iterated_to();
-            if q >= 1.0 {
-                continue;
-            }
-            let x = sig(1.0 / (1.0 - q), 4);
-            if x <= last_x {
-                continue;
-            }
-            last_x = x;
-            xs.push(x);
-            ys.push(sig(v.value_iterated_to() as f64 / hdr::NANOS_PER_MS, 4));
-        }
-    }
-    json!({ "x": xs, "y": ys })
-}
-
-/// The JSON blob the page's script draws from. Counts stay counts (whole numbers print short); the script
-/// divides by the bucket width to get rates.
-pub fn data(
-    result: &ResultFile,
-    load: &loadgen::Recording,
-    dependency: &faultd::Recording,
-) -> Value {
-    let s = &result.series;
-    let n = s.offered.len();
-    let bucket_s = if s.bucket_s > 0.0 { s.bucket_s } else { 0.1 };
-    let end_s = result
-        .phases
-        .iter()
-        .map(|p| p.end_s)
-        .fold(n as f64 * bucket_s, f64::max);
-    let class = |name: &str| s.completed.get(name).cloned().unwrap_or_else(|| vec![0; n]);
-    let sum = |names: &[&str]| -> Vec<u64> {
-        (0..n)
-            .map(|i| {
-                names
-                    .iter()
-                    .map(|c| {
-                        s.completed
-                            .get(*c)
-                            .and_then(|v| v.get(i))
-                            .copied()
-                            .unwrap_or(0)
-                    })
-                    .sum()
-            })
-            .collect()
-    };
-    let achieved = sum(&[
-        "ok",
-        "fallback",
-        "client_error",
-        "server_error",
-        "timeout",
-        "connect_error",
-    ]);
-    let errors = sum(&["client_error", "server_error", "timeout", "connect_error"]);
-    let phases: Vec<Value> = result
-        .phases
-        .iter()
-        .map(|p| json!([p.name, sig(p.start_s, 6), sig(p.end_s, 6)]))
-        .collect();
-    let limits: BTreeMap<String, Value> = result
-        .dependency
-        .iter()
-        .filter_map(|(route, r)| Some((route.clone(), r.pool_limit?)))
-        .map(|(route, l)| (route, json!({ "bound": l.bound, "inclusive": l.inclusive })))
-        .collect();
-    let mut breakers = Vec::new();
-    for (name, b) in &result.breakers {
-        let gaps: Vec<Value> = b
-            .observed
-            .gaps
-            .iter()
-            .map(|(a, z)| json!([sig(*a, 6), sig(*z, 6)]))
-            .collect();
-        breakers.push(json!({ "label": name, "spans": spans(&b.observed, end_s), "gaps": gaps }));
-        // With several sources, each gets its band, so that where they part is seen at a glance.
-        for source in b.sources.iter().filter(|t| t.source != b.observed.source) {
-            let label = source
-                .source
-                .map(|s| s.to_string())
-                .unwrap_or_else(|| "source".into());
-            breakers.push(json!({ "label": format!("{name} ({label})"), "spans": spans(source, end_s), "gaps": [] }));
-        }
-        if let Some(inferred) = &b.inferred {
-            breakers.push(json!({ "label": format!("{name} (inferred)"), "spans": spans(inferred, end_s), "gaps": [] }));
-        }
-    }
-    let mut distributions = Vec::new();
-    for phase in &result.phases {
-        let mut lines = vec![
-            json!({ "label": "SUT, from intended send", "points": distribution(&hdr::sut_histogram(load, &phase.name, loadgen::Measure::Corrected)) }),
-            json!({ "label": "SUT, service time", "points": distribution(&hdr::sut_histogram(load, &phase.name, loadgen::Measure::Uncorrected)) }),
-        ];
-        for (route, r) in &dependency.routes {
-            if let Some(h) = r.latency.get(&phase.name) {
-                lines.push(json!({ "label": format!("{route} served (faultd)"), "points": distribution(h) }));
-            }
-        }
-        distributions.push(json!({ "phase": phase.name, "lines": lines }));
-    }
-    json!({
-        "bucket_s": bucket_s,
-        "n": n,
-        "end_s": sig(end_s, 6),
-        "phases": phases,
-        "latency": {
-            "p50": latency_series(&s.p50_ms),
-            "p90": latency_series(&s.p90_ms),
-            "p99": latency_series(&s.p99_ms),
-            "max": latency_series(&s.max_ms),
-        },
-        "counts": {
-            "offered": s.offered,
-            "achieved": achieved,
-            "fallback": class("fallback"),
-            "error": errors,
-            "dropped": class("dropped"),
-        },
-        "dependency_calls": s.dependency_arrivals,
-        "handshakes": s.handshakes,
-        "in_flight": s.dependency_in_flight,
-        // How a merged maximum in flight reads in the chart's legend (null when one faultd measured it exactly).
-        "in_flight_upper_bound": result
-            .dependency_replicas
-            .as_ref()
-            .map(|r| super::result::ReplicasSummary::upper_bound_words(r.count)),
-        "sut_in_flight": s.sut_in_flight,
-        "limits": limits,
-        "breakers": breakers,
-        "distributions": distributions,
-    })
-}
 
 /// Escapes text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {
@@ -255,24 +60,7 @@ fn ms(v: f64, count: u64) -> String {
     }
 }
 
-fn ending_text(e: &Ending) -> Option<String> {
-    match e {
-        Ending::Completed => None,
-        Ending::Aborted { signal } => Some(format!(
-            "Aborted by {signal}: the figures cover the run up to then."
-        )),
-        Ending::Deadline => Some("Stopped at the hard deadline.".into()),
-        Ending::SutDied { status, .. } => Some(format!("The SUT died during the run ({status}).")),
-        Ending::StoppedOnFailure { expectation } => Some(format!(
-            "Stopped early: {expectation} failed while the run went on (abort_on_fail)."
-        )),
-        Ending::AgentLost { agent, why } => Some(format!(
-            "An agent was lost: {agent}: {why}. The figures are what the other agents recorded."
-        )),
-    }
-}
-
-/// The whole page.
+/// The whole page: its sections in the order they show.
 pub fn page(
     result: &ResultFile,
     load: &loadgen::Recording,
@@ -280,6 +68,24 @@ pub fn page(
 ) -> String {
     let r = result;
     let mut h = String::with_capacity(256 * 1024);
+    head(&mut h, r);
+    header(&mut h, r);
+    expectations_section(&mut h, r);
+    phases_section(&mut h, r);
+    unmatched_section(&mut h, &r.unmatched);
+    answers_section(&mut h, &r.answers);
+    if let Some(tls) = &r.tls {
+        tls_section(&mut h, tls, &r.totals.connect_errors);
+    }
+    over_time_section(&mut h, r);
+    distributions_section(&mut h);
+    summary_section(&mut h, r);
+    scripts(&mut h, &data(r, load, dependency));
+    h
+}
+
+/// The document's head: the title and the inlined stylesheets.
+fn head(h: &mut String, r: &ResultFile) {
     let title = format!("faultline: {}", r.scenario.name);
     let _ = write!(
         h,
@@ -290,6 +96,11 @@ pub fn page(
         UPLOT_CSS,
         PAGE_CSS
     );
+}
+
+/// The page's header: the scenario with its outcome badge, its description and figures, and how the run ended
+/// when it did not complete.
+fn header(h: &mut String, r: &ResultFile) {
     let passed = r.verdicts.iter().filter(|v| v.passed).count();
     let (class, word) = if r.passed {
         ("pass", "PASSED")
@@ -323,11 +134,19 @@ pub fn page(
         r.verdicts.len(),
         r.exit_code
     );
-    if let Some(e) = ending_text(&r.ending) {
-        let _ = write!(h, "<p class=\"warn\">{}</p>", escape(&e));
+    if let Some(e) = r.ending.sentence() {
+        let _ = write!(
+            h,
+            "<p class=\"warn\">{}{}</p>",
+            escape(e.head),
+            escape(&e.rest)
+        );
     }
     h.push_str("</header>\n");
+}
 
+/// The verdict table, with the run's own errors as rows of their own.
+fn expectations_section(h: &mut String, r: &ResultFile) {
     h.push_str("<section><h2>Expectations</h2><table class=\"verdicts\"><thead><tr><th></th><th>expectation: what was measured against its bound</th></tr></thead><tbody>");
     for v in &r.verdicts {
         let (class, word) = match v.outcome() {
@@ -360,7 +179,10 @@ pub fn page(
         h.push_str("<tr><td></td><td>no expectations</td></tr>");
     }
     h.push_str("</tbody></table></section>\n");
+}
 
+/// The phase table: rates, SUT latency, fallbacks, errors and the dependency's peaks, with the lateness notes.
+fn phases_section(h: &mut String, r: &ResultFile) {
     h.push_str(
         "<section><h2>Phases</h2><table class=\"phases\"><thead><tr><th>phase</th><th>from s</th><th>to s</th><th>offered/s</th><th>done/s</th>\
          <th>answered</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th><th>fallback</th><th>errors</th>",
@@ -371,7 +193,7 @@ pub fn page(
             let _ = write!(
                 h,
                 "<th>dependency peak in flight, at most ({})</th>",
-                escape(&super::result::ReplicasSummary::upper_bound_words(rs.count))
+                escape(&ReplicasSummary::upper_bound_words(rs.count))
             );
         }
     }
@@ -417,12 +239,10 @@ pub fn page(
         let _ = write!(h, "<p class=\"note\">{}</p>", escape(&note));
     }
     h.push_str("</section>\n");
+}
 
-    unmatched_section(&mut h, &r.unmatched);
-    answers_section(&mut h, &r.answers);
-    if let Some(tls) = &r.tls {
-        tls_section(&mut h, tls, &r.totals.connect_errors);
-    }
+/// The time charts' places (the script draws into them) and where the breaker's sources disagree.
+fn over_time_section(h: &mut String, r: &ResultFile) {
     // Over several replicas, each bucket's maximum is the sum of theirs: the chart says it is an upper bound.
     let inflight_note = match &r.dependency_replicas {
         None => String::new(),
@@ -454,35 +274,42 @@ pub fn page(
         }
         h.push_str("</ul>");
     }
+    h.push_str("</section>\n");
+}
+
+/// The place of the percentile distribution plots, one per phase (the script draws them).
+fn distributions_section(h: &mut String) {
     h.push_str(
-        "</section>\n\
-         <section><h2>Percentile distribution per phase</h2><p class=\"note\">Latency against percentile on HdrHistogram's 1/(1-p) axis; \
+        "<section><h2>Percentile distribution per phase</h2><p class=\"note\">Latency against percentile on HdrHistogram's 1/(1-p) axis; \
          the same data as the .hgrm files beside this page.</p><div id=\"distributions\"></div></section>\n",
     );
+}
+
+/// summary.txt itself, folded away.
+fn summary_section(h: &mut String, r: &ResultFile) {
     let _ = writeln!(
         h,
         "<section><details><summary>summary.txt</summary><pre>{}</pre></details></section>",
         escape(&super::summary::text(r))
     );
+}
+
+/// The charts' figures, uPlot and the script that draws the charts, which end the page.
+fn scripts(h: &mut String, data: &Value) {
     let _ = writeln!(
         h,
         "<script type=\"application/json\" id=\"report-data\">{}</script>",
-        script_json(&data(r, load, dependency))
+        script_json(data)
     );
     let _ = write!(
         h,
         "<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body></html>\n"
     );
-    h
 }
 
 /// The handshakes table: loadgen's to the SUT in a line, the dependency's listener per phase with a column per
 /// outcome seen.
-fn tls_section(
-    h: &mut String,
-    tls: &super::result::TlsSummary,
-    connect_errors: &BTreeMap<String, u64>,
-) {
+fn tls_section(h: &mut String, tls: &TlsSummary, connect_errors: &BTreeMap<String, u64>) {
     h.push_str("<section><h2>TLS handshakes</h2>");
     if let Some(l) = &tls.load {
         let _ = write!(
@@ -586,7 +413,7 @@ fn answers_section(h: &mut String, answers: &[loadgen::AnswerSample]) {
 }
 
 /// Calls that matched no route at faultd: a SUT calling the wrong URL or path of its dependency. Nothing when none.
-fn unmatched_section(h: &mut String, u: &super::result::UnmatchedSummary) {
+fn unmatched_section(h: &mut String, u: &UnmatchedSummary) {
     if u.calls == 0 {
         return;
     }
@@ -625,15 +452,7 @@ fn unmatched_section(h: &mut String, u: &super::result::UnmatchedSummary) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn significant_digits_round_both_ways() {
-        assert_eq!(sig(12.3456, 3), 12.3);
-        assert_eq!(sig(0.0012345, 3), 0.00123);
-        assert_eq!(sig(123456.0, 3), 123000.0);
-        assert_eq!(sig(0.0, 3), 0.0);
-        assert_eq!(json!(sig(41.99999, 3)).to_string(), "42.0");
-    }
+    use serde_json::json;
 
     #[test]
     fn markup_in_text_is_escaped() {

@@ -12,9 +12,36 @@ use super::result::ResultFile;
 use crate::expect::{Outcome, Verdict};
 use crate::run::Ending;
 
-/// The summary of a saved result in GitHub-flavoured Markdown; `dir` is the run's report folder.
+/// The summary of a saved result in GitHub-flavoured Markdown; `dir` is the run's report folder. Its sections in the
+/// order they print.
 pub fn markdown(r: &ResultFile, dir: &Path) -> String {
     let mut o = String::new();
+    heading(&mut o, r);
+    ending(&mut o, &r.ending);
+    expectations(&mut o, r);
+    phases(&mut o, r);
+    if let Some(tls) = &r.tls {
+        tls_handshakes(&mut o, tls);
+    }
+    if let Some(d) = &r.distributed {
+        agents(&mut o, d);
+    }
+    if let Some(rs) = &r.dependency_replicas {
+        replicas(&mut o, r, rs);
+    }
+    if let Some(w) = r.unmatched.warning() {
+        unmatched(&mut o, &w);
+    }
+    let _ = writeln!(
+        o,
+        "Report folder: `{}` (report.html, result.json, junit.xml, .hgrm, sut.hlog).\n",
+        dir.display()
+    );
+    o
+}
+
+/// The title with the outcome and exit code, and the scenario's file, start, length, seed and time scale.
+fn heading(o: &mut String, r: &ResultFile) {
     let state = match (r.exit_code, r.passed) {
         (_, true) => "passed",
         (1, _) => "FAILED",
@@ -43,41 +70,23 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
             String::new()
         }
     );
-    match &r.ending {
-        Ending::Completed => {}
-        Ending::Aborted { signal } => {
-            let _ = writeln!(
-                o,
-                "> **Aborted** by {signal}: the figures cover the run up to then.\n"
-            );
-        }
-        Ending::StoppedOnFailure { expectation } => {
-            let _ = writeln!(
-                o,
-                "> **Stopped early**: {} failed while the run went on (abort_on_fail).\n",
-                cell(expectation)
-            );
-        }
-        Ending::Deadline => {
-            let _ = writeln!(o, "> **Stopped at the hard deadline.**\n");
-        }
-        Ending::SutDied { status, .. } => {
-            let _ = writeln!(
-                o,
-                "> **The SUT died** during the run ({}); its last output is in `summary.txt`.\n",
-                cell(status)
-            );
-        }
-        Ending::AgentLost { agent, why } => {
-            let _ = writeln!(
-                o,
-                "> **An agent was lost**: {}: {}. The figures are what the other agents recorded.\n",
-                cell(agent),
-                cell(why)
-            );
-        }
-    }
+}
 
+/// How the run ended, when it did not complete, as a quote with the headline in bold.
+fn ending(o: &mut String, ending: &Ending) {
+    let Some(e) = ending.sentence() else {
+        return;
+    };
+    // The SUT's last lines would break the quote: they are in summary.txt.
+    let more = match ending {
+        Ending::SutDied { .. } => " Its last output is in `summary.txt`.",
+        _ => "",
+    };
+    let _ = writeln!(o, "> **{}**{}{more}\n", e.head, cell(&e.rest));
+}
+
+/// The verdict table, then the run's own errors and what could not be exported.
+fn expectations(o: &mut String, r: &ResultFile) {
     let held = r.verdicts.iter().filter(|v| v.passed).count();
     let _ = writeln!(
         o,
@@ -110,7 +119,10 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
     if !r.run_errors.is_empty() || !r.not_exported.is_empty() {
         let _ = writeln!(o);
     }
+}
 
+/// The phase table of SUT latency, the lateness notes under it, and whether the requests were conserved.
+fn phases(o: &mut String, r: &ResultFile) {
     let _ = writeln!(
         o,
         "#### Phases (SUT latency from the intended send time, ms)\n"
@@ -158,74 +170,75 @@ pub fn markdown(r: &ResultFile, dir: &Path) -> String {
             "**BROKEN**"
         }
     );
-    if let Some(tls) = &r.tls {
-        let mut sides = Vec::new();
-        if let Some(l) = &tls.load {
-            sides.push(format!(
-                "loadgen to the SUT {} full, {} resumed, {} failed",
-                l.full, l.resumed, l.failed
-            ));
-        }
-        if let Some(d) = &tls.dependency {
-            let outcomes: Vec<String> =
-                d.outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
-            sides.push(format!(
-                "the dependency (measured by faultd) {} attempts{}",
-                d.attempts,
-                if outcomes.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {}", outcomes.join(", "))
-                }
-            ));
-        }
-        let _ = writeln!(o, "TLS handshakes: {}.\n", cell(&sides.join("; ")));
+}
+
+/// TLS handshakes on both sides of the SUT, in one line.
+fn tls_handshakes(o: &mut String, tls: &super::result::TlsSummary) {
+    let mut sides = Vec::new();
+    if let Some(l) = &tls.load {
+        sides.push(format!(
+            "loadgen to the SUT {} full, {} resumed, {} failed",
+            l.full, l.resumed, l.failed
+        ));
     }
-    if let Some(d) = &r.distributed {
-        let lost = d.agents.iter().filter(|a| a.lost.is_some()).count();
-        let offset = d
-            .agents
-            .iter()
-            .map(|a| a.clock_offset_ms.abs())
-            .fold(0.0, f64::max);
-        let _ = writeln!(
-            o,
-            "Load from {} agents{}, histograms merged exactly; the largest clock offset {offset:.3} ms.\n",
-            d.agents.len(),
-            if lost > 0 {
-                format!(" (**{lost} lost**)")
-            } else {
+    if let Some(d) = &tls.dependency {
+        let outcomes: Vec<String> = d.outcomes.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        sides.push(format!(
+            "the dependency (measured by faultd) {} attempts{}",
+            d.attempts,
+            if outcomes.is_empty() {
                 String::new()
+            } else {
+                format!(": {}", outcomes.join(", "))
             }
-        );
+        ));
     }
-    if let Some(rs) = &r.dependency_replicas {
-        let peaks: Vec<String> = r
-            .dependency
-            .iter()
-            .map(|(route, d)| format!("{}: {}", cell(route), rs.peak_words(d)))
-            .collect();
-        let _ = writeln!(
-            o,
-            "Dependency: {} faultd replicas behind one address, their recordings merged{}{}.\n",
-            rs.count,
-            if peaks.is_empty() { "" } else { "; " },
-            peaks.join("; ")
-        );
-    }
-    if let Some(w) = r.unmatched.warning() {
-        let (kind, text) = match w.strip_prefix("note: ") {
-            Some(text) => ("NOTE", text),
-            None => ("WARNING", w.trim_start_matches("warning: ")),
-        };
-        let _ = writeln!(o, "> [!{kind}]\n> {text}\n");
-    }
+    let _ = writeln!(o, "TLS handshakes: {}.\n", cell(&sides.join("; ")));
+}
+
+/// The agents that shared the load: how many, how many were lost, the largest clock offset.
+fn agents(o: &mut String, d: &crate::agents::Distributed) {
+    let lost = d.agents.iter().filter(|a| a.lost.is_some()).count();
+    let offset = d
+        .agents
+        .iter()
+        .map(|a| a.clock_offset_ms.abs())
+        .fold(0.0, f64::max);
     let _ = writeln!(
         o,
-        "Report folder: `{}` (report.html, result.json, junit.xml, .hgrm, sut.hlog).\n",
-        dir.display()
+        "Load from {} agents{}, histograms merged exactly; the largest clock offset {offset:.3} ms.\n",
+        d.agents.len(),
+        if lost > 0 {
+            format!(" (**{lost} lost**)")
+        } else {
+            String::new()
+        }
     );
-    o
+}
+
+/// The faultd replicas behind the dependency and each route's merged peak.
+fn replicas(o: &mut String, r: &ResultFile, rs: &super::result::ReplicasSummary) {
+    let peaks: Vec<String> = r
+        .dependency
+        .iter()
+        .map(|(route, d)| format!("{}: {}", cell(route), rs.peak_words(d)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "Dependency: {} faultd replicas behind one address, their recordings merged{}{}.\n",
+        rs.count,
+        if peaks.is_empty() { "" } else { "; " },
+        peaks.join("; ")
+    );
+}
+
+/// Calls that matched no route: a GitHub alert, a warning when answered 404 and a note when forwarded.
+fn unmatched(o: &mut String, w: &str) {
+    let (kind, text) = match w.strip_prefix("note: ") {
+        Some(text) => ("NOTE", text),
+        None => ("WARNING", w.trim_start_matches("warning: ")),
+    };
+    let _ = writeln!(o, "> [!{kind}]\n> {text}\n");
 }
 
 /// The workflow annotations of a result: `::error` for each failed expectation and `::warning` for each
@@ -530,6 +543,48 @@ mod tests {
         };
         assert!(
             markdown(&r, Path::new("x")).contains("**Stopped early**: pool: at most 231 failed")
+        );
+    }
+
+    #[test]
+    fn every_format_says_an_early_end_in_the_same_sentence_styled_its_own_way() {
+        let mut r = result();
+        r.ending = Ending::AgentLost {
+            agent: "agent 1 (vm pid 7)".into(),
+            why: "it died | at once".into(),
+        };
+        let said = "agent 1 (vm pid 7): it died | at once. The figures are what the other agents recorded.";
+        let text = crate::report::summary::text(&r);
+        assert!(
+            text.contains(&format!("\nAN AGENT WAS LOST: {said}\n")),
+            "{text}"
+        );
+        let md = markdown(&r, Path::new("run"));
+        assert!(
+            md.contains(&format!("\n> **An agent was lost**: {}\n", cell(said))),
+            "{md}"
+        );
+        let xml = crate::report::junit::junit(&r);
+        assert!(xml.contains(&format!("An agent was lost: {said}")), "{xml}");
+
+        r.ending = Ending::SutDied {
+            status: "killed by SIGKILL".into(),
+            last_lines: "fatal: the pool is exhausted".into(),
+        };
+        let text = crate::report::summary::text(&r);
+        assert!(
+            text.contains("\nTHE SUT DIED during the run (killed by SIGKILL). Its last output:\n  | fatal: the pool is exhausted\n"),
+            "{text}"
+        );
+        let md = markdown(&r, Path::new("run"));
+        assert!(
+            md.contains("> **The SUT died** during the run (killed by SIGKILL). Its last output is in `summary.txt`."),
+            "{md}"
+        );
+        let xml = crate::report::junit::junit(&r);
+        assert!(
+            xml.contains("The SUT died during the run (killed by SIGKILL). Its last output:\nfatal: the pool is exhausted"),
+            "{xml}"
         );
     }
 

@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod hdr;
 pub mod html;
+pub mod junit;
 pub mod markdown;
 pub mod result;
 pub mod summary;
@@ -79,7 +80,7 @@ pub fn render(
     dependency: &faultd::Recording,
 ) -> Result<(), ReportError> {
     write_text(&dir.join("summary.txt"), &summary::text(result))?;
-    write_text(&dir.join("junit.xml"), &result::junit(result))?;
+    write_text(&dir.join("junit.xml"), &junit::junit(result))?;
     hdr::write_files(dir, load, dependency, started(result))?;
     write_text(
         &dir.join("report.html"),

@@ -1,4 +1,4 @@
-//! `result.json`: every figure and verdict of a run, versioned, and the JUnit rendering of its verdicts.
+//! `result.json`: every figure and verdict of a run, versioned.
 //!
 //! The schema is documented in docs/result-json.md; bump `RESULT_VERSION` on any change a reader could notice.
 //! Durations are seconds and latencies milliseconds, as floating point numbers, so that a reader needs no unit
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::breaker::crosscheck::Disagreement;
 use crate::breaker::BreakerTimeline;
-use crate::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
+use crate::expect::{Check, DependencyCheck, Expectation, Verdict};
 use crate::record::{HandshakeBucket, LoadHandshakes, OutcomeClass, RunRecord};
 use crate::run::{Ending, RunOutput};
 use crate::scenario::Validated;
@@ -563,55 +563,4 @@ pub struct Series {
     /// out); empty without TLS.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub handshakes: BTreeMap<String, Vec<u64>>,
-}
-
-/// One testsuite per scenario, one testcase per expectation; a failure carries the sentence, and an inconclusive
-/// verdict is an `<error>` rather than a `<failure>`. Run errors and an
-/// abnormal ending are a testcase of their own, so CI shows them too.
-pub fn junit(r: &ResultFile) -> String {
-    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-    let mut suite = TestSuite::new(r.scenario.name.clone());
-    for v in &r.verdicts {
-        let status = match v.outcome() {
-            Outcome::Pass => TestCaseStatus::success(),
-            Outcome::Fail => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(v.sentence.clone()).set_type("expectation");
-                s
-            }
-            // Not a failure of the breaker: the evidence could not decide, which CI shows as an error.
-            Outcome::Inconclusive => {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-                s.set_message(v.sentence.clone()).set_type("inconclusive");
-                s
-            }
-        };
-        let mut case = TestCase::new(v.name.clone(), status);
-        case.set_classname(format!("faultline.{}", r.scenario.name));
-        case.set_system_out(v.sentence.clone());
-        suite.add_test_case(case);
-    }
-    let mut problems = r.run_errors.clone();
-    match &r.ending {
-        Ending::Completed => {}
-        Ending::Aborted { signal } => problems.push(format!("the run was aborted by {signal}")),
-        Ending::Deadline => problems.push("the run hit its hard deadline".into()),
-        Ending::StoppedOnFailure { .. } => {}
-        Ending::SutDied { status, last_lines } => problems.push(format!(
-            "the SUT died during the run ({status}); last output:\n{last_lines}"
-        )),
-        Ending::AgentLost { agent, why } => {
-            problems.push(format!("{agent} was lost during the run: {why}"))
-        }
-    }
-    if !problems.is_empty() {
-        let mut s = TestCaseStatus::non_success(NonSuccessKind::Error);
-        s.set_message(problems.join("\n")).set_type("run");
-        let mut case = TestCase::new("the run itself", s);
-        case.set_classname(format!("faultline.{}", r.scenario.name));
-        suite.add_test_case(case);
-    }
-    let mut report = Report::new("faultline");
-    report.add_test_suite(suite);
-    report.to_string().unwrap_or_default()
 }

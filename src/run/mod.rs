@@ -72,6 +72,40 @@ pub enum Ending {
     AgentLost { agent: String, why: String },
 }
 
+/// How an ending that cut the run short reads in every report: a headline, which each format styles its own way
+/// (upper case, bold, a banner), and the rest of the sentence as it follows the headline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndingSentence {
+    pub head: &'static str,
+    pub rest: String,
+}
+
+impl Ending {
+    /// What the ending was, in the one sentence every report says it with; `None` for a run that completed.
+    pub fn sentence(&self) -> Option<EndingSentence> {
+        let (head, rest) = match self {
+            Ending::Completed => return None,
+            Ending::Aborted { signal } => (
+                "Aborted",
+                format!(" by {signal}: the figures cover the run up to then."),
+            ),
+            Ending::StoppedOnFailure { expectation } => (
+                "Stopped early",
+                format!(": {expectation} failed while the run went on (abort_on_fail)."),
+            ),
+            Ending::Deadline => ("Stopped at the hard deadline", ".".to_string()),
+            Ending::SutDied { status, .. } => {
+                ("The SUT died", format!(" during the run ({status})."))
+            }
+            Ending::AgentLost { agent, why } => (
+                "An agent was lost",
+                format!(": {agent}: {why}. The figures are what the other agents recorded."),
+            ),
+        };
+        Some(EndingSentence { head, rest })
+    }
+}
+
 /// Everything a run produced, before reporting.
 pub struct RunOutput {
     /// The wall-clock time of t = 0, the origin every time in the recordings counts from.

@@ -1,7 +1,8 @@
 //! A result made from a run: the figures, verdicts and time series of `result.json` read from the run's output and
-//! record, and the TLS summary of its handshakes.
+//! record, one function per section of the file, and the TLS summary of its handshakes.
 
 use super::*;
+use crate::record::PhaseSpan;
 
 impl ResultFile {
     /// The sentence on faultd's own lateness per route under a latency table of the HTML page and the CI step
@@ -27,141 +28,10 @@ impl ResultFile {
         })
     }
 
+    /// The result of a run: each section of result.json read from the run's output and record.
     pub fn build(v: &Validated, out: &RunOutput, time_scale: f64, exit_code: i32) -> Self {
         let s = &v.scenario;
         let rec = &out.record;
-        let phases = rec
-            .phases
-            .iter()
-            .map(|p| {
-                let range = rec.buckets_in(p.start, p.end);
-                let secs = (p.end - p.start).as_secs_f64().max(f64::MIN_POSITIVE);
-                let offered: u64 = range
-                    .clone()
-                    .filter_map(|i| rec.sut.get(i))
-                    .map(|b| b.offered)
-                    .sum();
-                let completed: u64 = range
-                    .clone()
-                    .filter_map(|i| rec.sut.get(i))
-                    .map(|b| b.completed.total() - b.completed.get(OutcomeClass::Dropped))
-                    .sum();
-                let answered = |o: loadgen::Outcome| o != loadgen::Outcome::Dropped;
-                let corrected =
-                    out.load
-                        .histogram(loadgen::Measure::Corrected, Some(&p.name), answered);
-                let uncorrected =
-                    out.load
-                        .histogram(loadgen::Measure::Uncorrected, Some(&p.name), answered);
-                let outcomes = out
-                    .load
-                    .phases
-                    .iter()
-                    .find(|lp| lp.name == p.name)
-                    .map(|lp| class_map(|c| lp.counts.get(c)))
-                    .unwrap_or_default();
-                let dependency_max_in_flight = rec
-                    .dependency
-                    .iter()
-                    .map(|(route, series)| {
-                        (
-                            route.clone(),
-                            range
-                                .clone()
-                                .filter_map(|i| series.get(i))
-                                .map(|b| b.in_flight_max)
-                                .max()
-                                .unwrap_or(0),
-                        )
-                    })
-                    .collect();
-                let dependency_latency = out
-                    .dependency
-                    .routes
-                    .iter()
-                    .filter_map(|(route, r)| {
-                        r.latency
-                            .get(&p.name)
-                            .map(|h| (route.clone(), Percentiles::of(h)))
-                    })
-                    .collect();
-                PhaseSummary {
-                    name: p.name.clone(),
-                    start_s: p.start.as_secs_f64(),
-                    end_s: p.end.as_secs_f64(),
-                    offered_rate: offered as f64 / secs,
-                    achieved_rate: completed as f64 / secs,
-                    sut_latency: Percentiles::of(&corrected),
-                    sut_service_time: Percentiles::of(&uncorrected),
-                    outcomes,
-                    dependency_max_in_flight,
-                    dependency_latency,
-                }
-            })
-            .collect();
-        let load = &out.load;
-        let totals = Totals {
-            intended: load.intended,
-            sent: load.sent,
-            outcomes: class_map(|c| load.totals.get(c)),
-            still_in_flight: load.still_in_flight,
-            conserved: load.conservation.holds,
-            connect_errors: rec.connect_errors.clone(),
-            generator_late: GeneratorLate::of(load).map(|g| g.with_window(s.load.coalesce.get())),
-        };
-        let limits = pool_limits(&v.expectations);
-        let dependency = rec
-            .dependency
-            .iter()
-            .map(|(route, series)| {
-                (
-                    route.clone(),
-                    RouteSummary {
-                        arrivals: series.iter().map(|b| b.arrivals).sum(),
-                        max_in_flight: series.iter().map(|b| b.in_flight_max).max().unwrap_or(0),
-                        max_in_flight_is_upper_bound: rec.in_flight_is_upper_bound(),
-                        max_in_flight_at_least: series
-                            .iter()
-                            .filter_map(|b| b.in_flight_max_at_least)
-                            .max(),
-                        pool_limit: limits.get(route).copied(),
-                        faultd_late: out.dependency.routes.get(route).and_then(FaultdLate::of),
-                    },
-                )
-            })
-            .collect();
-        let breakers = rec
-            .breakers
-            .iter()
-            .map(|(name, t)| {
-                (
-                    name.clone(),
-                    BreakerSummary {
-                        observed: t.clone(),
-                        inferred: out.inferred.get(name).cloned(),
-                        sources: {
-                            let own: Vec<BreakerTimeline> = v
-                                .breakers
-                                .get(name)
-                                .map(|sources| {
-                                    rec.evidence
-                                        .get(name)
-                                        .map(|all| {
-                                            all.iter().take(sources.len()).cloned().collect()
-                                        })
-                                        .unwrap_or_default()
-                                })
-                                .unwrap_or_default();
-                            if own.len() > 1 {
-                                own
-                            } else {
-                                Vec::new()
-                            }
-                        },
-                    },
-                )
-            })
-            .collect();
         let passed = exit_code == 0;
         ResultFile {
             version: RESULT_VERSION,
@@ -180,12 +50,12 @@ impl ResultFile {
             verdicts: out.verdicts.clone(),
             run_errors: out.run_errors.clone(),
             not_exported: Vec::new(),
-            phases,
-            totals,
-            dependency,
+            phases: rec.phases.iter().map(|p| phase(out, p)).collect(),
+            totals: totals(v, out),
+            dependency: dependency(v, out),
             unmatched: UnmatchedSummary::of(&out.dependency, &s.dependency),
             answers: out.load.answers.clone(),
-            breakers,
+            breakers: breakers(v, out),
             disagreements: out.disagreements.clone(),
             series: series(rec),
             ca: out.ca_pem.as_ref().map(|_| CA_FILE.to_string()),
@@ -194,6 +64,149 @@ impl ResultFile {
             dependency_replicas: ReplicasSummary::of(&out.replicas),
         }
     }
+}
+
+/// One phase of the run: its rates, SUT latency, outcomes and what the dependency held and served during it.
+fn phase(out: &RunOutput, p: &PhaseSpan) -> PhaseSummary {
+    let rec = &out.record;
+    let range = rec.buckets_in(p.start, p.end);
+    let secs = (p.end - p.start).as_secs_f64().max(f64::MIN_POSITIVE);
+    let offered: u64 = range
+        .clone()
+        .filter_map(|i| rec.sut.get(i))
+        .map(|b| b.offered)
+        .sum();
+    let completed: u64 = range
+        .clone()
+        .filter_map(|i| rec.sut.get(i))
+        .map(|b| b.completed.total() - b.completed.get(OutcomeClass::Dropped))
+        .sum();
+    let answered = |o: loadgen::Outcome| o != loadgen::Outcome::Dropped;
+    let corrected = out
+        .load
+        .histogram(loadgen::Measure::Corrected, Some(&p.name), answered);
+    let uncorrected = out
+        .load
+        .histogram(loadgen::Measure::Uncorrected, Some(&p.name), answered);
+    let outcomes = out
+        .load
+        .phases
+        .iter()
+        .find(|lp| lp.name == p.name)
+        .map(|lp| class_map(|c| lp.counts.get(c)))
+        .unwrap_or_default();
+    let dependency_max_in_flight = rec
+        .dependency
+        .iter()
+        .map(|(route, series)| {
+            (
+                route.clone(),
+                range
+                    .clone()
+                    .filter_map(|i| series.get(i))
+                    .map(|b| b.in_flight_max)
+                    .max()
+                    .unwrap_or(0),
+            )
+        })
+        .collect();
+    let dependency_latency = out
+        .dependency
+        .routes
+        .iter()
+        .filter_map(|(route, r)| {
+            r.latency
+                .get(&p.name)
+                .map(|h| (route.clone(), Percentiles::of(h)))
+        })
+        .collect();
+    PhaseSummary {
+        name: p.name.clone(),
+        start_s: p.start.as_secs_f64(),
+        end_s: p.end.as_secs_f64(),
+        offered_rate: offered as f64 / secs,
+        achieved_rate: completed as f64 / secs,
+        sut_latency: Percentiles::of(&corrected),
+        sut_service_time: Percentiles::of(&uncorrected),
+        outcomes,
+        dependency_max_in_flight,
+        dependency_latency,
+    }
+}
+
+/// The run's totals: what was scheduled and sent, its outcomes, whether they add up, and the generator's lateness.
+fn totals(v: &Validated, out: &RunOutput) -> Totals {
+    let rec = &out.record;
+    let load = &out.load;
+    Totals {
+        intended: load.intended,
+        sent: load.sent,
+        outcomes: class_map(|c| load.totals.get(c)),
+        still_in_flight: load.still_in_flight,
+        conserved: load.conservation.holds,
+        connect_errors: rec.connect_errors.clone(),
+        generator_late: GeneratorLate::of(load)
+            .map(|g| g.with_window(v.scenario.load.coalesce.get())),
+    }
+}
+
+/// Each dependency route over the run: its calls, its peak in flight, its pool limit and faultd's lateness.
+fn dependency(v: &Validated, out: &RunOutput) -> BTreeMap<String, RouteSummary> {
+    let rec = &out.record;
+    let limits = pool_limits(&v.expectations);
+    rec.dependency
+        .iter()
+        .map(|(route, series)| {
+            (
+                route.clone(),
+                RouteSummary {
+                    arrivals: series.iter().map(|b| b.arrivals).sum(),
+                    max_in_flight: series.iter().map(|b| b.in_flight_max).max().unwrap_or(0),
+                    max_in_flight_is_upper_bound: rec.in_flight_is_upper_bound(),
+                    max_in_flight_at_least: series
+                        .iter()
+                        .filter_map(|b| b.in_flight_max_at_least)
+                        .max(),
+                    pool_limit: limits.get(route).copied(),
+                    faultd_late: out.dependency.routes.get(route).and_then(FaultdLate::of),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Each breaker's timelines: the observed one, the one inferred from traffic, and its own sources when several.
+fn breakers(v: &Validated, out: &RunOutput) -> BTreeMap<String, BreakerSummary> {
+    let rec = &out.record;
+    rec.breakers
+        .iter()
+        .map(|(name, t)| {
+            (
+                name.clone(),
+                BreakerSummary {
+                    observed: t.clone(),
+                    inferred: out.inferred.get(name).cloned(),
+                    sources: {
+                        let own: Vec<BreakerTimeline> = v
+                            .breakers
+                            .get(name)
+                            .map(|sources| {
+                                rec.evidence
+                                    .get(name)
+                                    .map(|all| all.iter().take(sources.len()).cloned().collect())
+                                    .unwrap_or_default()
+                            })
+                            .unwrap_or_default();
+                        if own.len() > 1 {
+                            own
+                        } else {
+                            Vec::new()
+                        }
+                    },
+                },
+            )
+        })
+        .collect()
 }
 
 /// The handshakes of both sides, when either spoke TLS.
