@@ -206,6 +206,15 @@ impl Verdict {
         }
     }
 
+    /// The sentence without its trailing outcome word (`: PASS`, `: FAIL`, `: INCONCLUSIVE`), for a report that
+    /// shows the outcome apart.
+    pub fn finding(&self) -> &str {
+        self.sentence
+            .trim_end_matches(": PASS")
+            .trim_end_matches(": FAIL")
+            .trim_end_matches(": INCONCLUSIVE")
+    }
+
     /// Pass, fail or inconclusive.
     pub fn outcome(&self) -> Outcome {
         match (self.outcome, self.passed) {

@@ -154,11 +154,7 @@ fn expectations_section(h: &mut String, r: &ResultFile) {
             Outcome::Fail => ("fail", "FAIL"),
             Outcome::Inconclusive => ("inconclusive", "INCONCLUSIVE"),
         };
-        let sentence = v
-            .sentence
-            .trim_end_matches(": PASS")
-            .trim_end_matches(": FAIL")
-            .trim_end_matches(": INCONCLUSIVE");
+        let sentence = v.finding();
         // The sentence carries the measured value and the bound with their units; the bare numbers of
         // result.json (seconds, fractions) would only be misread here.
         let _ = write!(

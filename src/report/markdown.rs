@@ -8,8 +8,9 @@
 use std::fmt::Write;
 use std::path::Path;
 
+use super::ms_figure;
 use super::result::ResultFile;
-use crate::expect::{Outcome, Verdict};
+use crate::expect::Outcome;
 use crate::run::Ending;
 
 /// The summary of a saved result in GitHub-flavoured Markdown; `dir` is the run's report folder. Its sections in the
@@ -103,7 +104,7 @@ fn expectations(o: &mut String, r: &ResultFile) {
                 o,
                 "| {} | {} | {} | {} |",
                 mark(v.outcome()),
-                cell(sentence(v)),
+                cell(v.finding()),
                 figure(v.measured),
                 figure(v.bound)
             );
@@ -146,11 +147,11 @@ fn phases(o: &mut String, r: &ResultFile) {
             p.offered_rate,
             p.achieved_rate,
             l.count,
-            ms(l.p50_ms),
-            ms(l.p90_ms),
-            ms(l.p99_ms),
-            ms(l.p999_ms),
-            ms(l.max_ms)
+            ms_figure(l.p50_ms),
+            ms_figure(l.p90_ms),
+            ms_figure(l.p99_ms),
+            ms_figure(l.p999_ms),
+            ms_figure(l.max_ms)
         );
     }
     if let Some(g) = &r.totals.generator_late {
@@ -263,18 +264,10 @@ pub fn annotations(r: &ResultFile, file: &str, lines: &[u64]) -> Vec<String> {
                 "::{level} file={}{line},title={}::{}",
                 property(file),
                 property(&title),
-                data(sentence(v))
+                data(v.finding())
             ))
         })
         .collect()
-}
-
-/// The sentence without its trailing outcome word (the table has a column for it).
-fn sentence(v: &Verdict) -> &str {
-    v.sentence
-        .trim_end_matches(": PASS")
-        .trim_end_matches(": FAIL")
-        .trim_end_matches(": INCONCLUSIVE")
 }
 
 fn mark(o: Outcome) -> &'static str {
@@ -299,16 +292,6 @@ fn figure(v: Option<f64>) -> String {
     }
 }
 
-fn ms(v: f64) -> String {
-    if v == 0.0 {
-        "-".into()
-    } else if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
 /// A workflow command's message, escaped as the runner unescapes it.
 fn data(s: &str) -> String {
     s.replace('%', "%25")
@@ -324,6 +307,7 @@ fn property(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::expect::Verdict;
     use crate::report::result::{Percentiles, PhaseSummary, ScenarioInfo, Series, Totals};
     use std::collections::BTreeMap;
 

@@ -135,3 +135,14 @@ fn write_text(path: &Path, text: &str) -> Result<(), ReportError> {
         source,
     })
 }
+
+/// A latency in milliseconds as a table shows it: `-` for none, whole at 100 ms and above, two decimals below.
+fn ms_figure(v: f64) -> String {
+    if v == 0.0 {
+        "-".into()
+    } else if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}

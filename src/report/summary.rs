@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use super::ms_figure;
 use super::result::{ReplicasSummary, ResultFile};
 use crate::run::Ending;
 
@@ -96,11 +97,11 @@ fn latency(o: &mut String, r: &ResultFile) {
             p.offered_rate,
             p.achieved_rate,
             l.count,
-            num(l.p50_ms),
-            num(l.p90_ms),
-            num(l.p99_ms),
-            num(l.p999_ms),
-            num(l.max_ms)
+            ms_figure(l.p50_ms),
+            ms_figure(l.p90_ms),
+            ms_figure(l.p99_ms),
+            ms_figure(l.p999_ms),
+            ms_figure(l.max_ms)
         );
     }
     if let Some(g) = &r.totals.generator_late {
@@ -388,15 +389,7 @@ fn expectations(o: &mut String, r: &ResultFile) {
         let _ = writeln!(o, "  (none)");
     }
     for v in &r.verdicts {
-        let _ = writeln!(
-            o,
-            "  {} {}",
-            v.outcome().word(),
-            v.sentence
-                .trim_end_matches(": PASS")
-                .trim_end_matches(": FAIL")
-                .trim_end_matches(": INCONCLUSIVE")
-        );
+        let _ = writeln!(o, "  {} {}", v.outcome().word(), v.finding());
     }
     for e in &r.run_errors {
         let _ = writeln!(o, "  RUN  {e}");
@@ -431,14 +424,4 @@ fn counts(by: &std::collections::BTreeMap<String, u64>) -> String {
         .map(|(name, n)| format!("{name} {n}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn num(v: f64) -> String {
-    if v == 0.0 {
-        "-".into()
-    } else if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
 }
