@@ -109,6 +109,8 @@ pub fn advance(
         routes.insert(name.clone(), series);
     }
     record.dependency = routes;
+    record.unmatched = dependency.unmatched;
+    record.unmatched_paths = dependency.unmatched_paths.clone();
     record.handshakes = dependency.tls.as_ref().map(|tls| {
         (0..n)
             .map(|i| {

@@ -154,6 +154,10 @@ pub struct RunRecord {
     pub load_tls: Option<LoadHandshakes>,
     /// The SUT's `connect_error` class by reason (a refused connect, `tls: certificate expired`, ...), over the run.
     pub connect_errors: BTreeMap<String, u64>,
+    /// Calls that reached the dependency on no route, over the run so far (answered 404, or forwarded to
+    /// `dependency.unmatched.proxy`), and their methods and paths with the most calls.
+    pub unmatched: u64,
+    pub unmatched_paths: Vec<faultd::UnmatchedPath>,
 }
 
 impl RunRecord {
@@ -200,6 +204,8 @@ impl RunRecord {
             handshakes: None,
             load_tls: None,
             connect_errors: BTreeMap::new(),
+            unmatched: 0,
+            unmatched_paths: Vec::new(),
         }
     }
 

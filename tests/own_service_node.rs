@@ -158,6 +158,20 @@ fn a_service_that_calls_the_wrong_path_gets_a_warning_naming_the_paths_that_matc
     );
     assert!(top.len() <= 20, "{unmatched}");
     assert_eq!(result["dependency"]["pricing"]["arrivals"], 0);
+    // The scenario's `unmatched_calls_at_most: 0` fails and names where the calls went.
+    let covered = result["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["id"] == "covered")
+        .expect("a verdict for `covered`");
+    assert_eq!(covered["outcome"], "fail", "{covered}");
+    let sentence = covered["sentence"].as_str().unwrap();
+    assert!(
+        sentence.contains("reached the dependency on no route (GET /prices/")
+            && sentence.ends_with("expected at most 0: FAIL"),
+        "{sentence}"
+    );
 }
 
 #[test]

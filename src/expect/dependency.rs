@@ -16,7 +16,7 @@ use super::{ended, phase_words, span, timeline, Outcome, Verdict};
 use crate::breaker::BreakerState;
 use crate::record::{DependencyBucket, PhaseSpan, RunRecord};
 
-/// A check on one dependency route.
+/// A check on one dependency route, or on the calls that matched none.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum DependencyCheck {
@@ -56,6 +56,8 @@ pub enum DependencyCheck {
         at_least: bool,
         during: Option<String>,
     },
+    /// Calls that reached the dependency on no route (a path the scenario's routes do not cover), over the run.
+    Unmatched { at_most: u64 },
 }
 
 /// What one call in flight at a route is, in the scenario's words: faultd counts each the same way (a TCP route's
@@ -134,6 +136,9 @@ impl DependencyCheck {
                 if *at_least { "at least" } else { "at most" },
                 during_words(during)
             ),
+            DependencyCheck::Unmatched { at_most } => {
+                format!("calls on no route of the dependency number at most {at_most}")
+            }
         }
     }
 
@@ -147,6 +152,7 @@ impl DependencyCheck {
                 during.is_some() || over.is_some()
             }
             DependencyCheck::GrpcStatus { .. } => true,
+            DependencyCheck::Unmatched { .. } => true,
         }
     }
 
@@ -165,6 +171,7 @@ impl DependencyCheck {
             DependencyCheck::GrpcStatus {
                 at_least, during, ..
             } => v.passed == *at_least || ended(record, during),
+            DependencyCheck::Unmatched { .. } => !v.passed,
         };
         if !self.decidable_live() {
             return None;
@@ -206,6 +213,7 @@ impl DependencyCheck {
                 at_least,
                 during,
             } => grpc_status(name, record, route, code, (*bound, *at_least), during),
+            DependencyCheck::Unmatched { at_most } => unmatched(name, record, *at_most),
         }
     }
 }
@@ -363,6 +371,39 @@ fn grpc_status(
         ),
         Some(matching as f64),
         Some(bound as f64),
+    )
+}
+
+/// Calls that matched no route against a bound, with the methods and paths most called: where a SUT that calls a
+/// path the scenario does not cover is calling.
+fn unmatched(name: String, record: &RunRecord, at_most: u64) -> Verdict {
+    let n = record.unmatched;
+    let found = if n == 0 {
+        "no call reached the dependency on a path no route matches".to_string()
+    } else {
+        let paths: Vec<String> = record
+            .unmatched_paths
+            .iter()
+            .take(3)
+            .map(|p| format!("{} {} ({})", p.method, p.path, p.calls))
+            .collect();
+        let more = if record.unmatched_paths.len() > paths.len() {
+            ", ..."
+        } else {
+            ""
+        };
+        format!(
+            "{n} call{} reached the dependency on no route ({}{more})",
+            if n == 1 { "" } else { "s" },
+            paths.join(", ")
+        )
+    };
+    Verdict::new(
+        name,
+        n <= at_most,
+        format!("{found}; expected at most {at_most}"),
+        Some(n as f64),
+        Some(at_most as f64),
     )
 }
 

@@ -43,6 +43,7 @@ pub const CHECKS: &[(&str, &[&str])] = &[
     ),
     ("sut_latency", &["below", "during", "while_open", "over"]),
     ("sut_share", &["above", "below", "during", "over"]),
+    ("unmatched_calls_at_most", &[]),
 ];
 
 /// One entry's check as written, its bounds parsed and its names not yet checked against the scenario: by family,
@@ -54,6 +55,8 @@ pub enum Entry<'a> {
     /// A dependency route named under `dependency.routes`, and what its traffic must stay within.
     Dependency(&'a str, DependencyEntry<'a>),
     Sut(SutEntry<'a>),
+    /// Calls on no route of the dependency, at most this many.
+    Unmatched(u64),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -158,10 +161,11 @@ impl<'a> Entry<'a> {
             .iter()
             .filter(|(c, _)| written.iter().any(|w| w == c))
             .collect();
-        // Two subjects that are their own checks (`sut_latency`, `sut_share`) are said as two subjects below.
+        // Two subjects that are their own checks (`sut_latency`, `sut_share`, `unmatched_calls_at_most`) are said as
+        // two subjects below.
         let subjects_only = checks
             .iter()
-            .all(|(c, _)| matches!(*c, "sut_latency" | "sut_share"));
+            .all(|(c, _)| matches!(*c, "sut_latency" | "sut_share" | "unmatched_calls_at_most"));
         if checks.len() > 1 && !subjects_only {
             let named: Vec<String> = checks.iter().map(|(c, _)| format!("`{c}`")).collect();
             return Err(format!(
@@ -174,9 +178,10 @@ impl<'a> Entry<'a> {
             spec.dependency.is_some(),
             spec.sut_latency.is_some(),
             spec.sut_share.is_some(),
+            spec.unmatched_calls_at_most.is_some(),
         ];
         if subjects.iter().filter(|s| **s).count() != 1 {
-            return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `sut_latency` or `sut_share`".into());
+            return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `sut_latency`, `sut_share` or `unmatched_calls_at_most`".into());
         }
         check_window(spec)?;
         if let [(name, reads)] = checks.as_slice() {
@@ -194,6 +199,9 @@ impl<'a> Entry<'a> {
         if let Some(s) = &spec.sut_share {
             return sut_share(spec, s).map(Entry::Sut);
         }
+        if let Some(at_most) = spec.unmatched_calls_at_most {
+            return Ok(Entry::Unmatched(at_most));
+        }
         if let Some(route) = &spec.dependency {
             return dependency(spec).map(|d| Entry::Dependency(route, d));
         }
@@ -208,6 +216,9 @@ impl<'a> Entry<'a> {
             Entry::Breaker(breaker, b) => r.breaker_check(breaker, b).map(Check::Breaker),
             Entry::Dependency(route, d) => r.dependency_check(route, d).map(Check::Dependency),
             Entry::Sut(s) => r.sut_check(s).map(Check::Sut),
+            Entry::Unmatched(at_most) => {
+                Ok(Check::Dependency(DependencyCheck::Unmatched { at_most }))
+            }
         }
     }
 }
@@ -350,6 +361,11 @@ fn stray(field: &str, name: &str, reads: &[&str]) -> String {
         }
         _ => String::new(),
     };
+    if reads.is_empty() {
+        return format!(
+            "`{field}` does not apply to `{name}`, which takes no other field: remove it"
+        );
+    }
     let reads: Vec<String> = reads.iter().map(|r| format!("`{r}`")).collect();
     format!(
         "`{field}` does not apply to `{name}`, which reads {}{why}: remove it",

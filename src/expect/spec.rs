@@ -85,6 +85,11 @@ pub struct ExpectationSpec {
     /// Calls at the dependency per request sent to the SUT stay at or under this (retry amplification).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amplification_at_most: Option<f64>,
+    /// Subject and check at once: calls that reached the dependency on a path no route matches (answered 404, or
+    /// forwarded to `dependency.unmatched.proxy`) number at most this many over the run; `0` says the routes cover
+    /// every call the SUT makes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unmatched_calls_at_most: Option<u64>,
     /// TLS handshake attempts at the dependency's listener per request sent to the SUT stay at or under this (a
     /// client reconnecting after every failed handshake); the dependency must speak TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]

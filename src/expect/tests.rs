@@ -98,6 +98,8 @@ fn record_with(
         handshakes: None,
         load_tls: None,
         connect_errors: BTreeMap::new(),
+        unmatched: 0,
+        unmatched_paths: Vec::new(),
     }
 }
 
@@ -1111,4 +1113,69 @@ fn a_grpc_count_needs_one_bound_and_a_known_status() {
     let e =
         resolve("{ dependency: pricing, grpc_status: UNAVAILABL, calls_at_most: 3 }").unwrap_err();
     assert!(e.contains("UNAVAILABL"), "{e}");
+}
+
+#[test]
+fn calls_on_no_route_are_counted_against_their_bound_with_the_paths_they_took() {
+    let mut r = healthy_record(&[(0.0, Closed)]);
+    let e = resolve("{ id: covered, unmatched_calls_at_most: 0 }").unwrap();
+    assert_eq!(
+        e.check.name(),
+        "calls on no route of the dependency number at most 0"
+    );
+    let v = e.evaluate(&r);
+    assert!(v.passed, "{}", v.sentence);
+    assert!(
+        v.sentence.contains(
+            "no call reached the dependency on a path no route matches; expected at most 0"
+        ),
+        "{}",
+        v.sentence
+    );
+    assert_eq!(e.decide(&r), None, "a count under its bound may still grow");
+
+    r.unmatched = 7;
+    r.unmatched_paths = vec![
+        faultd::UnmatchedPath {
+            method: "GET".into(),
+            path: "/prices/1".into(),
+            calls: 5,
+        },
+        faultd::UnmatchedPath {
+            method: "POST".into(),
+            path: "/stock".into(),
+            calls: 2,
+        },
+    ];
+    let v = e.evaluate(&r);
+    assert!(!v.passed);
+    assert!(
+        v.sentence.contains(
+            "7 calls reached the dependency on no route (GET /prices/1 (5), POST /stock (2)); expected at most 0"
+        ),
+        "{}",
+        v.sentence
+    );
+    assert_eq!(v.measured, Some(7.0));
+    assert!(
+        !e.decide(&r).unwrap().passed,
+        "over its bound it stays over"
+    );
+    let loose = resolve("{ unmatched_calls_at_most: 10, abort_on_fail: true }").unwrap();
+    assert!(loose.evaluate(&r).passed);
+}
+
+#[test]
+fn calls_on_no_route_are_a_subject_of_their_own() {
+    let e = resolve("{ dependency: pricing, unmatched_calls_at_most: 0 }").unwrap_err();
+    assert!(e.contains("exactly one subject"), "{e}");
+    let e = resolve("{ unmatched_calls_at_most: 0, during: brownout }").unwrap_err();
+    assert!(
+        e.contains(
+            "`during` does not apply to `unmatched_calls_at_most`, which takes no other field"
+        ),
+        "{e}"
+    );
+    let e = resolve("{ unmatched_calls_at_most: 0, max_in_flight_below: 3 }").unwrap_err();
+    assert!(e.contains("one check"), "{e}");
 }
