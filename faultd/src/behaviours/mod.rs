@@ -14,7 +14,7 @@
 //!
 //! Adding a fault means one file here with one type that implements [`Fault`], and one line in `fault_list!`,
 //! as long as its calls end in one of the data plane's [`CallAction`]s; a new way of ending a call is also a new
-//! [`CallAction`] that `server.rs` carries out.
+//! [`CallAction`] and its arm in `crate::http`'s actions.
 
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -26,6 +26,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use crate::invalid::Invalid;
+pub use h2_code::H2Code;
+
+mod h2_code;
 
 use crate::draw::CallDraws;
 
@@ -35,7 +38,7 @@ use crate::draw::CallDraws;
 /// list (`errors`) takes one share per entry.
 ///
 /// The list is handed to a macro that builds from it: `behaviour_from_list!` here, `route_from_list!` in
-/// `config.rs`.
+/// `config/mod.rs`.
 macro_rules! fault_list {
     ($then:ident) => {
         $then! {
@@ -300,7 +303,7 @@ pub enum CallAction<'a> {
     /// A gRPC status in the trailers (an HTTP status for a plain call).
     GrpcError(&'a GrpcError),
     /// The HTTP/2 stream reset with this code (the connection, on HTTP/1.1).
-    RstStream(crate::http2::H2Code),
+    RstStream(H2Code),
 }
 
 /// The decision for one call: how long to wait, then what to do.
