@@ -1,11 +1,10 @@
-//! Reading a configuration: parse it (YAML, or JSON from the control API), then hold it to the rules by compiling
-//! it, and point an error at its file, line, column and field.
+//! Reading a configuration: parse it (YAML, or JSON from the control API), hold it to the plan's rules, and point
+//! an error at its file, line, column and field.
 //!
 //! Not for: the rules themselves (`rules`) or the configuration's types (`crate::config`).
 
-use super::Plan;
+use super::rules;
 use crate::config::{parse_json, Config, ConfigError};
-use crate::recorder::Recorder;
 use crate::yaml_index::YamlIndex;
 
 impl Config {
@@ -60,11 +59,11 @@ impl Config {
     /// Checks everything that parsing cannot: faultd's limits ([`crate::limits`]), patterns and methods, shares
     /// add up to at most 100%, phases in ascending time with unique names, phases naming known routes, ramps
     /// that end before the next phase. No route at all is valid: such a faultd answers every call 404 (counted as
-    /// unmatched) until a runner or the control API configures it. The rules are the plan's: this compiles the
-    /// configuration and drops what it compiled.
+    /// unmatched) until a runner or the control API configures it. These are the rules [`super::Plan::compile`] holds a
+    /// configuration to before compiling it; compiling itself waits for the files the configuration names, which
+    /// are read after it is validated ([`Config::read_files`]).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let recorder = Recorder::new(self.bucket());
-        Plan::compile(self.clone(), 0, &recorder).map(drop)
+        rules::check(self)
     }
 }
 

@@ -1,5 +1,4 @@
-//! The plan: a configuration compiled for the data plane, the one step every configuration goes through (at start,
-//! from the control API, and to validate one).
+//! The plan: a configuration compiled for the data plane, at start and whenever the control API replaces it.
 //!
 //! For: each HTTP route's method and path in the route table, its behaviour before the first phase and after each
 //! ([`Phased`]), the phase labels calls are recorded under, and the TLS handshake faults of every phase. Not for:
@@ -77,8 +76,8 @@ pub struct Resolved {
 }
 
 impl Plan {
-    /// Compiles `config`, holding it to every rule first ([`rules::check`]): a configuration is valid exactly when
-    /// it compiles.
+    /// Compiles `config`, holding it to every rule first ([`rules::check`], the same rules [`Config::validate`]
+    /// runs alone).
     pub fn compile(config: Config, seed: u64, recorder: &Recorder) -> Result<Plan, ConfigError> {
         rules::check(&config)?;
         let mut routes = Vec::new();

@@ -1,9 +1,10 @@
 //! The rules a configuration follows beyond its syntax, in one place: faultd's limits, patterns and methods,
 //! TCP routes' addresses, TLS, the order and names of phases, and every behaviour's own checks.
 //!
-//! For: [`check`], which [`super::Plan::compile`] runs before compiling, so that a configuration is valid exactly
-//! when it compiles ([`Config::validate`] compiles one and drops it). Not for: the checks that need the running
-//! faultd (an upstream that is one of its own listeners: `Config::check_not_own`), or compiling.
+//! For: [`check`], which [`super::Plan::compile`] runs before compiling and [`Config::validate`] runs alone (a
+//! configuration is validated before the files it names are read, and compiling needs them). Not for: the checks
+//! that need the running faultd (an upstream that is one of its own listeners: `Config::check_not_own`), or
+//! compiling.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
