@@ -41,9 +41,9 @@ use crate::api_errors;
 pub use crate::config::parse_json;
 use crate::config::{Config, ConfigError, PhaseRoute};
 use crate::error::FaultdError;
+use crate::http::Shared;
 use crate::recorder::Recording;
 use crate::schedule::{Clock, Plan};
-use crate::server::Shared;
 
 /// Starts the schedule at `origin`.
 pub fn start_schedule(shared: &Shared, origin: Instant) {

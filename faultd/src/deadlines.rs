@@ -58,6 +58,15 @@ impl Ord for Wake {
     }
 }
 
+/// Waits until `deadline` with the waker when there is one, else on tokio's timer (paused-time tests, or no
+/// timerfd).
+pub async fn wait_until(deadlines: Option<&Deadlines>, deadline: Instant) {
+    match deadlines {
+        Some(deadlines) => deadlines.wait_until(deadline).await,
+        None => tokio::time::sleep_until(deadline).await,
+    }
+}
+
 impl std::fmt::Debug for Deadlines {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Deadlines")

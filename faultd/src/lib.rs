@@ -33,21 +33,27 @@ pub mod deadlines;
 pub mod draw;
 mod error;
 pub mod files;
-pub mod grpc;
-pub mod http2;
+pub mod http;
 pub mod invalid;
 pub mod limits;
 pub mod loops;
+pub mod phased;
 pub mod recorder;
-pub mod routing;
 pub mod schedule;
-pub mod server;
+pub mod sockets;
 pub mod tcp;
-pub mod timeouts;
 pub mod tls;
 pub mod toxiproxy;
-pub mod unmatched;
 mod yaml_index;
+
+/// HTTP's modules and the route table at the paths they had before `http/` and `schedule/` held them.
+pub use http::{grpc, http2, timeouts, unmatched};
+pub use schedule::routing;
+
+/// The data plane at the path it had before `http/` held it: its listener's binding.
+pub mod server {
+    pub use crate::sockets::bind;
+}
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -68,8 +74,8 @@ pub use recorder::{
 };
 pub use schedule::{BEFORE_FIRST_PHASE, HEALTHY_RESET};
 
+use http::Shared;
 use schedule::{Live, Plan};
-use server::Shared;
 
 /// Where faultd listens and how it limits itself.
 #[derive(Debug, Clone)]
@@ -102,7 +108,7 @@ pub struct Options {
     pub ca_out: Option<std::path::PathBuf>,
     /// How long a connection to the data plane, the control API or the Toxiproxy API may carry no call (a slow
     /// request head, an idle keep-alive connection); TCP routes have none.
-    pub timeouts: timeouts::Timeouts,
+    pub timeouts: http::timeouts::Timeouts,
     /// The folder inside which a configuration sent to the control API may name files (a gRPC answer's
     /// `message_file`); with `None` it may name none and gives messages inline.
     pub files: Option<std::path::PathBuf>,
@@ -121,7 +127,7 @@ impl Default for Options {
             allow_hosts: Vec::new(),
             allow_listen: Vec::new(),
             ca_out: None,
-            timeouts: timeouts::Timeouts::default(),
+            timeouts: http::timeouts::Timeouts::default(),
             files: None,
         }
     }
@@ -151,16 +157,18 @@ fn fresh_seed() -> u64 {
 /// Starts faultd: validates `config`, binds the data plane (at the configuration's `listen`, else
 /// `options.listen`; and the control API if asked), and serves. The
 /// schedule waits for [`Faultd::start_schedule`]; until then routes behave as at t = 0.
-pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, FaultdError> {
-    config.validate()?;
-    // A configuration that fixes the data plane's address wins over the caller's default; it is kept out of the
-    // configuration in force, which the control API replaces at will while the address stays.
-    if let Some(listen) = config.listen_addr()? {
-        options.listen = listen;
-    }
-    config.listen = None;
+pub async fn start(config: Config, mut options: Options) -> Result<Faultd, FaultdError> {
     let recorder = Arc::new(recorder::Recorder::new(config.bucket()));
     let seed = config.seed.unwrap_or_else(fresh_seed);
+    // Compiling the plan is validating the configuration, so it comes before anything is bound.
+    let mut plan = Plan::compile(config, seed, &recorder)?;
+    // A configuration that fixes the data plane's address wins over the caller's default; it is kept out of the
+    // configuration in force, which the control API replaces at will while the address stays.
+    if let Some(listen) = plan.config.listen_addr()? {
+        options.listen = listen;
+    }
+    plan.config.listen = None;
+    let config = &plan.config;
     let deadlines = options
         .precise_delays
         .then(deadlines::Deadlines::start)
@@ -205,18 +213,11 @@ pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, F
             &endpoint.upstream,
         ))
         .map_err(failed)?;
-        tcp.set_toxics(
-            name,
-            tcp::schedule::build(&tcp::schedule::toxics_at(
-                &config,
-                name,
-                std::time::Duration::ZERO,
-            )),
-        )
-        .map_err(failed)?;
+        let toxics = tcp::schedule::toxics_at(&config.tcp_toxics(name), std::time::Duration::ZERO);
+        tcp.set_toxics(name, tcp::schedule::build(&toxics))
+            .map_err(failed)?;
     }
     config.check_not_own(&tcp.own_listeners())?;
-    let plan = Plan::compile(config, seed, &recorder)?;
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
         recorder,
@@ -238,7 +239,7 @@ pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, F
         })?;
     }
     let (shutdown, shutdown_rx) = watch::channel(false);
-    let mut tasks = vec![tokio::spawn(server::serve(
+    let mut tasks = vec![tokio::spawn(http::serve(
         data.0,
         shared.clone(),
         options.max_connections,
@@ -247,7 +248,7 @@ pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, F
     if let Some((listener, _)) = control {
         let router = control::router(shared.clone(), options.token.clone())
             .layer(axum::Extension(tcp.clone()));
-        tasks.push(tokio::spawn(timeouts::serve_api(
+        tasks.push(tokio::spawn(http::timeouts::serve_api(
             listener,
             router,
             options.timeouts,
@@ -255,7 +256,7 @@ pub async fn start(mut config: Config, mut options: Options) -> Result<Faultd, F
         )));
     }
     if let Some((listener, _)) = toxiproxy {
-        tasks.push(tokio::spawn(timeouts::serve_api(
+        tasks.push(tokio::spawn(http::timeouts::serve_api(
             listener,
             toxiproxy::router(tcp.clone()),
             options.timeouts,
@@ -280,7 +281,7 @@ fn bind(
     backlog: u32,
 ) -> Result<(tokio::net::TcpListener, SocketAddr), FaultdError> {
     let failed = |source| FaultdError::Bind { addr, source };
-    let listener = server::bind(addr, backlog).map_err(failed)?;
+    let listener = sockets::bind(addr, backlog).map_err(failed)?;
     let bound = listener.local_addr().map_err(failed)?;
     Ok((listener, bound))
 }
@@ -306,7 +307,7 @@ impl Faultd {
             let bucket = config.bucket();
             let task = tokio::spawn(tcp::schedule::run(
                 self.tcp.clone(),
-                Arc::new(config),
+                config.tcp_schedules(),
                 origin,
                 bucket,
                 self.shutdown.subscribe(),

@@ -6,7 +6,7 @@
 //! run time and the registry of TCP routes to them. Why: faultd compiles every route and every phase it is given
 //! before the first call, so a configuration far beyond real use (tens of thousands of routes fit in a 2 MiB
 //! body) would cost gigabytes and seconds of a shared machine. Each limit sits at least ten times above what the
-//! largest configuration of the scenario library holds. Not for: what the values mean (`config.rs` and each
+//! largest configuration of the scenario library holds. Not for: what the values mean (the schedule's rules and each
 //! behaviour check that).
 
 use serde::Serialize;

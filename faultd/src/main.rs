@@ -223,44 +223,11 @@ fn load(path: &std::path::Path, time_scale: Option<Scale>) -> Result<faultd::Con
     Ok(config)
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
-    match cli.command {
-        Some(Command::Validate { file }) => {
-            let config = load(&file, None)?;
-            println!(
-                "{}: ok ({} routes, {} phases: {})",
-                file.display(),
-                config.routes.len(),
-                config.phases.len(),
-                config
-                    .phase_names()
-                    .iter()
-                    .map(|(n, at)| format!("{n}@{}", faultd::Dur(*at)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-            return Ok(());
-        }
-        Some(Command::Schema) => {
-            let schema = schemars::schema_for!(faultd::Config);
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&schema).map_err(|e| Failure {
-                    code: 3,
-                    error: e.into()
-                })?
-            );
-            return Ok(());
-        }
-        None => {}
-    }
-    let toxics = match &cli.toxics {
-        Some(path) => Some(read_capped_text(path, MAX_CONFIG_SIZE).map_err(bad_input)?),
-        None => None,
-    };
+/// The configuration to serve: the file's, or a built-in one, with the flags laid over it.
+fn configuration(cli: &Cli) -> Result<faultd::Config, Failure> {
     let mut config = match &cli.config {
         Some(path) => load(path, cli.time_scale)?,
-        None if cli.toxiproxy_api.is_some() || toxics.is_some() => {
+        None if cli.toxiproxy_api.is_some() || cli.toxics.is_some() => {
             faultd::Config::from_yaml(TCP_ONLY_CONFIG, "built-in").map_err(bad_input)?
         }
         None if cli.control.is_some() => faultd::Config::default(),
@@ -296,6 +263,11 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             "--ca-out: the data plane has no TLS (give --tls or a `tls:` section)"
         )));
     }
+    Ok(config)
+}
+
+/// faultd's options from the flags (the data plane's address travels in the configuration).
+fn options(cli: &Cli) -> Result<faultd::Options, Failure> {
     for (flag, value) in [
         ("--header-timeout", cli.header_timeout),
         ("--idle-timeout", cli.idle_timeout),
@@ -312,14 +284,14 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             dir.display()
         )));
     }
-    let options = faultd::Options {
+    Ok(faultd::Options {
         control: cli.control,
-        token: cli.token,
+        token: cli.token.clone(),
         max_connections: cli.max_connections.map(|n| n as usize),
         backlog: cli.backlog,
         precise_delays: true,
         toxiproxy_api: cli.toxiproxy_api,
-        allow_hosts: cli.allow_hosts,
+        allow_hosts: cli.allow_hosts.clone(),
         allow_listen: cli.allow_listen.clone(),
         ca_out: cli.ca_out.clone(),
         timeouts: faultd::timeouts::Timeouts {
@@ -329,7 +301,56 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         files: cli.files.clone(),
         // The data plane's address travels in the configuration (`listen`), set above.
         ..Default::default()
+    })
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    match &cli.command {
+        Some(Command::Validate { file }) => validate(file),
+        Some(Command::Schema) => schema(),
+        None => serve(cli).await,
+    }
+}
+
+/// `faultd validate FILE`: the file's routes and phases, or why it is refused.
+fn validate(file: &std::path::Path) -> Result<(), Failure> {
+    let config = load(file, None)?;
+    println!(
+        "{}: ok ({} routes, {} phases: {})",
+        file.display(),
+        config.routes.len(),
+        config.phases.len(),
+        config
+            .phase_names()
+            .iter()
+            .map(|(n, at)| format!("{n}@{}", faultd::Dur(*at)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    Ok(())
+}
+
+/// `faultd schema`: the JSON Schema of a configuration file.
+fn schema() -> Result<(), Failure> {
+    let schema = schemars::schema_for!(faultd::Config);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&schema).map_err(|e| Failure {
+            code: 3,
+            error: e.into()
+        })?
+    );
+    Ok(())
+}
+
+/// Serves until SIGINT or SIGTERM, then returns every route to healthy and prints what each route saw.
+async fn serve(cli: Cli) -> Result<(), Failure> {
+    let toxics = match &cli.toxics {
+        Some(path) => Some(read_capped_text(path, MAX_CONFIG_SIZE).map_err(bad_input)?),
+        None => None,
     };
+    let config = configuration(&cli)?;
+    let options = options(&cli)?;
     let faultd = faultd::start(config, options).await.map_err(|e| match e {
         faultd::FaultdError::Config(_)
         | faultd::FaultdError::Tls(_)
@@ -358,6 +379,26 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     if !cli.no_start {
         faultd.start_schedule(tokio::time::Instant::now());
     }
+    announce(&faultd, &cli);
+    wait_for_stop().await;
+    faultd.reset_to_healthy();
+    let recording = faultd.recording();
+    for (name, route) in &recording.routes {
+        eprintln!(
+            "faultd: {name}: {} calls, at most {} in flight, {} completed, {} hung, {} reset",
+            route.totals.arrivals,
+            route.max_in_flight,
+            route.totals.completed.total(),
+            route.totals.hangs,
+            route.totals.resets
+        );
+    }
+    faultd.shutdown().await;
+    Ok(())
+}
+
+/// Says where faultd listens, where the run's CA went, and what is reachable from other machines.
+fn announce(faultd: &faultd::Faultd, cli: &Cli) {
     let scheme = if faultd.config().tls.is_some() {
         "https"
     } else {
@@ -401,21 +442,6 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             beyond.join("; ")
         );
     }
-    wait_for_stop().await;
-    faultd.reset_to_healthy();
-    let recording = faultd.recording();
-    for (name, route) in &recording.routes {
-        eprintln!(
-            "faultd: {name}: {} calls, at most {} in flight, {} completed, {} hung, {} reset",
-            route.totals.arrivals,
-            route.max_in_flight,
-            route.totals.completed.total(),
-            route.totals.hangs,
-            route.totals.resets
-        );
-    }
-    faultd.shutdown().await;
-    Ok(())
 }
 
 async fn wait_for_stop() {

@@ -35,6 +35,9 @@ pub use recording::*;
 pub use merge::MergeError;
 pub use unmatched::UnmatchedPath;
 
+/// The recording step when the configuration does not set one.
+pub const DEFAULT_BUCKET: Duration = Duration::from_millis(100);
+
 /// Buckets are allocated in chunks of this many, on first use, so an idle long run costs nothing.
 const CHUNK: usize = 1024;
 /// At most this many chunks: ~29 h at the default 100 ms step. Later samples land in the last bucket.

@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Fault, Invalid};
-use crate::http2::H2Code;
+use super::H2Code;
 
 /// Sends GOAWAY when a connection's `after`-th stream arrives, e.g. `goaway: {after: 100, mode: abrupt}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

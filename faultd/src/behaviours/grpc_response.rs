@@ -111,8 +111,12 @@ impl TryFrom<GrpcResponseSpec> for GrpcResponse {
     }
 }
 
+/// The largest message a gRPC answer may hold, and the largest request message read for an echo: gRPC's default
+/// receive limit.
+pub const MAX_MESSAGE: usize = 4 << 20;
+
 fn check_size(len: usize) -> Result<(), String> {
-    if len > crate::grpc::MAX_MESSAGE {
+    if len > MAX_MESSAGE {
         return Err(format!(
             "the message is {len} bytes, above gRPC's 4MiB default limit"
         ));

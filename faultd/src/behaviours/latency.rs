@@ -2,7 +2,7 @@
 //!
 //! For: the delay distributions a scenario can ask for (fixed, uniform, normal, log-normal, a percentile spec
 //! such as `{p50: 40ms, p99: 80ms}`, or a recorded histogram) and the quantile function that turns one uniform draw into a delay.
-//! Not for: waiting (the data plane sleeps, see `server.rs`) or choosing which fault a call gets.
+//! Not for: waiting (the data plane sleeps, see `crate::http`) or choosing which fault a call gets.
 //!
 //! Every distribution is sampled by inversion (`quantile(u)`) rather than with a sampler per family, for two
 //! reasons: one uniform draw per call keeps seeded runs reproducible whatever the distribution, and a ramp from one

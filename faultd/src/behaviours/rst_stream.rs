@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{CallAction, Fault};
-use crate::http2::H2Code;
+use super::H2Code;
 
 /// Resets `share` of the streams with `code`, written `rst_stream: {share: 5%, code: REFUSED_STREAM}`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -6,7 +6,7 @@
 //! connects refused, open connections closed), and a recorder per route. A call here is a connection. The
 //! registry ([`TcpRoutes`]) is the library API; the Toxiproxy-compatible HTTP API (`crate::toxiproxy`) is a thin
 //! layer over it. Routes declared in the configuration (`tcp: { listen, upstream }`) are created at start and their
-//! toxics follow the schedule of phases ([`schedule`]). Not for: HTTP (the HTTP data plane is `crate::server`).
+//! toxics follow the schedule of phases ([`schedule`]). Not for: HTTP (the HTTP data plane is `crate::http`).
 //!
 //! Modules: [`toxics`] (one file per toxic and the one list), [`proxy`] (listener and connection tasks),
 //! [`routes`] (the registry), [`record`] (the per-bucket recorder), [`schedule`] (toxics over the phases).

@@ -78,12 +78,7 @@ pub struct Listening {
 
 /// Binds `addr` with a large backlog (tokio's default of 1,024 drops bursts of connects) and starts accepting.
 pub fn listen(addr: SocketAddr, backlog: u32, shared: Arc<RouteShared>) -> io::Result<Listening> {
-    let domain = socket2::Domain::for_address(addr);
-    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
+    let socket = crate::sockets::listening_socket(addr, backlog)?;
     let handle = socket.try_clone()?;
     let listener = TcpListener::from_std(socket.into())?;
     let addr = listener.local_addr()?;

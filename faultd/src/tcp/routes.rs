@@ -50,7 +50,7 @@ impl Default for TcpSettings {
             allow_hosts: Vec::new(),
             allow_listen: Vec::new(),
             backlog: 8192,
-            bucket: crate::config::DEFAULT_BUCKET,
+            bucket: crate::recorder::DEFAULT_BUCKET,
             deadlines: None,
             faultd_listeners: Vec::new(),
         }

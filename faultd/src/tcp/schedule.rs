@@ -7,7 +7,7 @@
 //! previous phase's value (a latency toxic new in the phase starts from 0 ms) over the phase's `ramp`, in steps of
 //! the recording bucket. Every other toxic switches at the phase's start. Not for: the toxics themselves
 //! (`super::toxics`) or the registry (`super::routes`); [`toxics_at`] is pure, so the timing is tested without
-//! sockets.
+//! sockets. Which toxics a phase gives a route is the configuration's to say (`Config::tcp_toxics`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,52 +18,21 @@ use tokio::time::Instant;
 
 use super::{TcpRoutes, Toxic};
 use crate::behaviours::TcpToxic;
-use crate::config::{Config, PhaseRoute};
+use crate::phased::Phased;
 
-/// A TCP route's toxics after each phase, and the phase's start and ramp.
-fn effective(config: &Config, route: &str) -> Vec<(Duration, Option<Duration>, Vec<TcpToxic>)> {
-    let Some(r) = config.routes.get(route) else {
-        return Vec::new();
-    };
-    let base = r.toxics.clone().unwrap_or_default();
-    let mut current = base.clone();
-    config
-        .phases
-        .iter()
-        .map(|p| {
-            match p.routes.get(route) {
-                Some(PhaseRoute::Healthy) => current = base.clone(),
-                Some(PhaseRoute::Set(b)) => {
-                    if let Some(t) = &b.toxics {
-                        current = t.clone();
-                    }
-                }
-                None => {}
-            }
-            (p.at.get(), p.ramp.map(|r| r.get()), current.clone())
-        })
-        .collect()
-}
+/// A TCP route's toxics over the run's phases (`Config::tcp_toxics` builds it from a configuration).
+pub type TcpSchedule = Phased<Vec<TcpToxic>>;
 
-/// The toxics of TCP route `route` at `t` from the run's origin (before the schedule starts, `t` = 0).
-pub fn toxics_at(config: &Config, route: &str, t: Duration) -> Vec<TcpToxic> {
-    let base = config
-        .routes
-        .get(route)
-        .and_then(|r| r.toxics.clone())
-        .unwrap_or_default();
-    let phases = effective(config, route);
-    let Some(i) = phases.iter().rposition(|(at, _, _)| *at <= t) else {
-        return base;
-    };
-    let (at, ramp, to) = &phases[i];
-    let from = if i == 0 { &base } else { &phases[i - 1].2 };
-    match ramp {
-        Some(ramp) if t < *at + *ramp && !ramp.is_zero() => {
-            let w = (t - *at).as_secs_f64() / ramp.as_secs_f64();
-            to.iter().map(|toxic| blend(from, toxic, w)).collect()
-        }
-        _ => to.clone(),
+/// The toxics of a TCP route `t` from the run's origin (before the schedule starts, `t` = 0).
+pub fn toxics_at(toxics: &TcpSchedule, t: Duration) -> Vec<TcpToxic> {
+    let at = toxics.at_time(t);
+    match at.from {
+        Some(from) => at
+            .to
+            .iter()
+            .map(|toxic| blend(from, toxic, at.weight))
+            .collect(),
+        None => at.to.clone(),
     }
 }
 
@@ -102,22 +71,6 @@ fn blend(from: &[TcpToxic], to: &TcpToxic, w: f64) -> TcpToxic {
     out
 }
 
-/// The next time after `t` at which some TCP route's toxics change: a phase start, or the next step of a ramp.
-pub fn next_change(config: &Config, t: Duration, step: Duration) -> Option<Duration> {
-    for p in &config.phases {
-        let at = p.at.get();
-        if at > t {
-            return Some(at);
-        }
-        if let Some(ramp) = p.ramp.map(|r| r.get()) {
-            if t < at + ramp {
-                return Some((t + step).min(at + ramp));
-            }
-        }
-    }
-    None
-}
-
 /// Builds the toxics of a list (validated with the configuration, so a failure here is a bug: it is logged and
 /// the toxic left out rather than the run stopped).
 pub fn build(toxics: &[TcpToxic]) -> Vec<Toxic> {
@@ -133,17 +86,18 @@ pub fn build(toxics: &[TcpToxic]) -> Vec<Toxic> {
         .collect()
 }
 
-/// Gives every TCP route of `config` its toxics at `t`.
-pub fn apply(routes: &TcpRoutes, config: &Config, t: Duration) {
-    for (name, _) in config.tcp_routes() {
-        let _ = routes.set_toxics(name, build(&toxics_at(config, name, t)));
+/// Gives every TCP route of `schedules` (by name) its toxics at `t`.
+pub fn apply(routes: &TcpRoutes, schedules: &[(String, TcpSchedule)], t: Duration) {
+    for (name, toxics) in schedules {
+        let _ = routes.set_toxics(name, build(&toxics_at(toxics, t)));
     }
 }
 
-/// Runs the schedule from `origin` until `stop` changes: each change of toxics at its time.
+/// Runs the schedules from `origin` until `stop` changes: each change of toxics at its time, a ramp's in steps
+/// of `step`.
 pub async fn run(
     routes: Arc<TcpRoutes>,
-    config: Arc<Config>,
+    schedules: Vec<(String, TcpSchedule)>,
     origin: Instant,
     step: Duration,
     mut stop: watch::Receiver<bool>,
@@ -151,8 +105,12 @@ pub async fn run(
     let step = step.max(Duration::from_millis(10));
     loop {
         let t = Instant::now().saturating_duration_since(origin);
-        apply(&routes, &config, t);
-        let Some(next) = next_change(&config, t, step) else {
+        apply(&routes, &schedules, t);
+        let next = schedules
+            .iter()
+            .filter_map(|(_, toxics)| toxics.next_change(t, step))
+            .min();
+        let Some(next) = next else {
             return;
         };
         tokio::select! {
@@ -165,6 +123,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     const YAML: &str = r#"
 routes:
@@ -188,7 +147,7 @@ phases:
     #[test]
     fn a_phase_replaces_the_route_toxics_and_healthy_restores_them() {
         let c = Config::from_yaml(YAML, "t.yaml").unwrap();
-        let s = |t: f64| toxics_at(&c, "db", Duration::from_secs_f64(t));
+        let s = |t: f64| toxics_at(&c.tcp_toxics("db"), Duration::from_secs_f64(t));
         assert_eq!(latency(&s(0.0)), vec![10]);
         assert_eq!(latency(&s(9.9)), vec![10]);
         assert_eq!(latency(&s(10.0)), vec![2000]);
@@ -204,7 +163,7 @@ phases:
     #[test]
     fn a_ramp_moves_latency_linearly_and_switches_the_rest_at_once() {
         let c = Config::from_yaml(YAML, "t.yaml").unwrap();
-        let s = |t: f64| toxics_at(&c, "db", Duration::from_secs_f64(t));
+        let s = |t: f64| toxics_at(&c.tcp_toxics("db"), Duration::from_secs_f64(t));
         assert_eq!(latency(&s(20.0)), vec![2000]);
         assert_eq!(latency(&s(25.0)), vec![3000]);
         assert_eq!(s(25.0).len(), 1, "the slicer left at the start of the ramp");
@@ -216,7 +175,11 @@ phases:
     fn changes_come_at_phase_starts_and_every_step_of_a_ramp() {
         let c = Config::from_yaml(YAML, "t.yaml").unwrap();
         let step = Duration::from_millis(100);
-        let n = |t: f64| next_change(&c, Duration::from_secs_f64(t), step).map(|d| d.as_secs_f64());
+        let db = c.tcp_toxics("db");
+        let n = |t: f64| {
+            db.next_change(Duration::from_secs_f64(t), step)
+                .map(|d| d.as_secs_f64())
+        };
         assert_eq!(n(0.0), Some(10.0));
         assert_eq!(n(20.0), Some(20.1));
         assert_eq!(n(29.95), Some(30.0));

@@ -10,7 +10,6 @@
 //! hello sends.
 
 use std::io;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,11 +22,11 @@ use tokio_rustls::server::TlsStream;
 use tokio_rustls::LazyConfigAcceptor;
 
 use super::certs::{self, Identity};
-use super::faults::{decide, HandshakeAction};
+use super::faults::HandshakeAction;
 use super::record::{HandshakeOutcome, TlsRecorder};
-use super::{TlsConfig, TlsSetupError, ALPN};
-use crate::draw::CallDraws;
-use crate::server::{write_raw, Shared};
+use super::{HandshakeContext, TlsConfig, TlsSetupError, ALPN};
+use crate::deadlines;
+use crate::sockets::write_raw;
 
 /// How long a refused or truncated connection may take to close after faultd is done with it.
 const LINGER: Duration = Duration::from_millis(500);
@@ -143,51 +142,36 @@ impl Terminator {
         &self,
         io: IO,
         tcp: &TcpStream,
-        shared: &Shared,
+        context: &HandshakeContext<'_>,
     ) -> Option<(TlsStream<IO>, bool)>
     where
         IO: AsyncRead + AsyncWrite + Unpin,
     {
         // A client may take the header timeout to send its hello, and again to finish after faultd answers it.
-        let hello_by = Instant::now() + shared.timeouts.header;
+        let hello_by = Instant::now() + context.header_timeout;
         let mut lazy = LazyConfigAcceptor::new(Acceptor::default(), io);
         let start = match timeout_at(hello_by, &mut lazy).await {
             Ok(Ok(start)) => start,
             Ok(Err(_)) => {
-                self.record(shared, HandshakeOutcome::NotTls, false);
+                self.record(context, HandshakeOutcome::NotTls, false);
                 return None;
             }
             Err(_) => {
-                self.record(shared, HandshakeOutcome::TimedOut, false);
+                self.record(context, HandshakeOutcome::TimedOut, false);
                 return None;
             }
         };
         // The connection's fault is drawn once its hello is in, so a client that sends none takes no draw.
-        let decision = {
-            let live = shared.live();
-            let plan = &live.plan;
-            let (from, to, weight) = plan.tls.resolve(live.position(Instant::now()));
-            let n = plan.tls.connections.fetch_add(1, Ordering::Relaxed);
-            decide(
-                from.as_deref(),
-                &to,
-                weight,
-                CallDraws::new(plan.seed, plan.tls.key, n),
-            )
-        };
+        let decision = (context.draw)();
         let delayed = !decision.delay.is_zero();
         if delayed {
-            let until = Instant::now() + decision.delay;
-            match &shared.deadlines {
-                Some(deadlines) => deadlines.wait_until(until).await,
-                None => tokio::time::sleep_until(until).await,
-            }
+            deadlines::wait_until(context.deadlines, Instant::now() + decision.delay).await;
         }
         let (config, outcome) = match decision.action {
             HandshakeAction::Alert(code) => {
                 drop(start);
                 // Counted first: the caller may read the recording as soon as it has the alert.
-                self.record(shared, HandshakeOutcome::Alert, delayed);
+                self.record(context, HandshakeOutcome::Alert, delayed);
                 // A fatal alert record (type 21, TLS 1.2 record version, length 2, level 2 = fatal).
                 // Written on the socket itself, under whatever TLS state there is.
                 write_raw(tcp, &[21, 3, 3, 0, 2, 2, code]).await;
@@ -201,7 +185,7 @@ impl Terminator {
             HandshakeAction::Serve => (None, HandshakeOutcome::Ok),
         };
         let config = config.unwrap_or_else(|| self.serve.clone());
-        let done_by = Instant::now() + shared.timeouts.header;
+        let done_by = Instant::now() + context.header_timeout;
         let mut stream = match timeout_at(done_by, start.into_stream(config)).await {
             Ok(Ok(stream)) => stream,
             Ok(Err(e)) => {
@@ -209,11 +193,11 @@ impl Terminator {
                     HandshakeAction::Serve | HandshakeAction::Truncate => self.classify(&e),
                     _ => outcome,
                 };
-                self.record(shared, outcome, delayed);
+                self.record(context, outcome, delayed);
                 return None;
             }
             Err(_) => {
-                self.record(shared, HandshakeOutcome::TimedOut, delayed);
+                self.record(context, HandshakeOutcome::TimedOut, delayed);
                 return None;
             }
         };
@@ -222,7 +206,7 @@ impl Terminator {
             HandshakeOutcome::Ok if resumed => HandshakeOutcome::Resumed,
             other => other,
         };
-        self.record(shared, outcome, delayed);
+        self.record(context, outcome, delayed);
         if decision.action == HandshakeAction::Truncate {
             // Wait for the request, so the caller sees its request go unanswered rather than a refused
             // handshake, then close below TLS: a FIN with no close_notify before it.
@@ -252,9 +236,9 @@ impl Terminator {
         }
     }
 
-    fn record(&self, shared: &Shared, outcome: HandshakeOutcome, delayed: bool) {
+    fn record(&self, context: &HandshakeContext<'_>, outcome: HandshakeOutcome, delayed: bool) {
         self.recorder
-            .record(shared.recorder.time_ns(Instant::now()), outcome, delayed);
+            .record((context.time_ns)(Instant::now()), outcome, delayed);
     }
 }
 

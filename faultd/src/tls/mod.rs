@@ -42,13 +42,14 @@ mod certs;
 
 #[cfg(feature = "tls")]
 pub use acceptor::Terminator;
-pub use faults::{CompiledHandshake, HandshakeAction, HandshakeFailure, HandshakeFaults};
+pub use faults::{
+    CompiledHandshake, HandshakeAction, HandshakeDecision, HandshakeFailure, HandshakeFaults,
+};
 pub use record::{HandshakeOutcome, TlsBucket, TlsRecorder, TlsRecording};
 
-use crate::config::Config;
-use crate::draw::route_key;
+use crate::draw::{route_key, CallDraws};
 use crate::invalid::Invalid;
-use crate::schedule::Position;
+use crate::phased::{PhaseTimes, Phased, Position};
 
 /// The protocols the listener offers in ALPN, in order of preference.
 pub const ALPN: &[&[u8]] = &[b"h2", b"http/1.1"];
@@ -101,14 +102,13 @@ impl TlsConfig {
         Ok(())
     }
 
-    /// Checks that every phase named under `phases` exists in the schedule.
-    pub fn check_phase_names(&self, config: &Config) -> Result<(), Invalid> {
+    /// Checks that every phase named under `phases` exists in the schedule, whose phases are `schedule`.
+    pub fn check_phase_names(&self, schedule: &[&str]) -> Result<(), Invalid> {
         for name in self.phases.keys() {
-            if !config.phases.iter().any(|p| &p.name == name) {
-                let known: Vec<&str> = config.phases.iter().map(|p| p.name.as_str()).collect();
+            if !schedule.contains(&name.as_str()) {
                 return Err(Invalid::new(
                     format!("phases.{name}"),
-                    format!("no phase named {name:?} (phases: {})", known.join(", ")),
+                    format!("no phase named {name:?} (phases: {})", schedule.join(", ")),
                 ));
             }
         }
@@ -135,9 +135,8 @@ impl TlsConfig {
 /// schedule's plan, so it changes with the configuration and follows the same clock.
 #[derive(Debug)]
 pub struct TlsPlan {
-    base: Arc<CompiledHandshake>,
-    /// Per phase: the faults in force once it began, and whether it named `tls` (only then does its ramp apply).
-    phases: Vec<(Arc<CompiledHandshake>, bool)>,
+    /// The faults before the first phase, and those in force once each phase began.
+    faults: Phased<Arc<CompiledHandshake>>,
     /// The key of the handshakes' seeded draws.
     pub key: u64,
     /// Connections accepted under this plan: the draw number of the next one.
@@ -145,28 +144,25 @@ pub struct TlsPlan {
 }
 
 impl TlsPlan {
-    /// Compiles the faults of `config`'s `tls:` section and of its phases.
-    pub fn compile(config: &Config) -> Result<TlsPlan, Invalid> {
-        let tls = config.tls.clone().unwrap_or_default();
+    /// Compiles the faults of a `tls:` section (none: no faults) over the schedule's `phases`.
+    pub fn compile(tls: Option<&TlsConfig>, phases: &[PhaseTimes<'_>]) -> Result<TlsPlan, Invalid> {
+        let tls = tls.cloned().unwrap_or_default();
         let base_faults = tls.faults.clone().unwrap_or_default();
         let base =
             Arc::new(CompiledHandshake::compile(&base_faults).map_err(|e| e.at("tls.faults"))?);
-        let mut current = base.clone();
-        let mut phases = Vec::new();
-        for phase in &config.phases {
-            let set = tls.phases.get(&phase.name);
-            if let Some(set) = set {
-                current = Arc::new(
+        let mut faults = Phased::new(base);
+        for &(name, at, ramp) in phases {
+            let set = match tls.phases.get(name) {
+                Some(set) => Some(Arc::new(
                     CompiledHandshake::compile(&set.over(&base_faults))
-                        .map_err(|e| e.at(&format!("tls.phases.{}", phase.name)))?,
-                );
-            }
-            let named = set.is_some();
-            phases.push((current.clone(), named));
+                        .map_err(|e| e.at(&format!("tls.phases.{name}")))?,
+                )),
+                None => None,
+            };
+            faults.push(at, ramp, set);
         }
         Ok(TlsPlan {
-            base,
-            phases,
+            faults,
             key: route_key("tls:data"),
             connections: AtomicU64::new(0),
         })
@@ -177,23 +173,36 @@ impl TlsPlan {
         &self,
         position: Option<Position>,
     ) -> (Option<Arc<CompiledHandshake>>, Arc<CompiledHandshake>, f64) {
-        let Some(Position {
-            phase: Some(i),
-            weight,
-        }) = position
-        else {
-            return (None, self.base.clone(), 1.0);
-        };
-        let (to, named) = &self.phases[i];
-        let from = (weight < 1.0 && *named).then(|| {
-            if i == 0 {
-                self.base.clone()
-            } else {
-                self.phases[i - 1].0.clone()
-            }
-        });
-        (from, to.clone(), weight)
+        let at = self.faults.at(position);
+        (at.from.cloned(), at.to.clone(), at.weight)
     }
+
+    /// The fault of the next connection accepted at `position`, drawn with the run's `seed`.
+    pub fn draw(&self, position: Option<Position>, seed: u64) -> HandshakeDecision {
+        let (from, to, weight) = self.resolve(position);
+        let n = self
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        faults::decide(
+            from.as_deref(),
+            &to,
+            weight,
+            CallDraws::new(seed, self.key, n),
+        )
+    }
+}
+
+/// What one handshake needs from the listener it runs under: its limits, its clocks and the schedule's draw.
+pub struct HandshakeContext<'a> {
+    /// How long a client may take to send its hello, and again to finish after faultd answers it.
+    pub header_timeout: std::time::Duration,
+    /// The waker of precise delays; tokio's timer without one.
+    pub deadlines: Option<&'a crate::deadlines::Deadlines>,
+    /// Draws the connection's fault from the schedule in force now; called once, when the hello is in, so a
+    /// client that sends none takes no draw.
+    pub draw: &'a (dyn Fn() -> HandshakeDecision + Sync),
+    /// The recording time of an instant (the data plane's recorder's clock), for the handshake's bucket.
+    pub time_ns: &'a (dyn Fn(tokio::time::Instant) -> u64 + Sync),
 }
 
 /// Why TLS could not be set up at start: a file that is missing, unreadable, not PEM, or a key that does not
@@ -283,7 +292,7 @@ impl Terminator {
         &self,
         _io: IO,
         _tcp: &tokio::net::TcpStream,
-        _shared: &crate::server::Shared,
+        _context: &HandshakeContext<'_>,
     ) -> Option<(IO, bool)> {
         match self._never {}
     }
@@ -292,6 +301,7 @@ impl Terminator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
     use crate::draw::CallDraws;
     use std::time::Duration;
 

@@ -18,9 +18,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 
 use crate::behaviours::BodyError;
-
-/// The largest request message read for an echo: gRPC's default receive limit.
-pub const MAX_MESSAGE: usize = 4 << 20;
+pub use crate::behaviours::MAX_MESSAGE;
 
 /// What faultd needs to know of a gRPC call before answering it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,97 +1,33 @@
-//! The data plane: the listener the service under test calls, and what it does with each call.
+//! The data plane's listener: the connections the service under test opens, and what becomes of each socket.
 //!
-//! For: accepting connections, telling HTTP/2 (by its preface) from HTTP/1.1 per connection and serving both with
-//! the same call handler (a call is a request, or a stream) (through socket2, with a backlog far above tokio's 1,024 so bursts of connects
-//! are not dropped), matching each call to a route, recording it, deciding its fate with the seeded draws, and
-//! carrying the decision out: waiting precisely, answering, trickling, proxying, or taking the socket back from
-//! hyper to hang on it cheaply, reset it, close it empty or write garbage. On HTTP/2 a hang holds its stream (the
-//! connection carries other calls), and the stream faults (RST_STREAM, GOAWAY, gRPC statuses and deadlines) are
-//! carried out here too. Not for: deciding (see `behaviours`), timing phases (see `schedule`) or gRPC framing
-//! (see `grpc`).
+//! For: accepting connections (bound through `crate::sockets` with a backlog far above tokio's 1,024, so bursts
+//! of connects are not dropped), shedding those over `max_connections`, the TLS handshake first when the data
+//! plane speaks TLS, telling HTTP/2 (by its preface or ALPN) from HTTP/1.1 per connection and serving both with
+//! the same call handler (a call is a request, or a stream), and carrying out what a call asks of its connection
+//! once hyper has let go of the socket: holding a hung call cheaply, a reset, a close without an answer, garbage,
+//! an abrupt GOAWAY. Not for: a call itself (`call`), deciding (`crate::behaviours`) or gRPC framing (`grpc`).
 
 use std::convert::Infallible;
 use std::io;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, RwLock};
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::http::{HeaderMap, Request, Response, StatusCode};
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Notify, Semaphore};
+use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
-use crate::behaviours::{
-    decide, header_map, CallAction, GoAwayMode, ProxyClient, TrickleBody, MALFORMED_BYTES,
-};
-use crate::deadlines::Deadlines;
-use crate::draw::CallDraws;
-use crate::grpc::{self, GrpcCall};
-use crate::http2::{self, H2Code, Streams};
-use crate::recorder::{CallGuard, Outcome, Recorder};
-use crate::schedule::Live;
-use crate::timeouts::{self, Timeouts};
-use faultline_units::GrpcCode;
-
-pub use crate::behaviours::{BodyError, DataBody};
-
-mod answers;
-mod call;
-
-use answers::*;
-use call::{call, hold, Held};
-
-/// What the data plane shares between connections and with the control API.
-pub struct Shared {
-    /// Plan, clock and overrides; read on every call, written by control calls (which only swap small values,
-    /// so a control call never holds the lock for long).
-    pub live: RwLock<Live>,
-    /// The recorder.
-    pub recorder: Arc<Recorder>,
-    /// The client of proxied calls.
-    pub proxy: ProxyClient,
-    /// The waker of delayed calls ([`crate::deadlines`]); `None` without a timerfd or with precise delays off
-    /// (paused-time tests, where only tokio's timer follows the paused clock), and delays then use tokio's timer.
-    pub deadlines: Option<Deadlines>,
-    /// TLS termination, when the configuration asks for it: every connection's handshake runs first.
-    pub tls: Option<Arc<crate::tls::Terminator>>,
-    /// How long a connection may carry no call (a slow head, an idle keep-alive connection).
-    pub timeouts: Timeouts,
-    /// The TCP routes, whose listeners (with faultd's others) no upstream may name.
-    pub tcp: Arc<crate::tcp::TcpRoutes>,
-    /// Where the control API may read the files a configuration names.
-    pub files: crate::files::Files,
-}
-
-impl Shared {
-    /// A read of the live state that survives a panicked writer (the state is plain values, never half-written).
-    pub fn live(&self) -> std::sync::RwLockReadGuard<'_, Live> {
-        self.live.read().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// A write of the live state.
-    pub fn live_mut(&self) -> std::sync::RwLockWriteGuard<'_, Live> {
-        self.live.write().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// Binds a TCP listener with `backlog` pending connects (tokio's own `bind` uses 1,024).
-pub fn bind(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
-    let domain = socket2::Domain::for_address(addr);
-    let socket = socket2::Socket::new(domain, socket2::Type::STREAM, Some(socket2::Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    socket.set_nonblocking(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
-    TcpListener::from_std(socket.into())
-}
+use super::call::call;
+use super::http2::{self, Streams};
+use super::io::{LockedStream, SharedStream};
+use super::shared::Shared;
+use super::takeover::{hold, Held, ResetStream, Takeover, TakeoverRequest};
+use super::timeouts::{self, Timeouts};
+use crate::behaviours::MALFORMED_BYTES;
+use crate::sockets::{next_connection, write_raw};
+use crate::tls::{HandshakeContext, Terminator};
 
 /// Accepts connections until `shutdown` turns true. With `max_connections`, a connection accepted while that many
 /// are open is shed: answered `503 Service Unavailable` with `connection: close` and counted (the recorder's
@@ -121,27 +57,6 @@ pub async fn serve(
             connection(tcp, shared, shutdown).await;
             drop(permit);
         });
-    }
-}
-
-/// The next connection of `listener`, or `None` once `shutdown` turns true.
-pub(crate) async fn next_connection(
-    listener: &TcpListener,
-    shutdown: &mut watch::Receiver<bool>,
-) -> Option<TcpStream> {
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = shutdown.changed() => return None,
-        };
-        match accepted {
-            Ok((tcp, _)) => return Some(tcp),
-            // Out of file descriptors or a connect that died in the queue: keep serving the others.
-            Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
     }
 }
 
@@ -185,50 +100,32 @@ async fn shed(tcp: TcpStream, mut shutdown: watch::Receiver<bool>) {
     }
 }
 
-/// What a call asks its connection to do once hyper has let go of the socket.
-enum Takeover {
-    Reset,
-    Empty,
-    Malformed,
-    /// Hold the call on the bare socket until the caller closes it. The call's guard moves here, so the call stays
-    /// in flight while hyper's per-connection state (an 8 KiB read buffer, an 8 KiB write buffer, the request and
-    /// the call's future) is freed: a hung call costs a few hundred bytes instead of ~20 KB, which is what lets
-    /// faultd hold tens of thousands of them (bench/faultd.md, benchmark c).
-    Hang(CallGuard),
-    /// An abrupt GOAWAY with this code, then a close: the HTTP/2 connection's streams in flight are lost.
-    GoAway(H2Code),
-    /// The same, with the GOAWAY already written inside TLS: only the close is left.
-    GoAwayWritten,
-}
-
-#[derive(Default)]
-struct TakeoverRequest {
-    action: Mutex<Option<Takeover>>,
-    notify: Notify,
-}
-
-impl TakeoverRequest {
-    fn request(&self, action: Takeover) {
-        if let Ok(mut a) = self.action.lock() {
-            *a = Some(action);
-        }
-        self.notify.notify_one();
-    }
-}
-
 /// TLS: the handshake (with its faults) first, then HTTP/2 or HTTP/1.1 as ALPN chose over the stream it hands
 /// back. The takeovers the caller acts on still act on the bare socket, under TLS: a reset or a close without
 /// close_notify, garbage that is not even a TLS record; only an abrupt GOAWAY is written here, inside TLS, where
 /// the caller's HTTP/2 can read it.
 async fn serve_tls(
-    tls: Arc<crate::tls::Terminator>,
+    tls: Arc<Terminator>,
     tcp: Arc<TcpStream>,
     shared: Arc<Shared>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Option<Takeover> {
     // Boxed like `serve_http`, so the handshake's state does not size this future for as long as a hung call
     // holds it.
-    let handshake = Box::pin(tls.accept(SharedStream(tcp.clone()), &tcp, &shared));
+    let draw = || {
+        let live = shared.live();
+        live.plan
+            .tls
+            .draw(live.position(Instant::now()), live.plan.seed)
+    };
+    let time_ns = |at| shared.recorder.time_ns(at);
+    let context = HandshakeContext {
+        header_timeout: shared.timeouts.header,
+        deadlines: shared.deadlines.as_ref(),
+        draw: &draw,
+        time_ns: &time_ns,
+    };
+    let handshake = Box::pin(tls.accept(SharedStream(tcp.clone()), &tcp, &context));
     let accepted = tokio::select! {
         s = handshake => s,
         _ = shutdown.changed() => None,
@@ -323,22 +220,6 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
         }
         None => {}
     }
-}
-
-/// Writes `bytes` on the bare socket; false if it failed (and gave up).
-pub(crate) async fn write_raw(tcp: &TcpStream, bytes: &[u8]) -> bool {
-    let mut written = 0;
-    while written < bytes.len() {
-        if tcp.writable().await.is_err() {
-            return false;
-        }
-        match tcp.try_write(&bytes[written..]) {
-            Ok(n) => written += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(_) => return false,
-        }
-    }
-    true
 }
 
 /// Serves HTTP/1.1 on the connection until it ends, faultd shuts down, or a call asks for the socket back.
@@ -454,10 +335,6 @@ where
         }
     }
 }
-
-/// Marks a response as "reset this stream instead" for the HTTP/2 service around [`call`].
-#[derive(Debug, Clone, Copy)]
-struct ResetStream(H2Code);
 
 /// Waits until the caller closes the connection (or it fails), discarding whatever else arrives: a hung call is
 /// never answered, and HTTP/1.1 answers in order, so nothing sent after it could be answered either. A caller that

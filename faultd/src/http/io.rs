@@ -1,91 +1,16 @@
-//! The data plane's answers and sockets: bodies that hold a call's guard until they are sent, whole and plain
-//! answers, and the stream wrappers that let a connection be taken back from hyper (a reset, an abrupt GOAWAY).
+//! The streams hyper serves while the connection task keeps a handle to the same socket, so that a call can ask
+//! for the socket back mid-request (a reset, a close without an answer, garbage, a hang held on the bare socket)
+//! and an abrupt GOAWAY can be written inside TLS once hyper has let go.
+//!
+//! Not for: deciding when to take the socket back (`takeover`, `listener`).
 
-use super::*;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
-pub(super) fn full(bytes: Bytes) -> DataBody {
-    whole(bytes).boxed_unsync()
-}
-
-/// A body of `bytes` in one frame, with the data plane's error type.
-pub(super) fn whole(
-    bytes: Bytes,
-) -> impl Body<Data = Bytes, Error = BodyError> + Send + Unpin + 'static {
-    Full::new(bytes).map_err(|never| match never {})
-}
-
-pub(super) fn plain(status: StatusCode, body: impl Into<Bytes>) -> Response<DataBody> {
-    let mut response = Response::new(full(body.into()));
-    *response.status_mut() = status;
-    response
-}
-
-/// Moves the call's guard into the response body, so the call counts as in flight until its last byte is handed
-/// to the socket, and as completed only if that happens.
-pub(super) fn guarded<B>(response: Response<B>, guard: CallGuard) -> Response<DataBody>
-where
-    B: Body<Data = Bytes, Error = BodyError> + Send + Unpin + 'static,
-{
-    let status = response.status().as_u16();
-    response.map(|inner| {
-        GuardedBody {
-            inner,
-            guard: Some(guard),
-            status,
-        }
-        .boxed_unsync()
-    })
-}
-
-pub(super) struct GuardedBody<B: Body> {
-    inner: B,
-    guard: Option<CallGuard>,
-    status: u16,
-}
-
-impl<B: Body> GuardedBody<B> {
-    fn complete(&mut self) {
-        if let Some(mut guard) = self.guard.take() {
-            guard.set_outcome(Outcome::Completed(self.status));
-        }
-    }
-}
-
-impl<B: Body<Data = Bytes, Error = BodyError> + Unpin> Body for GuardedBody<B> {
-    type Data = Bytes;
-    type Error = BodyError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BodyError>>> {
-        let polled = Pin::new(&mut self.inner).poll_frame(cx);
-        match &polled {
-            Poll::Ready(None) => self.complete(),
-            Poll::Ready(Some(Ok(_))) if self.inner.is_end_stream() => self.complete(),
-            // A failed upstream body: the call is left as abandoned.
-            Poll::Ready(Some(Err(_))) => drop(self.guard.take()),
-            _ => {}
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl<B: Body> Drop for GuardedBody<B> {
-    fn drop(&mut self) {
-        if self.inner.is_end_stream() {
-            self.complete();
-        }
-    }
-}
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 
 /// A stream (TLS's) that hyper's HTTP/2 reads and writes while the connection task keeps a handle to it, so an
 /// abrupt GOAWAY can be written inside TLS once hyper has let go. hyper polls it from its connection's task

@@ -1,7 +1,7 @@
-//! What faultd does with a call that matches no route: answer it 404 (the default), or forward it to an upstream
-//! (`unmatched: { proxy: URL }`), so that the routes a scenario names are faulted and every other call of the
-//! service still reaches the real dependency. Either way the call is counted as unmatched ([`crate::recorder`]).
-//! Not for: routing itself ([`crate::routing`]) or the forwarding ([`crate::behaviours::proxy`]).
+//! The HTTP sections of a configuration: `http2:` (what faultd announces on each HTTP/2 connection) and
+//! `unmatched:` (what becomes of a call that matches no route).
+//!
+//! Not for: serving them (`crate::http` reads them from the plan in force).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -9,6 +9,17 @@ use serde::{Deserialize, Serialize};
 use crate::behaviours::proxy::Proxy;
 use crate::behaviours::Fault;
 use crate::invalid::Invalid;
+
+/// HTTP/2 settings faultd announces on each new connection (a scenario's `http2:` section).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Http2Settings {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: the most streams a caller may hold open on one connection; a caller
+    /// that wants more must queue them or open another connection. Unlimited (hyper's default, 200) when absent.
+    /// Read when a connection opens, so a change reaches new connections only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent_streams: Option<u32>,
+}
 
 /// `unmatched: 404` or `unmatched: { proxy: http://127.0.0.1:8080 }` (also `{ proxy: { url, ca } }`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

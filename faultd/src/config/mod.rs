@@ -1,10 +1,11 @@
 //! The configuration faultd runs: routes with their base behaviour, and a schedule of phases.
 //!
-//! For: the types a scenario's `dependency:` section deserialises into, their validation (errors name the file,
-//! line, column and field), and `--time-scale`. Not for: running anything; `schedule.rs` compiles a validated
-//! configuration for the data plane.
+//! For: the types a scenario's `dependency:` section deserialises into (the HTTP sections in `http_sections`, TLS's
+//! in `crate::tls`), `--time-scale`, the files a configuration names, and each TCP route's toxics over the phases.
+//! Not for: reading and validating one (`Config::from_yaml`, `from_json` and `validate` are `crate::schedule`'s,
+//! whose plan holds the rules) or running anything.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
@@ -17,10 +18,12 @@ use serde::{Deserialize, Serialize};
 use crate::behaviours::*;
 use crate::files::Files;
 use crate::invalid::Invalid;
-use crate::routing::{parse_method, PathPattern};
+use crate::phased::Phased;
 
-/// The recording step when the configuration does not set one.
-pub const DEFAULT_BUCKET: Duration = Duration::from_millis(100);
+pub use crate::recorder::DEFAULT_BUCKET;
+pub use http_sections::{Forward, Http2Settings, Unmatched};
+
+mod http_sections;
 
 /// A whole faultd configuration (a scenario's `dependency:` section).
 ///
@@ -52,7 +55,7 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsConfig>,
     /// HTTP/2 settings announced on each new connection, e.g. `{max_concurrent_streams: 8}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http2: Option<crate::http2::Http2Settings>,
+    pub http2: Option<Http2Settings>,
     /// The data plane's address, e.g. `127.0.0.1:9000`: where a service that is already running (or was started
     /// with its dependency's URL fixed) sends its calls. Read when faultd starts (`faultd --listen` wins over it;
     /// a scenario's embedded faultd takes a free loopback port without it); a running faultd's data plane cannot
@@ -63,7 +66,7 @@ pub struct Config {
     /// forwards it, e.g. to the real dependency, so that only the routes named here are faulted. Either way it is
     /// counted as unmatched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unmatched: Option<crate::unmatched::Unmatched>,
+    pub unmatched: Option<Unmatched>,
 }
 
 /// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
@@ -147,30 +150,6 @@ pub struct TcpEndpoint {
     pub listen: String,
     /// `host:port` of the real dependency; loopback unless its host is in faultd's `allow_hosts`.
     pub upstream: String,
-}
-
-/// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only, or (HTTP) none.
-fn check_kind(b: &Behaviour, tcp: bool) -> Result<(), Invalid> {
-    if tcp {
-        let http = serde_json::to_value(Behaviour {
-            toxics: None,
-            ..b.clone()
-        })
-        .ok()
-        .and_then(|v| v.as_object().and_then(|m| m.keys().next().cloned()));
-        if let Some(field) = http {
-            return Err(Invalid::new(
-                field,
-                "a TCP route takes `toxics` only (HTTP behaviours act on HTTP routes)",
-            ));
-        }
-    } else if b.toxics.is_some() {
-        return Err(Invalid::new(
-            "toxics",
-            "toxics act on TCP routes only (give the route `tcp: { listen, upstream }`)",
-        ));
-    }
-    Ok(())
 }
 
 /// A named phase of the schedule. From `at` on, each route it names gets the behaviour it sets (laid over the
@@ -327,54 +306,6 @@ impl Config {
         }
     }
 
-    /// Parses and validates YAML (JSON is YAML too). Errors name `file`, the line and column, and the field.
-    pub fn from_yaml(text: &str, file: &str) -> Result<Config, ConfigError> {
-        let index = crate::yaml_index::YamlIndex::build(text);
-        let config: Config = serde_saphyr::from_str(text).map_err(|e| {
-            let plain = e.without_snippet();
-            let location = plain.location();
-            let (line, column) = match location {
-                Some(l) if l.line() > 0 => (Some(l.line() as usize), Some(l.column() as usize)),
-                _ => (None, None),
-            };
-            let field = line
-                .map(|l| index.field_at(l, column.unwrap_or(1)))
-                .unwrap_or_default();
-            ConfigError {
-                file: Some(file.to_string()),
-                line,
-                column,
-                field,
-                message: first_line_of(&plain.to_string()),
-            }
-        })?;
-        config.validate().map_err(|mut e| {
-            e.file = Some(file.to_string());
-            if let Some((line, column)) = index.locate(&e.field) {
-                e.line = Some(line);
-                e.column = Some(column);
-            }
-            e
-        })?;
-        Ok(config)
-    }
-
-    /// Parses and validates JSON (a control-API body). Errors name the field by its path.
-    pub fn from_json(body: &[u8], label: &str) -> Result<Config, ConfigError> {
-        let config: Config = parse_json(body).map_err(|(field, message)| ConfigError {
-            file: Some(label.to_string()),
-            line: None,
-            column: None,
-            field,
-            message,
-        })?;
-        config.validate().map_err(|mut e| {
-            e.file = Some(label.to_string());
-            e
-        })?;
-        Ok(config)
-    }
-
     /// The data plane's address the configuration fixes (`listen`), if it fixes one.
     pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, ConfigError> {
         match &self.listen {
@@ -387,148 +318,6 @@ impl Config {
                 .into()
             }),
         }
-    }
-
-    /// Checks everything that parsing cannot: faultd's limits ([`crate::limits`]), patterns and methods, shares
-    /// add up to at most 100%, phases in ascending time with unique names, phases naming known routes, ramps
-    /// that end before the next phase. No route at all is valid: such a faultd answers every call 404 (counted as
-    /// unmatched) until a runner or the control API configures it.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        crate::limits::check_config(self)?;
-        self.listen_addr()?;
-        if self
-            .http2
-            .and_then(|h| h.max_concurrent_streams)
-            .is_some_and(|n| n == 0)
-        {
-            return Err(Invalid::new(
-                "http2.max_concurrent_streams",
-                "at least 1 stream (0 would refuse every call)",
-            )
-            .into());
-        }
-        if let Some(u) = &self.unmatched {
-            u.validate().map_err(|e| e.at("unmatched"))?;
-        }
-        if let Some(b) = self.bucket {
-            if b.get() < Duration::from_millis(1) || b.get() > Duration::from_secs(60) {
-                return Err(Invalid::new("bucket", format!("{b} is outside 1ms..60s")).into());
-            }
-        }
-        let mut seen_patterns = BTreeMap::new();
-        for (name, route) in &self.routes {
-            let at = |e: Invalid| ConfigError::from(e.at(&format!("routes.{name}")));
-            crate::limits::check_name("routes", name)?;
-            if let Some(tcp) = &route.tcp {
-                if !route.path.is_empty() {
-                    return Err(at(Invalid::new("path", "a TCP route has no path")));
-                }
-                if route.method.is_some() {
-                    return Err(at(Invalid::new("method", "a TCP route has no method")));
-                }
-                if tcp.upstream.is_empty() {
-                    return Err(at(Invalid::new(
-                        "tcp.upstream",
-                        "give the upstream host:port",
-                    )));
-                }
-                crate::tcp::listen_addr(&tcp.listen)
-                    .map_err(|e| at(tcp_invalid(e, "tcp.listen")))?;
-                crate::tcp::check_upstream(&tcp.upstream, &[])
-                    .or_else(|e| match e {
-                        // Hosts other than loopback are for faultd's `allow_hosts` to admit, at start.
-                        crate::tcp::TcpError::Invalid { ref message, .. }
-                            if message.contains("allow_hosts") =>
-                        {
-                            Ok(())
-                        }
-                        e => Err(e),
-                    })
-                    .map_err(|e| at(tcp_invalid(e, "tcp.upstream")))?;
-                check_kind(&route.base(), true).map_err(at)?;
-                route.base().validate().map_err(at)?;
-                continue;
-            }
-            PathPattern::parse(&route.path).map_err(|e| at(e.at("path")))?;
-            let method = parse_method(route.method.as_deref()).map_err(|e| at(e.at("method")))?;
-            let key = (method.as_ref().map(|m| m.to_string()), route.path.clone());
-            if let Some(other) = seen_patterns.insert(key, name.clone()) {
-                return Err(at(Invalid::new(
-                    "path",
-                    format!("route {other:?} already takes the same method and path"),
-                )));
-            }
-            check_kind(&route.base(), false).map_err(at)?;
-            route.base().validate().map_err(at)?;
-        }
-        if let Some(tls) = &self.tls {
-            tls.validate()
-                .and_then(|()| tls.check_phase_names(self))
-                .map_err(|e| ConfigError::from(e.at("tls")))?;
-        }
-        let mut names = BTreeSet::new();
-        for (i, phase) in self.phases.iter().enumerate() {
-            let at = |e: Invalid| ConfigError::from(e.at(&format!("phases[{i}]")));
-            if phase.name.trim().is_empty() {
-                return Err(at(Invalid::new("name", "a phase needs a name")));
-            }
-            if !names.insert(phase.name.as_str()) {
-                return Err(at(Invalid::new(
-                    "name",
-                    format!("{:?} is used by an earlier phase", phase.name),
-                )));
-            }
-            if i > 0 && phase.at <= self.phases[i - 1].at {
-                return Err(at(Invalid::new(
-                    "at",
-                    format!(
-                        "{} is not after the previous phase {:?} at {}; phases must be in ascending time",
-                        phase.at,
-                        self.phases[i - 1].name,
-                        self.phases[i - 1].at
-                    ),
-                )));
-            }
-            if let Some(ramp) = phase.ramp {
-                if ramp.get().is_zero() {
-                    return Err(at(Invalid::new(
-                        "ramp",
-                        "a ramp must be longer than 0s (leave it out for a step)",
-                    )));
-                }
-                if let Some(next) = self.phases.get(i + 1) {
-                    if phase.at.get() + ramp.get() > next.at.get() {
-                        return Err(at(Invalid::new(
-                            "ramp",
-                            format!(
-                                "the {ramp} ramp runs past the start of {:?} at {}",
-                                next.name, next.at
-                            ),
-                        )));
-                    }
-                }
-            }
-            for (route_name, set) in &phase.routes {
-                let Some(route) = self.routes.get(route_name) else {
-                    let known: Vec<&str> = self.routes.keys().map(String::as_str).collect();
-                    return Err(at(Invalid::new(
-                        format!("routes.{route_name}"),
-                        format!(
-                            "no route named {route_name:?} (routes: {})",
-                            known.join(", ")
-                        ),
-                    )));
-                };
-                if let PhaseRoute::Set(b) = set {
-                    check_kind(b, route.is_tcp())
-                        .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
-                    b.over(&route.base())
-                        .validate()
-                        .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Multiplies every duration by `factor` (phase starts, ramps, delays, the bucket) and divides every rate by
@@ -599,6 +388,33 @@ impl Config {
         Ok(())
     }
 
+    /// TCP route `route`'s toxics over the phases: its own `toxics` first; a phase naming the route with
+    /// `toxics` replaces them, `healthy` restores its own, and a phase that does not name it keeps what it has.
+    pub fn tcp_toxics(&self, route: &str) -> Phased<Vec<TcpToxic>> {
+        let base = self
+            .routes
+            .get(route)
+            .and_then(|r| r.toxics.clone())
+            .unwrap_or_default();
+        let mut toxics = Phased::new(base.clone());
+        for p in &self.phases {
+            let set = match p.routes.get(route) {
+                Some(PhaseRoute::Healthy) => Some(base.clone()),
+                Some(PhaseRoute::Set(b)) => b.toxics.clone(),
+                None => None,
+            };
+            toxics.push(p.at.get(), p.ramp.map(|r| r.get()), set);
+        }
+        toxics
+    }
+
+    /// Every TCP route's toxics over the phases, by name.
+    pub fn tcp_schedules(&self) -> Vec<(String, Phased<Vec<TcpToxic>>)> {
+        self.tcp_routes()
+            .map(|(name, _)| (name.clone(), self.tcp_toxics(name)))
+            .collect()
+    }
+
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each
     /// call would come back to faultd and be forwarded again. TCP routes are checked as they are created.
     pub fn check_not_own(&self, own: &[std::net::SocketAddr]) -> Result<(), ConfigError> {
@@ -658,14 +474,6 @@ impl PhaseRoute {
     }
 }
 
-/// A TCP address problem as a validation failure of `field`.
-fn tcp_invalid(e: crate::tcp::TcpError, field: &str) -> Invalid {
-    match e {
-        crate::tcp::TcpError::Invalid { message, .. } => Invalid::new(field, message),
-        other => Invalid::new(field, other.to_string()),
-    }
-}
-
 /// Parses JSON, naming the path of the field that failed (`routes.pricing.latency.fixed`).
 pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, String)> {
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -674,18 +482,4 @@ pub fn parse_json<T: DeserializeOwned>(body: &[u8]) -> Result<T, (String, String
         let field = if path == "." { String::new() } else { path };
         (field, e.into_inner().to_string())
     })
-}
-
-/// The first line of a parser message, without its trailing " at line L, column C" (the error prints those
-/// up front already).
-fn first_line_of(text: &str) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or(text)
-        .trim();
-    match line.rfind(" at line ") {
-        Some(i) if line[i..].contains(", column ") => line[..i].to_string(),
-        _ => line.to_string(),
-    }
 }

@@ -199,7 +199,7 @@ pub async fn serve_api(
     timeouts: Timeouts,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    while let Some(tcp) = crate::server::next_connection(&listener, &mut shutdown).await {
+    while let Some(tcp) = crate::sockets::next_connection(&listener, &mut shutdown).await {
         let _ = tcp.set_nodelay(true);
         let service = TowerToHyperService::new(router.clone());
         let mut shutdown = shutdown.clone();

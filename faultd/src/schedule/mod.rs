@@ -1,0 +1,231 @@
+//! The schedule: which behaviour each route has at each instant of the run.
+//!
+//! For: the run's clock (not started, running, frozen, reset to healthy), run-time route overrides, and the pure
+//! lookup "at time t, route r behaves like this, blended this far along a ramp" ([`Live`]); compiling a
+//! configuration into the [`Plan`] it reads (`plan`, holding it to the `rules` first), reading a configuration
+//! (`load`) and the route table (`routing`). Not for: waiting or sockets; nothing here sleeps, so paused tokio
+//! time tests every switch and ramp to the nanosecond.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::behaviours::{Behaviour, CompiledBehaviour};
+use crate::config::{ConfigError, PhaseRoute};
+use crate::phased::Position;
+use crate::recorder::PhaseEntry;
+
+mod load;
+mod plan;
+pub mod routing;
+mod rules;
+
+pub use plan::{Plan, PlanPhase, PlanRoute, Resolved};
+
+/// The phase label of calls before the first phase begins (and of every call when there are no phases).
+pub const BEFORE_FIRST_PHASE: &str = "before-start";
+/// The phase label once the routes were reset to their base behaviour (Ctrl-C, or the control API).
+pub const HEALTHY_RESET: &str = "healthy-reset";
+
+/// The run's clock: what the schedule does with time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Clock {
+    /// Before `start_schedule`: routes behave as at t = 0.
+    NotStarted,
+    /// Phases follow time from `origin`.
+    Running {
+        /// t = 0.
+        origin: Instant,
+    },
+    /// Stopped: the schedule stays where it was `at` after the origin, while recording time goes on.
+    Frozen {
+        /// t = 0.
+        origin: Instant,
+        /// The schedule time it froze at.
+        at: Duration,
+    },
+    /// Every route back to its base behaviour; the schedule reached `reached` and was reset at `at`.
+    Healthy {
+        /// The schedule time reached before the reset.
+        reached: Duration,
+        /// When the reset happened (schedule time).
+        at: Duration,
+    },
+}
+
+impl Clock {
+    /// The schedule time at `now` (`None` once reset to healthy).
+    pub fn schedule_time(&self, now: Instant) -> Option<Duration> {
+        match *self {
+            Clock::NotStarted => Some(Duration::ZERO),
+            Clock::Running { origin } => Some(now.saturating_duration_since(origin)),
+            Clock::Frozen { at, .. } => Some(at),
+            Clock::Healthy { .. } => None,
+        }
+    }
+}
+
+/// A behaviour set on one route at run time. It holds until the schedule enters another phase, the schedule is
+/// restarted or reset, or the configuration is replaced.
+#[derive(Clone)]
+pub struct Override {
+    behaviour: Arc<CompiledBehaviour>,
+    phase: Option<usize>,
+}
+
+/// The state the data plane reads on every call: the plan, the clock and the overrides.
+#[derive(Clone)]
+pub struct Live {
+    /// The compiled configuration.
+    pub plan: Arc<Plan>,
+    /// The clock.
+    pub clock: Clock,
+    overrides: Vec<Option<Override>>,
+}
+
+impl Live {
+    /// A fresh state for `plan`, not started.
+    pub fn new(plan: Arc<Plan>) -> Live {
+        let overrides = vec![None; plan.routes.len()];
+        Live {
+            plan,
+            clock: Clock::NotStarted,
+            overrides,
+        }
+    }
+
+    /// Swaps in a new plan (a replaced configuration), keeping the clock and dropping overrides.
+    pub fn replace_plan(&mut self, plan: Arc<Plan>) {
+        self.overrides = vec![None; plan.routes.len()];
+        self.plan = plan;
+    }
+
+    /// The position of the schedule at `now`, or `None` once reset to healthy.
+    pub fn position(&self, now: Instant) -> Option<Position> {
+        self.clock.schedule_time(now).map(|t| self.plan.position(t))
+    }
+
+    /// The behaviour of `route` for a call arriving at `now`.
+    pub fn resolve(&self, route: usize, now: Instant) -> Resolved {
+        let Some(position) = self.position(now) else {
+            return Resolved {
+                from: None,
+                to: self.plan.base(route),
+                weight: 1.0,
+                phase: self.plan.healthy_reset.clone(),
+            };
+        };
+        if let Some(Some(o)) = self.overrides.get(route) {
+            if o.phase == position.phase {
+                return Resolved {
+                    from: None,
+                    to: o.behaviour.clone(),
+                    weight: 1.0,
+                    phase: self.plan.label(position),
+                };
+            }
+        }
+        self.plan.resolve(route, position)
+    }
+
+    /// The name of the phase in force at `now`.
+    pub fn current_phase(&self, now: Instant) -> Option<String> {
+        match self.position(now) {
+            None => Some(HEALTHY_RESET.to_string()),
+            Some(p) => p.phase.map(|i| self.plan.phases[i].name.to_string()),
+        }
+    }
+
+    /// Starts the schedule with `origin` as t = 0, dropping run-time overrides.
+    pub fn start(&mut self, origin: Instant) {
+        self.clock = Clock::Running { origin };
+        self.clear_overrides();
+    }
+
+    /// Freezes the schedule where it is at `now`.
+    pub fn stop(&mut self, now: Instant) {
+        if let Clock::Running { origin } = self.clock {
+            self.clock = Clock::Frozen {
+                origin,
+                at: now.saturating_duration_since(origin),
+            };
+        }
+    }
+
+    /// Every route back to its base behaviour, overrides dropped.
+    pub fn reset_to_healthy(&mut self, now: Instant) {
+        let reached = self.clock.schedule_time(now);
+        let at = match self.clock {
+            Clock::Running { origin } | Clock::Frozen { origin, .. } => {
+                now.saturating_duration_since(origin)
+            }
+            Clock::Healthy { at, .. } => at,
+            Clock::NotStarted => Duration::ZERO,
+        };
+        if let Some(reached) = reached {
+            self.clock = Clock::Healthy { reached, at };
+        }
+        self.clear_overrides();
+    }
+
+    fn clear_overrides(&mut self) {
+        self.overrides.iter_mut().for_each(|o| *o = None);
+    }
+
+    /// Sets `route`'s behaviour at run time (laid over its base), until the schedule moves to another phase.
+    pub fn set_override(
+        &mut self,
+        route: usize,
+        set: &PhaseRoute,
+        now: Instant,
+    ) -> Result<(), ConfigError> {
+        crate::limits::check_size(set)?;
+        let name = &self.plan.routes[route].name;
+        let base: Behaviour = self
+            .plan
+            .config
+            .routes
+            .get(name)
+            .map(|r| r.base())
+            .unwrap_or_default();
+        let compiled =
+            CompiledBehaviour::compile(&set.resolve(&base)).map_err(ConfigError::from)?;
+        let phase = self.position(now).and_then(|p| p.phase);
+        self.overrides[route] = Some(Override {
+            behaviour: Arc::new(compiled),
+            phase,
+        });
+        Ok(())
+    }
+
+    /// The phases entered so far, at their scheduled times, and the reset to healthy if there was one.
+    pub fn phases_entered(&self, now: Instant) -> Vec<PhaseEntry> {
+        let (reached, reset) = match self.clock {
+            Clock::NotStarted => return Vec::new(),
+            Clock::Running { origin } => (now.saturating_duration_since(origin), None),
+            Clock::Frozen { at, .. } => (at, None),
+            Clock::Healthy { reached, at } => (reached, Some(at)),
+        };
+        let mut entries: Vec<PhaseEntry> = self
+            .plan
+            .phases
+            .iter()
+            .filter(|p| p.at <= reached)
+            .map(|p| PhaseEntry {
+                name: p.name.to_string(),
+                at: p.at.into(),
+            })
+            .collect();
+        if let Some(at) = reset {
+            entries.push(PhaseEntry {
+                name: HEALTHY_RESET.to_string(),
+                at: at.into(),
+            });
+        }
+        entries
+    }
+}
+
+#[cfg(test)]
+mod tests;

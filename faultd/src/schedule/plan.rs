@@ -1,0 +1,164 @@
+//! The plan: a configuration compiled for the data plane, at start and whenever the control API replaces it.
+//!
+//! For: each HTTP route's method and path in the route table, its behaviour before the first phase and after each
+//! ([`Phased`]), the phase labels calls are recorded under, and the TLS handshake faults of every phase. Not for:
+//! the run's clock or overrides (`super`), TCP routes' toxics (`crate::tcp::schedule`, from
+//! `Config::tcp_toxics`), or the rules (`rules`).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::routing::{parse_method, PathPattern, RouteTable};
+use super::rules;
+use super::{BEFORE_FIRST_PHASE, HEALTHY_RESET};
+use crate::behaviours::CompiledBehaviour;
+use crate::config::{Config, ConfigError};
+use crate::draw::route_key;
+use crate::invalid::Invalid;
+use crate::phased::{PhaseTimes, Phased, Position};
+use crate::recorder::{Recorder, RouteRecorder};
+use crate::tls::TlsPlan;
+
+/// A route as the data plane needs it.
+pub struct PlanRoute {
+    /// The route's name.
+    pub name: String,
+    /// The key of the route's random draws.
+    pub key: u64,
+    /// Where its calls are recorded.
+    pub recorder: Arc<RouteRecorder>,
+    /// Calls that arrived on this route under this plan: the call number of the seeded draws.
+    pub calls: AtomicU64,
+    /// Its behaviour before the first phase and once each phase (and any ramp) is complete.
+    pub behaviour: Phased<Arc<CompiledBehaviour>>,
+}
+
+/// A phase as the schedule names it: its name, start and ramp (what it makes of each route is the route's).
+pub struct PlanPhase {
+    /// The phase's name.
+    pub name: Arc<str>,
+    /// Its start from the origin.
+    pub at: Duration,
+    /// Its ramp, if any.
+    pub ramp: Option<Duration>,
+}
+
+/// A compiled configuration: routes, their base behaviours, and what every phase makes of them.
+pub struct Plan {
+    /// The configuration this plan was compiled from.
+    pub config: Config,
+    /// The seed of the random draws.
+    pub seed: u64,
+    /// Routes in configuration (name) order.
+    pub routes: Vec<PlanRoute>,
+    /// Method and path lookup.
+    pub table: RouteTable,
+    /// The phases in time order.
+    pub phases: Vec<PlanPhase>,
+    /// The handshake faults of every phase (used only when the data plane speaks TLS).
+    pub tls: TlsPlan,
+    /// The phase label of a call: [`BEFORE_FIRST_PHASE`], then each phase's name.
+    labels: Phased<Arc<str>>,
+    pub(super) healthy_reset: Arc<str>,
+}
+
+/// The behaviour one call gets: `to`, blended from `from` by `weight` during a ramp.
+pub struct Resolved {
+    /// The previous phase's behaviour during a ramp.
+    pub from: Option<Arc<CompiledBehaviour>>,
+    /// The behaviour in force.
+    pub to: Arc<CompiledBehaviour>,
+    /// How far the ramp has gone.
+    pub weight: f64,
+    /// The phase label recorded with the call.
+    pub phase: Arc<str>,
+}
+
+impl Plan {
+    /// Compiles `config`, holding it to every rule first ([`rules::check`], the same rules [`Config::validate`]
+    /// runs alone).
+    pub fn compile(config: Config, seed: u64, recorder: &Recorder) -> Result<Plan, ConfigError> {
+        rules::check(&config)?;
+        let mut routes = Vec::new();
+        let mut patterns = Vec::new();
+        for (name, route) in config.http_routes() {
+            let at = |e: Invalid| ConfigError::from(e.at(&format!("routes.{name}")));
+            let method = parse_method(route.method.as_deref()).map_err(|e| at(e.at("method")))?;
+            patterns.push((
+                method,
+                PathPattern::parse(&route.path).map_err(|e| at(e.at("path")))?,
+            ));
+            let base = CompiledBehaviour::compile(&route.base()).map_err(at)?;
+            routes.push(PlanRoute {
+                name: name.clone(),
+                key: route_key(name),
+                recorder: recorder.route(name),
+                calls: AtomicU64::new(0),
+                behaviour: Phased::new(Arc::new(base)),
+            });
+        }
+        let mut phases = Vec::new();
+        let mut labels = Phased::new(Arc::from(BEFORE_FIRST_PHASE));
+        for (i, phase) in config.phases.iter().enumerate() {
+            let (at, ramp) = (phase.at.get(), phase.ramp.map(|r| r.get()));
+            for (r, (name, route)) in config.http_routes().enumerate() {
+                let set = match phase.routes.get(name) {
+                    Some(set) => Some(Arc::new(
+                        CompiledBehaviour::compile(&set.resolve(&route.base())).map_err(|e| {
+                            ConfigError::from(e.at(&format!("phases[{i}].routes.{name}")))
+                        })?,
+                    )),
+                    None => None,
+                };
+                routes[r].behaviour.push(at, ramp, set);
+            }
+            let name: Arc<str> = Arc::from(phase.name.as_str());
+            labels.push(at, ramp, Some(name.clone()));
+            phases.push(PlanPhase { name, at, ramp });
+        }
+        let times: Vec<PhaseTimes<'_>> = phases.iter().map(|p| (&*p.name, p.at, p.ramp)).collect();
+        let tls = TlsPlan::compile(config.tls.as_ref(), &times).map_err(ConfigError::from)?;
+        Ok(Plan {
+            tls,
+            table: RouteTable::new(patterns),
+            config,
+            seed,
+            routes,
+            phases,
+            labels,
+            healthy_reset: Arc::from(HEALTHY_RESET),
+        })
+    }
+
+    /// Where the schedule is `t` after the origin.
+    pub fn position(&self, t: Duration) -> Position {
+        self.labels.position(t)
+    }
+
+    /// The phase label at a position.
+    pub fn label(&self, position: Position) -> Arc<str> {
+        self.labels.at(Some(position)).to.clone()
+    }
+
+    /// The behaviour of `route` at `position`.
+    pub fn resolve(&self, route: usize, position: Position) -> Resolved {
+        let at = self.routes[route].behaviour.at(Some(position));
+        Resolved {
+            from: at.from.cloned(),
+            to: at.to.clone(),
+            weight: at.weight,
+            phase: self.label(position),
+        }
+    }
+
+    /// A route's base behaviour.
+    pub fn base(&self, route: usize) -> Arc<CompiledBehaviour> {
+        self.routes[route].behaviour.base().clone()
+    }
+
+    /// The index of a route by name.
+    pub fn route_index(&self, name: &str) -> Option<usize> {
+        self.routes.iter().position(|r| r.name == name)
+    }
+}
