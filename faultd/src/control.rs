@@ -333,6 +333,19 @@ async fn get_recording(
     Json(json).into_response()
 }
 
+/// A recording as `GET /recording` serves it, its TCP routes (`tcp_routes`) read as calls: what a runner reads
+/// from a faultd it did not start.
+pub fn recording_from_json(mut json: serde_json::Value) -> Result<Recording, serde_json::Error> {
+    let tcp = json
+        .as_object_mut()
+        .and_then(|m| m.remove("tcp_routes"))
+        .map(serde_json::from_value)
+        .transpose()?
+        .unwrap_or_default();
+    let recording: Recording = serde_json::from_value(json)?;
+    Ok(crate::tcp::record::with_tcp_routes(recording, tcp))
+}
+
 async fn get_metrics(
     State(shared): State<Arc<Shared>>,
     tcp: Option<axum::Extension<Arc<crate::tcp::TcpRoutes>>>,

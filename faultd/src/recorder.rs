@@ -243,8 +243,10 @@ impl Recorder {
         self.bucket.as_nanos().max(1) as u64
     }
 
-    /// Sets the origin (t = 0) that every later sample is measured from.
+    /// Sets the origin (t = 0) that every later sample is measured from. The run starts there: calls that matched no
+    /// route before it (a probe of a faultd started ahead of the run, an earlier run's) are not the run's.
     pub fn set_origin(&self, origin: Instant, unix_ms: u64) {
+        self.unmatched.clear();
         let after = origin.saturating_duration_since(self.clock.base).as_nanos() as i128;
         let before = self.clock.base.saturating_duration_since(origin).as_nanos() as i128;
         let offset = (after - before).clamp(i128::from(i64::MIN + 1), i128::from(i64::MAX)) as i64;

@@ -181,11 +181,10 @@ impl Dependency {
     /// The recording so far (over several replicas, their recordings merged).
     pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
         match self {
-            Dependency::Embedded(f, _) => {
-                let mut recording = f.recording();
-                add_tcp_routes(&mut recording, f.tcp_recording());
-                Ok(recording)
-            }
+            Dependency::Embedded(f, _) => Ok(faultd::tcp::record::with_tcp_routes(
+                f.recording(),
+                f.tcp_recording(),
+            )),
             Dependency::External(ext) => ext.recording().await,
         }
     }
@@ -215,30 +214,4 @@ impl Dependency {
             Dependency::External(ext) => ext.reset().await,
         }
     }
-}
-
-/// Connections are a TCP route's calls: attempts arrive, open connections are in flight, so the dependency
-/// expectations and the result's summary read TCP routes as they read HTTP ones.
-fn add_tcp_routes(
-    recording: &mut faultd::Recording,
-    tcp: BTreeMap<String, faultd::tcp::TcpRouteRecording>,
-) {
-    for (name, route) in tcp {
-        recording.routes.insert(name, route.as_calls());
-    }
-}
-
-/// A recording as a control API serves it (`GET /recording`), with its TCP routes (`tcp_routes`) as calls.
-pub fn recording_from_json(
-    mut json: serde_json::Value,
-) -> Result<faultd::Recording, serde_json::Error> {
-    let tcp = json
-        .as_object_mut()
-        .and_then(|m| m.remove("tcp_routes"))
-        .map(serde_json::from_value)
-        .transpose()?
-        .unwrap_or_default();
-    let mut recording: faultd::Recording = serde_json::from_value(json)?;
-    add_tcp_routes(&mut recording, tcp);
-    Ok(recording)
 }

@@ -139,7 +139,7 @@ impl Replicas {
                 .json()
                 .await
                 .map_err(|e| failed(e.to_string()))?;
-            super::dependency::recording_from_json(json).map_err(|e| failed(e.to_string()))
+            faultd::control::recording_from_json(json).map_err(|e| failed(e.to_string()))
         })
         .await
     }

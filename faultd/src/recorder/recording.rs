@@ -15,7 +15,7 @@ pub struct Recording {
     pub routes: BTreeMap<String, RouteRecording>,
     /// Connections per bucket.
     pub connections: Vec<ConnectionBucket>,
-    /// Calls no route matched (answered 404).
+    /// Calls no route matched (answered 404, or forwarded by `unmatched.proxy`) since the schedule started.
     pub unmatched: u64,
     /// Proxied calls that came back to this faultd through a loop (answered 508 Loop Detected, not forwarded
     /// again). Absent in older recordings.

@@ -172,3 +172,19 @@ async fn recording_round_trips_through_json_with_histograms() {
     let back: Recording = serde_json::from_str(&json).unwrap();
     assert_eq!(back, r);
 }
+
+#[tokio::test(start_paused = true)]
+async fn calls_that_matched_no_route_before_the_schedule_started_are_not_the_runs() {
+    let recorder = Recorder::new(Duration::from_millis(100));
+    recorder.unmatched("GET", "/price/1");
+    assert_eq!(recorder.snapshot().unmatched, 1);
+    recorder.set_origin(Instant::now(), 1);
+    let fresh = recorder.snapshot();
+    assert_eq!((fresh.unmatched, fresh.unmatched_paths.len()), (0, 0));
+    recorder.unmatched("GET", "/prices/1");
+    recorder.unmatched("GET", "/prices/1");
+    let run = recorder.snapshot();
+    assert_eq!(run.unmatched, 2);
+    assert_eq!(run.unmatched_paths[0].path, "/prices/1");
+    assert_eq!(run.unmatched_paths[0].calls, 2);
+}

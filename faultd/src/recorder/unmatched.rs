@@ -49,6 +49,13 @@ impl Unmatched {
         }
     }
 
+    /// Forgets every call counted so far.
+    pub fn clear(&self) {
+        let mut paths = self.paths.lock().unwrap_or_else(|p| p.into_inner());
+        paths.clear();
+        self.total.store(0, Ordering::Relaxed);
+    }
+
     /// Calls no route matched, so far.
     pub fn total(&self) -> u64 {
         self.total.load(Ordering::Relaxed)

@@ -445,6 +445,18 @@ impl prometheus_client::collector::Collector for TcpMetrics {
     }
 }
 
+/// A recording with every TCP route's own recording added as a route of calls ([`TcpRouteRecording::as_calls`]), so
+/// that whatever reads HTTP routes (expectations, reports) reads TCP ones alike.
+pub fn with_tcp_routes(
+    mut recording: crate::recorder::Recording,
+    tcp: BTreeMap<String, TcpRouteRecording>,
+) -> crate::recorder::Recording {
+    for (name, route) in tcp {
+        recording.routes.insert(name, route.as_calls());
+    }
+    recording
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
