@@ -44,7 +44,6 @@ pub mod sockets;
 pub mod tcp;
 pub mod tls;
 pub mod toxiproxy;
-mod yaml_index;
 
 /// HTTP's modules and the route table at the paths they had before `http/` and `schedule/` held them.
 pub use http::{grpc, http2, timeouts, unmatched};

@@ -5,7 +5,7 @@
 
 use super::rules;
 use crate::config::{parse_json, Config, ConfigError};
-use crate::yaml_index::YamlIndex;
+use faultline_units::yaml_index::YamlIndex;
 
 impl Config {
     /// Parses and validates YAML (JSON is YAML too). Errors name `file`, the line and column, and the field.

@@ -397,10 +397,7 @@ pub fn listen_addr_allowing(text: &str, allowed: &[IpAddr]) -> Result<SocketAddr
 /// Checks an upstream `host:port` before any connect: loopback, `localhost`, or a host in `allow_hosts`.
 pub fn check_upstream(text: &str, allow_hosts: &[String]) -> Result<(), TcpError> {
     let (host, _) = split_host_port("upstream", text)?;
-    let allowed = host.eq_ignore_ascii_case("localhost")
-        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-        || allow_hosts.iter().any(|h| h.eq_ignore_ascii_case(&host));
-    if allowed {
+    if faultline_units::hosts::host_allowed(&host, allow_hosts) {
         Ok(())
     } else {
         Err(TcpError::invalid(
