@@ -452,6 +452,7 @@ impl prometheus_client::collector::Collector for MetricsSnapshot {
                 ("hang", t.hangs),
                 ("empty", t.empty),
                 ("malformed", t.malformed),
+                ("truncated", t.truncated),
                 ("abandoned", t.abandoned),
             ] {
                 faults.push((vec![("route", r.as_str()), ("kind", kind)], n));

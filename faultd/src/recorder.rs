@@ -1,8 +1,8 @@
 //! The recorder: what reached faultd and what it did, per time bucket and per route, exact under concurrency.
 //!
-//! For: arrivals, completions by status class, resets, hangs, empty and malformed answers, calls abandoned by
-//! their caller, calls in flight (maximum and time-weighted mean per bucket), open connections, and an HDR
-//! histogram of the latency served per phase and route. This is the measurement that later proves "the pool
+//! For: arrivals, completions by status class, resets, hangs, empty, malformed and truncated answers, calls
+//! abandoned by their caller, calls in flight (maximum and time-weighted mean per bucket), open connections, and an
+//! HDR histogram of the latency served per phase and route. This is the measurement that later proves "the pool
 //! stayed under the limit" whatever the service under test claims. Not for: deciding anything; recordings never
 //! feed back into behaviour.
 //!
@@ -108,6 +108,8 @@ pub enum Outcome {
     Empty,
     /// Bytes that are not HTTP were sent.
     Malformed,
+    /// The answer was cut partway through its body.
+    Truncated,
     /// The caller left before faultd answered (during the delay or a slow body).
     Abandoned,
 }
@@ -127,6 +129,7 @@ struct RouteCell {
     hangs: AtomicU64,
     empty: AtomicU64,
     malformed: AtomicU64,
+    truncated: AtomicU64,
     abandoned: AtomicU64,
     /// gRPC calls answered, by the number of their status.
     grpc: [AtomicU64; GRPC_CODES],
@@ -525,6 +528,7 @@ impl RouteRecorder {
                 out.hangs = load(&c.hangs);
                 out.empty = load(&c.empty);
                 out.malformed = load(&c.malformed);
+                out.truncated = load(&c.truncated);
                 out.abandoned = load(&c.abandoned);
                 out.grpc_status = GrpcCode::all()
                     .filter_map(|code| {

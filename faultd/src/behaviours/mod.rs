@@ -54,6 +54,8 @@ macro_rules! fault_list {
             empty.rs => empty: Empty,
             /// The share of calls answered with bytes that are not HTTP.
             malformed.rs => malformed: Malformed,
+            /// The share of calls whose healthy answer is cut halfway through its body.
+            truncated.rs => truncated: Truncated,
             /// Stream healthy bodies at this rate.
             slow_body.rs => slow_body: SlowBody,
             /// Forward healthy calls to this upstream instead of answering them.
@@ -300,6 +302,9 @@ pub enum CallAction<'a> {
     Empty,
     /// Bytes that are not HTTP, then a close.
     Malformed,
+    /// The healthy answer cut halfway through its body: the connection (HTTP/1.1) or the stream (HTTP/2) ends
+    /// short of the length the head announced.
+    Truncated,
     /// A gRPC status in the trailers (an HTTP status for a plain call).
     GrpcError(&'a GrpcError),
     /// The HTTP/2 stream reset with this code (the connection, on HTTP/1.1).

@@ -12,9 +12,9 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCo
 use bytes::Bytes;
 use faultline_units::GrpcCode;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body, Incoming};
 
-use super::body::{full, guarded, plain, whole};
+use super::body::{full, guarded, guarded_as, plain, whole, Cut};
 use super::grpc::{self, BadMessage, GrpcCall};
 use super::shared::Shared;
 use super::takeover::{Held, ResetStream, Takeover, TakeoverRequest};
@@ -138,10 +138,12 @@ pub(super) struct Healthy {
     pub(super) request: Option<Request<Incoming>>,
     /// The request's header map, emptied, to hold the answer's headers (see `call::split`).
     pub(super) spare_headers: Option<HeaderMap>,
+    /// The answer is cut halfway through its body (`Truncated`).
+    pub(super) cut: bool,
 }
 
 /// `Healthy`: the configured gRPC answer (an echo, a message, a stream of them), the upstream's answer in proxy
-/// mode, or the healthy response, whole or trickled.
+/// mode, or the healthy response, whole or trickled. `Truncated` is the same answer with `call.cut`.
 pub(super) async fn healthy(
     shared: &Shared,
     behaviour: &CompiledBehaviour,
@@ -153,10 +155,11 @@ pub(super) async fn healthy(
             behaviour.behaviour.grpc_response.as_ref(),
             call.echoed,
             guard,
+            call.cut,
         );
     }
     if let (Some(upstream), Some(request)) = (&behaviour.behaviour.proxy, call.request) {
-        return guarded(forwarded(shared, upstream, request).await, guard);
+        return finish(forwarded(shared, upstream, request).await, guard, call.cut);
     }
     let healthy = &behaviour.healthy;
     let headers = match call.spare_headers {
@@ -173,12 +176,25 @@ pub(super) async fn healthy(
     *head.headers_mut() = headers;
     // A whole body is guarded as it is, not boxed first: one allocation per answer instead of two.
     match behaviour.behaviour.slow_body {
-        Some(slow) => guarded(
+        Some(slow) => finish(
             head.map(|()| TrickleBody::new(healthy.body.clone(), slow.rate).boxed()),
             guard,
+            call.cut,
         ),
-        None => guarded(head.map(|()| whole(healthy.body.clone())), guard),
+        None => finish(head.map(|()| whole(healthy.body.clone())), guard, call.cut),
     }
+}
+
+/// Hands the call's guard to the answer's body; a cut answer (`Truncated`) ends halfway through its body, and the
+/// call is recorded as truncated when it has.
+fn finish<B>(response: Response<B>, guard: CallGuard, cut: bool) -> Response<DataBody>
+where
+    B: Body<Data = Bytes, Error = BodyError> + Send + Unpin + 'static,
+{
+    if cut {
+        return guarded_as(response.map(Cut::new), guard, Outcome::Truncated);
+    }
+    guarded(response, guard)
 }
 
 /// A healthy gRPC call: status OK after the echoed or configured message, streamed as configured.
@@ -186,6 +202,7 @@ fn grpc_ok(
     grpc_response: Option<&GrpcResponse>,
     echoed: Option<Bytes>,
     mut guard: CallGuard,
+    cut: bool,
 ) -> Response<DataBody> {
     guard.set_grpc_status(GrpcCode::OK);
     let message = echoed
@@ -197,7 +214,7 @@ fn grpc_ok(
     let trailers = grpc::trailers(GrpcCode::OK, None, &trailing);
     let (count, interval) = grpc_response.map_or((1, Duration::ZERO), |r| r.stream());
     let response = grpc::answer_stream(&metadata, grpc::frame(&message), count, interval, trailers);
-    guarded(response.map(BodyExt::boxed_unsync), guard)
+    finish(response.map(BodyExt::boxed_unsync), guard, cut)
 }
 
 /// A request message a gRPC server could not read: refused at once with the status such a server gives it.

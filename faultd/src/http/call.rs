@@ -133,12 +133,13 @@ pub(super) async fn call(
         CallAction::Error(e) => actions::error(e, guard),
         CallAction::FailFirst(status) => actions::fail_first(status, guard),
         // A hang never gets here: it was held above.
-        CallAction::Healthy | CallAction::Hang => {
+        CallAction::Healthy | CallAction::Hang | CallAction::Truncated => {
             let answer = actions::Healthy {
                 grpc,
                 echoed,
                 request,
                 spare_headers,
+                cut: decision.action == CallAction::Truncated,
             };
             actions::healthy(&shared, &resolved.to, answer, guard).await
         }

@@ -103,6 +103,9 @@ impl Drop for CallGuard {
             Outcome::Malformed => {
                 cell.malformed.fetch_add(1, Ordering::Relaxed);
             }
+            Outcome::Truncated => {
+                cell.truncated.fetch_add(1, Ordering::Relaxed);
+            }
             Outcome::Abandoned => {
                 cell.abandoned.fetch_add(1, Ordering::Relaxed);
             }

@@ -124,6 +124,9 @@ pub struct RouteBucket {
     pub empty: u64,
     /// Malformed answers.
     pub malformed: u64,
+    /// Answers cut partway through their body. Absent in older recordings.
+    #[serde(default)]
+    pub truncated: u64,
     /// Calls whose caller left before the answer was complete (not hangs).
     pub abandoned: u64,
     /// gRPC calls answered in full, by status name (`OK`, `UNAVAILABLE`, ...); they count in `completed` too,
@@ -152,6 +155,7 @@ impl RouteBucket {
         self.hangs += o.hangs;
         self.empty += o.empty;
         self.malformed += o.malformed;
+        self.truncated += o.truncated;
         self.abandoned += o.abandoned;
         for (code, n) in &o.grpc_status {
             *self.grpc_status.entry(code.clone()).or_insert(0) += n;
@@ -165,6 +169,7 @@ impl RouteBucket {
             + self.hangs
             + self.empty
             + self.malformed
+            + self.truncated
             + self.abandoned
     }
 }
