@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks the shape of every crate of the workspace: what one reader can hold.
 
-    scripts/structure.py            check, print what breaks a rule, exit 1 if anything does
-    scripts/structure.py --report   also print every folder's graph, the longest files and functions
+    scripts/structure.py              check, print what breaks a rule, exit 1 if anything does
+    scripts/structure.py --report     also print every folder's graph, the longest files and functions
+    scripts/structure.py --root DIR   check the workspace at DIR instead of this repository
 
 The rules, on code that is not a test (a `#[cfg(test)]` item, a file declared by `#[cfg(test)] mod`, tests/):
 - Data flows one way: inside every folder of a crate, its entries (the files beside each other and the subfolders,
@@ -17,6 +18,8 @@ import re
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+if "--root" in sys.argv[:-1]:
+    ROOT = os.path.abspath(sys.argv[sys.argv.index("--root") + 1])
 MAX_FILE_LINES = 700
 MAX_FN_LINES = 150
 

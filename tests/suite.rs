@@ -39,6 +39,7 @@ mod own_service_node;
 mod real_prometheus;
 mod real_pushgateway;
 mod report_files;
+mod structure_script;
 mod sut_misbehaving;
 mod tls_dependency;
 
