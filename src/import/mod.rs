@@ -554,16 +554,13 @@ fn pipeline(
         ),
         None => None,
     };
-    let yaml = writer::write(
-        &timeline,
-        &phases,
-        options,
-        &name,
+    let read = writer::Read {
+        name: &name,
         paths,
         lines,
         bad,
-        replay.as_ref(),
-    );
+    };
+    let yaml = writer::write(&timeline, &phases, options, &read, replay.as_ref());
     match serde_saphyr::from_str::<serde_json::Value>(&yaml) {
         Err(e) if e.to_string().contains("budget") => {
             return Err(too_large("the YAML loader's budget of nodes".into()))

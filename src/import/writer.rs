@@ -142,23 +142,27 @@ fn behaviour(b: &DepBucket, speed: f64) -> String {
     format!("{{ {} }}", parts.join(", "))
 }
 
+/// What was read: the name the scenario gets, the records' files, their lines and the bad lines skipped.
+pub struct Read<'a> {
+    pub name: &'a str,
+    pub paths: &'a [PathBuf],
+    pub lines: usize,
+    pub bad: usize,
+}
+
 /// The scenario's YAML; with `replay`, its load is that exact timetable rather than a rate per bucket.
-#[allow(clippy::too_many_arguments)]
 pub fn write(
     t: &Timeline,
     phases: &[PhaseSpan],
     o: &ImportOptions,
-    name: &str,
-    paths: &[PathBuf],
-    lines: usize,
-    bad: usize,
+    read: &Read<'_>,
     replay: Option<&Written>,
 ) -> String {
     let mut y = String::new();
     let speed = o.speed;
     let n = t.buckets();
     let routes = route_names(&t.dependencies());
-    header(&mut y, t, phases, o, name, paths, lines, bad, replay);
+    header(&mut y, t, phases, o, read, replay);
     let sources = dependency(&mut y, t, phases, o, &routes);
     // One route takes every path, so the recorded requests reach it as they are: faultd alone can stand in for the
     // service. With several, each route has a path of its own that the recorded requests do not hold.
@@ -203,18 +207,20 @@ fn route_names(deps: &[String]) -> Vec<(String, String)> {
 }
 
 /// The opening comments, the name, the description and the duration.
-#[allow(clippy::too_many_arguments)]
 fn header(
     y: &mut String,
     t: &Timeline,
     phases: &[PhaseSpan],
     o: &ImportOptions,
-    name: &str,
-    paths: &[PathBuf],
-    lines: usize,
-    bad: usize,
+    read: &Read<'_>,
     replay: Option<&Written>,
 ) {
+    let Read {
+        name,
+        paths,
+        lines,
+        bad,
+    } = *read;
     let speed = o.speed;
     let bucket_ns = bucket_ns(t, speed);
     let _ = writeln!(

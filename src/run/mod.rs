@@ -192,60 +192,50 @@ pub async fn run_with(
 /// run's own checks and the verdicts.
 async fn judge(v: &Validated, stopped: Stopped) -> RunOutput {
     let scenario = &v.scenario;
-    let Stopped {
-        ending,
-        clock,
-        bucket,
-        phases,
-        breakers,
-        decisions,
-        load: load_recording,
-        distributed,
-        whole_timetable,
-        dependency: dependency_recording,
-        replicas,
-        ca_pem,
-    } = stopped;
-    let run_length = if ending == Ending::Completed {
+    let run_length = if stopped.ending == Ending::Completed {
         scenario.duration.get()
     } else {
-        clock.elapsed().min(scenario.duration.get())
+        stopped.clock.elapsed().min(scenario.duration.get())
     };
     let mut record = observe::record(
-        bucket,
+        stopped.bucket,
         run_length,
-        &phases,
-        &load_recording,
-        &dependency_recording,
+        &stopped.phases,
+        &stopped.load,
+        &stopped.dependency,
     );
-    let timelines = breakers.timelines(&record);
+    let timelines = stopped.breakers.timelines(&record);
     record.breakers = timelines.observed;
     record.evidence = timelines.evidence;
 
     let mut run_errors = Vec::new();
-    let c = load_recording.conservation;
+    let c = stopped.load.conservation;
     if !c.holds {
         run_errors.push(format!(
             "requests were not conserved: {} sent, but the outcome classes add up to {} with {} still in flight",
             c.sent, c.sum_of_classes, c.in_flight
         ));
     }
-    if let (Ending::Completed, Some(options), Some(d)) = (&ending, &whole_timetable, &distributed) {
+    if let (Ending::Completed, Some(options), Some(d)) = (
+        &stopped.ending,
+        &stopped.whole_timetable,
+        &stopped.distributed,
+    ) {
         // The agents' shares must add up to the timetable itself, arrival for arrival.
         let (spec, options) = (scenario.load.clone(), options.clone());
         let whole =
             tokio::task::spawn_blocking(move || loadgen::timetable_len(&spec, &options)).await;
         if let Ok(Ok(whole)) = whole {
-            if whole != load_recording.intended {
+            if whole != stopped.load.intended {
                 run_errors.push(format!(
                     "the {} agents issued {} arrivals, but the timetable holds {whole}",
                     d.agents.len(),
-                    load_recording.intended
+                    stopped.load.intended
                 ));
             }
         }
     }
-    let stopped_by = match &ending {
+    let stopped_by = match &stopped.ending {
         Ending::StoppedOnFailure { expectation } => Some(
             expectation
                 .split(':')
@@ -256,21 +246,23 @@ async fn judge(v: &Validated, stopped: Stopped) -> RunOutput {
         ),
         _ => None,
     };
-    let verdicts = decisions.finish(&v.expectations, &record, stopped_by.as_deref());
+    let verdicts = stopped
+        .decisions
+        .finish(&v.expectations, &record, stopped_by.as_deref());
     let disagreements = crosscheck::disagreements(&record.evidence);
     RunOutput {
-        started: clock.wall,
-        ending,
+        started: stopped.clock.wall,
+        ending: stopped.ending,
         record,
-        load: load_recording,
-        dependency: dependency_recording,
+        load: stopped.load,
+        dependency: stopped.dependency,
         inferred: timelines.inferred,
         disagreements,
         verdicts,
         run_errors,
-        ca_pem,
-        distributed,
-        replicas,
+        ca_pem: stopped.ca_pem,
+        distributed: stopped.distributed,
+        replicas: stopped.replicas,
     }
 }
 

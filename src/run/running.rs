@@ -253,24 +253,25 @@ impl Running {
                 return Some(Ending::StoppedOnFailure { expectation });
             }
         }
-        let progress = self.load.progress();
-        if live {
+        // The load's progress is read only for someone who shows it.
+        let progress = (live || on_tick.is_some()).then(|| self.load.progress());
+        if let (true, Some(progress)) = (live, &progress) {
             let decided = live::decided_words(&v.expectations, self.decisions.decided());
             live::draw(
                 self.clock.elapsed(),
                 &self.phases,
-                &progress,
+                progress,
                 self.dependency.in_flight(),
                 self.dependency.unmatched(),
                 &self.breakers,
                 &decided,
             );
         }
-        if let Some(on_tick) = on_tick {
+        if let (Some(on_tick), Some(progress)) = (on_tick, &progress) {
             on_tick(&Tick {
                 elapsed: self.clock.elapsed(),
                 phases: &self.phases,
-                progress: &progress,
+                progress,
                 buckets: &self.buckets,
                 live: &self.live_record,
                 breakers: &self.breakers,
