@@ -252,6 +252,20 @@ faultline init --command \"./prices --port {sut.port}\" --grpc shop.Prices/Get -
         #[arg(long)]
         json: bool,
     },
+    /// Size a breaker from real numbers: the timeout, the calls in flight against the pool, the failure-rate
+    /// threshold against the calls per window, the open window against the fallback, and the half-open rule, each
+    /// with its reason; optionally a scenario that proves them.
+    #[command(
+        long_about = "Size a breaker from real numbers, by the arithmetic of the seeds (docs/sizing.md): the timeout \
+(about 3x the healthy p99, and the share of healthy calls it cuts off the recorded distribution), the calls in flight \
+when the dependency degrades with and without it against the pool (Little's law), the failure-rate threshold against \
+the calls each instance sees per window (with a warning when the floor can never be met), the open window against \
+the fallback, and the half-open rule.\n\nThe numbers come from a record (a run's folder, or what `faultline import` \
+reads) or from the flags; a flag overrides the record. With -o it writes a scenario that encodes the settings and \
+the expectations they must meet, replaying the recorded degradation when there is one.",
+        after_help = "Examples:\n  faultline size --p99 60ms --rate 400/s --pool 200 --degraded 3s\n  faultline size --rate 6/s --instances 60 --p99 100ms\n  faultline size reports/slow-dependency/2026-12-07T09-00-00Z --pool 200\n  faultline size access.log --format nginx --rate 400/s -o sized.yaml\n\nExit codes: 0 sized (and written), 2 the record or a flag was wrong."
+    )]
+    Size(Box<commands::SizeOptions>),
     /// Write the Kubernetes manifests of a distributed run: the runner as a Job that N agents (an Indexed Job of
     /// `loadgen agent` pods) dial through its Service, the scenario in a ConfigMap, the report on a volume claim.
     #[command(
@@ -497,6 +511,14 @@ fn main() -> ExitCode {
             output.as_deref(),
             replay_load,
             json,
+        ),
+        Command::Size(options) => commands::size(
+            &options,
+            &std::iter::once("faultline".to_string())
+                .chain(std::env::args().skip(1))
+                .map(|a| if a.contains(' ') { format!("'{a}'") } else { a })
+                .collect::<Vec<_>>()
+                .join(" "),
         ),
         Command::K8s(args) => {
             let scenario = args.scenario.clone();

@@ -14,6 +14,8 @@ mod peers;
 mod a1_run_slow_dependency;
 #[path = "scenario_library.rs"]
 mod a2_scenario_library;
+#[path = "size.rs"]
+mod a3_size;
 
 mod abort_on_fail;
 mod agents;

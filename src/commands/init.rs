@@ -2,10 +2,7 @@
 //! knows of it (how it starts or where it runs, how it finds its dependency, what to call, how its breaker shows),
 //! and validates it before saying it is written. Not where scenarios are checked: `Scenario::parse_in` does that.
 
-use std::io::Write;
 use std::path::Path;
-
-use crate::scenario::{Overrides, Scenario};
 
 /// What `faultline init` knows of the service: its flags.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -112,43 +109,7 @@ pub fn init(options: &InitOptions, out: Option<&Path>, force: bool) -> i32 {
             return 2;
         }
     };
-    let label = out.map_or("<faultline init>".to_string(), |p| p.display().to_string());
-    let base = out
-        .and_then(Path::parent)
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    // What init writes is what `faultline run` takes: checked with the environment it will run in.
-    if let Err(e) = Scenario::parse_in(&text, &label, base, &Overrides::default()) {
-        eprintln!(
-            "error: the scenario these flags make is not valid; check the flags:\n{}",
-            e.render()
-        );
-        return 2;
-    }
-    let Some(out) = out else {
-        print!("{text}");
-        return 0;
-    };
-    if out.exists() && !force {
-        eprintln!(
-            "error: {} exists; choose another file or give --force to replace it",
-            out.display()
-        );
-        return 2;
-    }
-    match std::fs::File::create(out).and_then(|mut f| f.write_all(text.as_bytes())) {
-        Ok(()) => {
-            eprintln!(
-                "wrote {0}: check it with `faultline validate {0}`, run it with `faultline run {0}`",
-                out.display()
-            );
-            0
-        }
-        Err(e) => {
-            eprintln!("error: cannot write {}: {e}", out.display());
-            2
-        }
-    }
+    super::written::deliver(&text, out, force, "<faultline init>", "these flags make")
 }
 
 /// The scenario's text for `o`, or what is wrong with the flags.
@@ -431,6 +392,7 @@ fn quoted(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scenario::{Overrides, Scenario};
 
     fn options() -> InitOptions {
         InitOptions {

@@ -12,6 +12,7 @@
 
 mod envoy;
 mod expectations;
+mod gather;
 mod haproxy;
 mod har;
 mod nginx;
@@ -27,12 +28,15 @@ pub mod timetable;
 mod writer;
 mod yaml_text;
 
+use gather::{check, gather};
 use read::*;
 
-pub use phases::{find_phases, PhaseSpan};
+pub use gather::{read_record, ReadRecord};
+pub use phases::{departs, find_phases, PhaseSpan};
 pub use templates::{Template, Templates};
 pub use time::{parse_duration, parse_time};
-pub use timeline::{bin_of, lower_edge_us, DepBucket, Timeline, BIN_EDGES_US};
+pub use timeline::{bin_of, lower_edge_us, DepBucket, Histogram, Source, Timeline, BIN_EDGES_US};
+pub use writer::{behaviour, route_name};
 
 use std::fmt;
 use std::io::{BufRead, Read as _};
@@ -364,12 +368,7 @@ pub fn import_with(
     options: &ImportOptions,
     timetable: Option<&mut timetable::Writer>,
 ) -> Result<Imported, ImportError> {
-    let total: u64 = paths
-        .iter()
-        .filter_map(|p| std::fs::metadata(p).ok())
-        .map(|m| m.len())
-        .sum();
-    let mut progress = progress::Progress::new(total, options.progress);
+    let mut progress = gather::progress_over(paths, options);
     let imported = pipeline(paths, options, timetable, |path, reader, sink| {
         read_file(path, reader, options, &mut progress, sink)
     });
@@ -422,97 +421,21 @@ pub fn read_text(name: &str, text: &[u8], options: &ImportOptions) -> Result<Rea
     })
 }
 
-/// The options every import checks before it reads.
-fn check(options: &ImportOptions) -> Result<(), ImportError> {
-    if !(options.speed.is_finite() && options.speed > 0.0) {
-        return Err(ImportError::Option(format!(
-            "--speed {} must be a number above 0",
-            options.speed
-        )));
-    }
-    if !(options.bucket.is_finite() && options.bucket >= 0.001) {
-        return Err(ImportError::Option(format!(
-            "--bucket {}s must be at least 1ms",
-            options.bucket
-        )));
-    }
-    if !(options.scale_rate.is_finite() && options.scale_rate > 0.0) {
-        return Err(ImportError::Option(format!(
-            "--scale-rate {} must be a number above 0",
-            options.scale_rate
-        )));
-    }
-    if options.log_format.is_some() && !matches!(options.format, Format::Nginx) {
-        return Err(ImportError::Option(
-            "--log-format is for --format nginx; for other layouts use --format regex:PATTERN"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Checks the options, reads each of `paths` with `read`, and writes the scenario of what was read.
 fn pipeline(
     paths: &[PathBuf],
     options: &ImportOptions,
     timetable: Option<&mut timetable::Writer>,
-    mut read: impl FnMut(&Path, Option<&dyn LineFormat>, &mut Sink) -> Result<(), ImportError>,
+    read: impl FnMut(&Path, Option<&dyn LineFormat>, &mut Sink) -> Result<(), ImportError>,
 ) -> Result<Imported, ImportError> {
-    check(options)?;
-    let reader = line_format(options)?;
-    let mut sink = Sink {
-        timeline: Timeline::new(options.bucket, options.redact),
-        timetable,
-        lines: 0,
-        bad: 0,
-        first_bad: Vec::new(),
-    };
-    for path in paths {
-        read(path, reader.as_deref(), &mut sink)?;
-    }
     let Sink {
         timeline,
         lines,
         bad,
         first_bad,
         timetable,
-    } = sink;
+    } = gather(paths, options, timetable, read)?;
     let records = timeline.records();
-    if records == 0 {
-        return Err(ImportError::NothingParsed {
-            files: paths
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", "),
-            format: options.format.to_string(),
-            first: first_bad
-                .first()
-                .map(|b| format!("; {}:{}: {}", b.path.display(), b.line, b.why))
-                .unwrap_or_default(),
-            hint: format_hint(options),
-        });
-    }
-    if bad as f64 > BAD_SHARE * lines as f64 {
-        let b = &first_bad[0];
-        let (why, text) = b.why.split_once("\n  ").unwrap_or((&b.why, ""));
-        return Err(ImportError::TooManyBad {
-            path: b.path.clone(),
-            line: b.line,
-            format: options.format.to_string(),
-            why: format!("{why} ({bad} of {lines} lines are bad, over 1%)"),
-            text: format!("{text}{}", format_hint(options)),
-            bad,
-            total: lines,
-        });
-    }
-    if let Some((from, to)) = timeline.clock_jump(CLOCK_JUMP) {
-        return Err(ImportError::ClockJump {
-            files: display(paths),
-            from,
-            to,
-        });
-    }
     let name = options.name.clone().unwrap_or_else(|| {
         paths
             .first()
@@ -590,25 +513,6 @@ fn pipeline(
         phases,
         replay,
     })
-}
-
-/// What to try when lines do not read as the format: the option that says how they were written.
-fn format_hint(options: &ImportOptions) -> String {
-    match (&options.format, &options.log_format) {
-        (Format::Nginx, None) => "\n  hint: --format nginx reads nginx's default `combined` lines; for lines of another \
-             log_format, pass it with --log-format '$remote_addr - [$time_local] ...' (the format's text from \
-             nginx.conf, without its name)"
-            .into(),
-        (Format::Nginx, Some(_)) => "\n  hint: --log-format must be the log_format the lines were written with, \
-             variable for variable"
-            .into(),
-        (Format::Envoy | Format::Haproxy, _) => format!(
-            "\n  hint: --format {} reads the default access log format; for another, describe its lines with \
-             --format 'regex:PATTERN' (named groups time, method, path, status, duration, upstream, ...)",
-            options.format
-        ),
-        _ => String::new(),
-    }
 }
 
 /// The latest time a record may carry, Unix seconds (the year 5138): beyond it a time is a misread field, and

@@ -93,6 +93,28 @@ fn signals(t: &Timeline) -> Vec<Option<Signal>> {
         .collect()
 }
 
+/// Whether a level departs from the healthy one: its median or its tail slower by [`LATENCY_FACTOR`] (and by
+/// [`MIN_SHIFT`] at least), or its failure share higher by [`FAILURE_SHIFT`].
+fn is_degraded(base: &Signal, s: &Signal) -> bool {
+    let slow = s.p50 > (base.p50 * LATENCY_FACTOR).max(base.p50 + MIN_SHIFT)
+        || s.p99 > (base.p99 * LATENCY_FACTOR).max(base.p99 + MIN_SHIFT);
+    slow || s.failed > base.failed + FAILURE_SHIFT
+}
+
+/// Whether calls `b` are degraded against the healthy calls `base`, by the rule a record's change points are found
+/// with: what a run's phase is judged by when a run, not a record, is read.
+pub fn departs(base: &DepBucket, b: &DepBucket) -> bool {
+    let failed = b.failed_share();
+    match (
+        signal(&base.latency, base.failed_share()),
+        signal(&b.latency, failed),
+    ) {
+        (Some(base), Some(s)) => is_degraded(&base, &s),
+        (base, None) => failed > base.map_or(0.0, |s| s.failed) + FAILURE_SHIFT,
+        (None, Some(_)) => false,
+    }
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -110,11 +132,7 @@ pub fn find_phases(t: &Timeline) -> Vec<PhaseSpan> {
         p99: median(head.iter().map(|s| s.p99).collect()),
         failed: median(head.iter().map(|s| s.failed).collect()),
     };
-    let degraded = |s: &Signal| {
-        let slow = s.p50 > (base.p50 * LATENCY_FACTOR).max(base.p50 + MIN_SHIFT)
-            || s.p99 > (base.p99 * LATENCY_FACTOR).max(base.p99 + MIN_SHIFT);
-        slow || s.failed > base.failed + FAILURE_SHIFT
-    };
+    let degraded = |s: &Signal| is_degraded(&base, s);
     // Each bucket's state; a bucket without calls keeps the state before it.
     let mut states: Vec<bool> = Vec::with_capacity(n);
     for s in &sig {

@@ -59,6 +59,40 @@ impl Histogram {
         }
     }
 
+    /// Records `count` delays of `seconds` at once (a histogram of another kind, added value by value).
+    pub fn record_n(&mut self, seconds: f64, count: u64) {
+        if count > 0 {
+            *self.bins.entry(bin_of(seconds)).or_default() += count;
+        }
+    }
+
+    /// The mean delay, seconds, each bin taken at its middle.
+    pub fn mean(&self) -> Option<f64> {
+        let total = self.count();
+        if total == 0 {
+            return None;
+        }
+        let sum: f64 = self
+            .bins
+            .iter()
+            .map(|(b, c)| (lower_edge_us(*b) + BIN_EDGES_US[*b]) as f64 / 2e6 * *c as f64)
+            .sum();
+        Some(sum / total as f64)
+    }
+
+    /// How many delays are over `seconds`, the bin that holds it taken as spread evenly (as faultd draws it).
+    pub fn count_above(&self, seconds: f64) -> f64 {
+        let us = seconds * 1e6;
+        self.bins
+            .iter()
+            .map(|(b, c)| {
+                let (lo, hi) = (lower_edge_us(*b) as f64, BIN_EDGES_US[*b] as f64);
+                let over = ((hi - us) / (hi - lo)).clamp(0.0, 1.0);
+                over * *c as f64
+            })
+            .sum()
+    }
+
     /// The delay at quantile `q` (0..=1), seconds, interpolated inside its bin as faultd draws it.
     pub fn quantile(&self, q: f64) -> Option<f64> {
         let total = self.count();

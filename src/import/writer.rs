@@ -111,7 +111,7 @@ fn histogram(h: &Histogram, speed: f64) -> String {
 }
 
 /// One dependency's behaviour in one bucket, as a flow mapping.
-fn behaviour(b: &DepBucket, speed: f64) -> String {
+pub fn behaviour(b: &DepBucket, speed: f64) -> String {
     let calls = b.calls();
     let mut parts: Vec<String> = Vec::new();
     if b.latency.count() > 0 {
