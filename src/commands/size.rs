@@ -181,15 +181,19 @@ pub fn size(o: &SizeOptions, invocation: &str) -> i32 {
         }
     };
     let to_stdout = o.output.as_deref() == Some(Path::new(faultline_units::input::STDIN));
-    if o.json {
-        println!(
-            "{}",
+    // With `-o -` the scenario is standard output, and what is said goes to standard error.
+    let said = if o.json {
+        format!(
+            "{}\n",
             serde_json::to_string_pretty(&sizing).unwrap_or_default()
-        );
-    } else if to_stdout {
-        eprint!("{}", size::text(&sizing));
+        )
     } else {
-        print!("{}", size::text(&sizing));
+        size::text(&sizing)
+    };
+    if to_stdout {
+        eprint!("{said}");
+    } else {
+        print!("{said}");
     }
     let Some(out) = &o.output else {
         return 0;

@@ -458,7 +458,30 @@ fn probes(name: String, record: &RunRecord, breaker: &str, route: &str, at_most:
         }
     };
     if judged.is_empty() {
-        return Verdict::with_outcome(name, Outcome::Inconclusive, format!("breaker {breaker} never left closed as {} saw it, so there were no half-open rounds to count probes in; {expected} per round", ev.iter().map(|t| label(t)).collect::<Vec<_>>().join(" or ")), None, Some(at_most as f64));
+        let seen = ev.iter().map(|t| label(t)).collect::<Vec<_>>().join(" or ");
+        let half_opened: usize = ev
+            .iter()
+            .map(|t| {
+                t.transitions
+                    .iter()
+                    .filter(|tr| tr.to == BreakerState::HalfOpen)
+                    .count()
+            })
+            .sum();
+        // A timeline can show half-open rounds that faultd's calls cannot place (no call arrived in any of them).
+        let why = if half_opened == 0 {
+            format!("breaker {breaker} never left closed as {seen} saw it, so there were no half-open rounds to count probes in")
+        } else {
+            let times = plural(half_opened, "once", &format!("{half_opened} times"));
+            format!("breaker {breaker} went half-open {times} as {seen} saw it, but no call at {route} could be placed in a round of its own, so there were no probes to count")
+        };
+        return Verdict::with_outcome(
+            name,
+            Outcome::Inconclusive,
+            format!("{why}; {expected} per round"),
+            None,
+            Some(at_most as f64),
+        );
     }
     let summary = |t: &BreakerTimeline, rc: &RoundCount| {
         let worst = rc.rounds.iter().map(|r| r.at_most).max().unwrap_or(0);

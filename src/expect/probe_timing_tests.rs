@@ -268,6 +268,14 @@ fn an_inferred_window_in_which_the_calls_never_stopped_is_no_round() {
     let t = inferred(&[(0.20, Open), (0.25, HalfOpen), (0.30, Closed)]);
     let v = judge(1, &record(&calls, t));
     assert_ne!(v.outcome(), Outcome::Fail, "{}", v.sentence);
+    // Not judged, and not said to have stayed closed: the inference did see it half-open.
+    assert_eq!(v.outcome(), Outcome::Inconclusive, "{}", v.sentence);
+    assert!(
+        v.sentence
+            .contains("went half-open once as inferred from traffic"),
+        "{}",
+        v.sentence
+    );
 }
 
 #[test]

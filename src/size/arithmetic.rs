@@ -197,6 +197,22 @@ impl Sizing {
         if given.instances == 0 {
             return Err(SizeError::Numbers("--instances must be at least 1".into()));
         }
+        let zero = |what: &str| Err(SizeError::Numbers(format!("{what} must be above 0")));
+        if p99.is_some_and(|p| p.value <= 0.0) {
+            return zero("the healthy p99 (--p99)");
+        }
+        if rate.is_some_and(|r| r.value <= 0.0) {
+            return zero("the rate (--rate)");
+        }
+        if given.window.get().is_zero() {
+            return zero("--window");
+        }
+        if given.failure_rate.fraction() <= 0.0 {
+            return zero("--failure-rate");
+        }
+        if given.open_for.is_some_and(|o| o.get().is_zero()) {
+            return zero("--open-for");
+        }
         let n = f64::from(given.instances);
         let per_instance = rate.map(|r| r.value / n);
         let numbers = Numbers {

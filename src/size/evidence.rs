@@ -112,6 +112,13 @@ pub fn from_run(dir: &Path, dependency: Option<&str>) -> Result<Evidence, SizeEr
         path: dir.to_path_buf(),
         why,
     };
+    if !dir.join("result.json").is_file() {
+        return Err(bad(
+            "a folder, but not a run's: it has no result.json (name a folder `faultline run` wrote, \
+             reports/<scenario>/<stamp>)"
+                .into(),
+        ));
+    }
     let result = crate::report::read(dir).map_err(|e| bad(e.to_string()))?;
     let path = dir.join("dependency.json");
     let text = std::fs::read_to_string(&path).map_err(|e| SizeError::Record {
