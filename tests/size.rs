@@ -374,3 +374,68 @@ fn the_hotel_reviews_record_sized_proves_its_own_settings() {
     assert_eq!(code, 0, "{stdout}\n{stderr}");
     assert!(stdout.contains("PROVEN sized-"), "{stdout}");
 }
+
+#[test]
+fn a_service_of_its_own_sized_opens_in_time_but_its_breakers_timeout_does_not_free_the_call() {
+    // The Express service of tests/services/node_express: opossum's breaker (50% over 2 s, at least 10 calls),
+    // its timeout read from BREAKER_TIMEOUT_MS, its fetch aborted after 1 s whatever the breaker's timeout.
+    let service = root().join("tests/services/node_express");
+    assert!(
+        service.join("node_modules/opossum").is_dir(),
+        "the service's packages are missing: npm ci --prefix tests/services/node_express (Node 18 or later)"
+    );
+    let dir = tmp("node");
+    let out = dir.join("node.yaml");
+    let (code, _, stderr) = faultline(&[
+        "size",
+        "--p99",
+        "20ms",
+        "--rate",
+        "50/s",
+        "--degraded",
+        "2s",
+        "--window",
+        "2s",
+        "--min-calls",
+        "10",
+        "--open-for",
+        "2s",
+        "-o",
+        out.to_str().unwrap(),
+        "--command",
+        "node tests/services/node_express/server.js",
+        "--dependency-env",
+        "PRICING_URL",
+        "--get",
+        "/quote/1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let report = dir.join("run");
+    let (code, stdout, stderr) = faultline(&[
+        "run",
+        out.to_str().unwrap(),
+        "--report-dir",
+        report.to_str().unwrap(),
+    ]);
+    let result: Value =
+        serde_json::from_str(&std::fs::read_to_string(report.join("result.json")).unwrap())
+            .unwrap_or_else(|e| panic!("{e}\n{stdout}\n{stderr}"));
+    let verdict = |id: &str| {
+        result["verdicts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("no verdict {id}: {stdout}"))
+            .clone()
+    };
+    // The arithmetic's opening (the 60 ms timeout, then half the 2 s window) holds for opossum, and so does the close.
+    assert_eq!(verdict("opens")["passed"], true, "{stdout}");
+    assert_eq!(verdict("recovers")["passed"], true, "{stdout}");
+    // Its timeout rejects the caller's promise but leaves the fetch running until its own 1 s abort: 50/s x 1 s
+    // calls stay in flight at the dependency, far over the 3 a 60 ms timeout would hold (Little's law).
+    let pool = verdict("pool");
+    assert_eq!(pool["passed"], false, "{stdout}");
+    assert!(pool["measured"].as_f64().unwrap() >= 30.0, "{pool}");
+    assert_eq!(code, 1, "{stdout}\n{stderr}");
+}
