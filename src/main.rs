@@ -420,7 +420,7 @@ fn main() -> ExitCode {
                 seed,
                 time_scale: Some(time_scale.get()),
                 mistakes: mistake,
-                patch: None,
+                ..Overrides::default()
             },
             json,
             &commands::Exports {
