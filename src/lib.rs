@@ -18,3 +18,4 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod sweep;

@@ -251,7 +251,7 @@ pub struct Overrides {
     pub time_scale: Option<f64>,
     /// `--mistake`: demo mistake switches to turn on.
     pub mistakes: Vec<demo::Mistake>,
-    /// Merged into the scenario before it is read (a proof's `patch`).
+    /// Merged into the scenario before it is read (a proof's `patch`, a sweep's combination for the demo).
     pub patch: Option<serde_json::Value>,
     /// `faultline sweep`'s parameters for a command or URL SUT, by name: `{param.NAME}` (see [`SutSpec::params`]).
     /// The bundled demo reads none: a sweep merges its values into the demo's config as `patch`.
@@ -572,7 +572,7 @@ impl Scenario {
 }
 
 /// Merges `patch` into `value`: objects key by key, anything else replaced.
-fn merge(value: &mut serde_json::Value, patch: &serde_json::Value) {
+pub(crate) fn merge(value: &mut serde_json::Value, patch: &serde_json::Value) {
     match (value, patch) {
         (serde_json::Value::Object(v), serde_json::Value::Object(p)) => {
             for (k, pv) in p {
