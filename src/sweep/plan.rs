@@ -268,6 +268,13 @@ load: { rate: 10/s, requests: [ { get: "/x" } ] }
             plan.parameters[0].reaches,
             "sut.demo.operations.pricing.timeout"
         );
+        let fallbacks = Plan::new(
+            &path,
+            &varies(&["fallback=stale,{ unavailable: { retry_after: 5s } }"]),
+            &base,
+        )
+        .unwrap();
+        assert_eq!(fallbacks.runs.len(), 2);
         let e = Plan::new(&path, &varies(&["timeout=250ms,fast"]), &base).unwrap_err();
         assert!(
             e.to_string().starts_with(
