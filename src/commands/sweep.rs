@@ -91,38 +91,31 @@ pub fn sweep(path: &Path, o: &SweepOptions) -> i32 {
     let heard = hear_signals();
     let mut table = plan.table(o.time_scale);
     for (i, (combination, v)) in plan.runs.iter().enumerate() {
-        if heard.get().is_some() {
-            table.interrupted = true;
-            break;
+        if heard.get().is_none() {
+            eprintln!(
+                "faultline: sweep run {} of {runs}: {}",
+                i + 1,
+                combination.label()
+            );
+            let run_dir = dir.join(combination.folder(i));
+            match execute_with(v, Some(run_dir), o.time_scale, &Exports::default()) {
+                Ok((code, report, result)) => table.add(combination, code, &report, &result),
+                Err(code) => table.add_broken(combination, code),
+            }
         }
-        eprintln!(
-            "faultline: sweep run {} of {runs}: {}",
-            i + 1,
-            combination.label()
-        );
-        let run_dir = dir.join(combination.folder(i));
-        match execute_with(v, Some(run_dir), o.time_scale, &Exports::default()) {
-            Ok((code, report, result)) => table.add(combination, code, &report, &result),
-            Err(code) => table.add_broken(combination, code),
-        }
-        let interrupted = table
-            .runs
-            .last()
-            .is_some_and(|r| r.status == Status::Interrupted);
-        table.interrupted = interrupted;
+        // A signal during a run ends that run (exit 130); one between two runs, or in the instant before a run
+        // listens, is heard here: either way the sweep stops before the next run.
+        table.interrupted = heard.get().is_some()
+            || table
+                .runs
+                .last()
+                .is_some_and(|r| r.status == Status::Interrupted);
         if let Err(e) = sweep::write(&dir, &table) {
             eprintln!("error: {e}");
             return 3;
         }
-        if interrupted {
+        if table.interrupted {
             break;
-        }
-    }
-    if table.interrupted {
-        // The last run (or the wait before the next) was stopped: the table says which runs are done.
-        if let Err(e) = sweep::write(&dir, &table) {
-            eprintln!("error: {e}");
-            return 3;
         }
     }
     if o.json {

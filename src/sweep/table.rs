@@ -35,7 +35,7 @@ pub struct SweepTable {
     pub expectations: Vec<Column>,
     /// The runs done, in the order of the combinations.
     pub runs: Vec<Row>,
-    /// True when a signal stopped the sweep before every planned run was done.
+    /// True when a signal stopped the sweep: during a run, which is then marked interrupted, or between two.
     pub interrupted: bool,
 }
 
