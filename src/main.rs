@@ -21,7 +21,7 @@ use faultline_units::Scale;
 on a schedule while an open-model load generator drives the service under test through it. It records HDR latency, \
 the calls in flight at the dependency and the service's circuit-breaker transitions, and checks them against the \
 scenario's expectations.",
-    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline init --command \"python3 app.py\" --dependency-env PRICING_URL -o my-service.yaml\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n  faultline k8s tests/fixtures/k8s/slow-dependency.yaml --agents 4 --image registry.example.com/faultline:0.1.0\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
+    after_help = "Examples:\n  faultline run scenarios/slow-dependency.yaml\n  faultline run scenarios/slow-dependency.yaml --time-scale 0.2 --report-dir /tmp/run1\n  faultline sweep scenarios/slow-dependency.yaml --vary timeout=250ms,5s --time-scale 0.5\n  faultline init --command \"python3 app.py\" --dependency-env PRICING_URL -o my-service.yaml\n  faultline validate scenarios/*.yaml\n  faultline schema > scenario.schema.json\n  faultline compare reports/x/run-a reports/x/run-b --threshold 10%\n  faultline k8s tests/fixtures/k8s/slow-dependency.yaml --agents 4 --image registry.example.com/faultline:0.1.0\n\nExit codes: 0 all expectations held, 1 an expectation failed, 2 bad scenario or usage, 3 the run broke, 4 nothing failed but an expectation could not be judged (inconclusive), 130 interrupted."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -123,6 +123,31 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a scenario once per combination of the varied parameters and compare which combinations pass which
+    /// expectations, and by how much.
+    #[command(
+        long_about = "Run a scenario once per combination of the values given with --vary (their cartesian product, \
+the first --vary changing slowest), one run after another, each time-scaled and with the same seed, and compare \
+them: a table of which combinations pass which expectations, each cell with its margin (how far the measured figure \
+was from its bound: + room left, - shortfall, also relative to the bound).\n\n\
+For the bundled demo, NAME is a field of an operation's config, [OPERATION.]FIELD (timeout, pool, fallback, \
+open_for, failure_rate, window, min_calls, retries.max, ...; the operation may be left out when the scenario's demo \
+calls one). For a command or URL SUT, any NAME, read by the SUT as the placeholder {param.NAME} (the value as \
+written) and, for a duration, {param.NAME.ms}, {param.NAME.secs} and {param.NAME.dur}, scaled by --time-scale; a \
+NAME the SUT never reads is refused. Every combination is loaded before the first run, so a value the scenario \
+refuses stops the sweep before anything runs.\n\n\
+The number of runs and the real time they take at least are printed first; more than 20 runs are confirmed on the \
+terminal, or by --yes. Each run's report goes into a folder of the sweep's named after its combination, and after \
+each run the sweep's folder gets sweep.md, sweep.json and sweep.html (one page comparing the combinations). Ctrl-C \
+ends the run in progress and keeps the table of the runs done, that run marked interrupted. docs/sweep.md has the \
+whole story.",
+        after_help = "Examples:\n  faultline sweep scenarios/slow-dependency.yaml --vary timeout=250ms,5s --time-scale 0.5\n  \
+faultline sweep scenarios/slow-dependency.yaml --vary timeout=100ms,250ms,1s --vary open_for=5s,30s --time-scale 0.2\n  \
+faultline sweep my-service.yaml --vary timeout=100ms,500ms --json > sweep.json\n\n\
+Exit codes: 0 at least one combination passed every expectation, 1 none did, 2 bad scenario, --vary or usage \
+(nothing ran), 3 a run broke or the table could not be written, 130 interrupted (the table of the runs done is kept)."
+    )]
+    Sweep(SweepArgs),
     /// Write a commented first scenario for a service faultline did not build, validated as written.
     #[command(
         long_about = "Write a commented first scenario for a service faultline did not build: its dependency (faultd) \
@@ -296,6 +321,50 @@ review, keep beside the scenario, or hand to kustomize. docs/distributed.md has 
     },
 }
 
+/// `faultline sweep`'s arguments.
+#[derive(clap::Args)]
+struct SweepArgs {
+    /// The scenario file (YAML).
+    scenario: PathBuf,
+    /// A parameter and its values, NAME=V1,V2,... (repeatable): timeout=100ms,250ms,1s, pricing.open_for=5s,30s,
+    /// retries.max=0,2. A value with commas of its own is written in braces, brackets or quotes.
+    #[arg(long, value_name = "NAME=V1,V2,...", required = true, value_parser = |s: &str| s.parse::<faultline::sweep::Vary>())]
+    vary: Vec<faultline::sweep::Vary>,
+    /// As `run --time-scale`, for every run.
+    #[arg(long, default_value = "1")]
+    time_scale: Scale,
+    /// Override the scenario's seed, for every run.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The sweep's folder (default reports/<scenario>/sweep-<UTC timestamp>/), each run's report in a folder of
+    /// its own named after its combination.
+    #[arg(long)]
+    report_dir: Option<PathBuf>,
+    /// Make more than 20 runs without asking.
+    #[arg(long, short)]
+    yes: bool,
+    /// Print sweep.json instead of the table: `scenario`, `file`, `time_scale`, `seed`, `parameters` (`name`,
+    /// `reaches`, `values`), `planned`, `expectations` (`key`, `name`), `runs` (`label`, `combination`,
+    /// `status`, `exit_code`, `report`, `cells`: `expectation`, `outcome`, `measured`, `bound`, `margin`,
+    /// `relative_margin`, `sentence`) and `interrupted`.
+    #[arg(long)]
+    json: bool,
+}
+
+impl SweepArgs {
+    /// The sweep these arguments ask for.
+    fn options(self) -> commands::SweepOptions {
+        commands::SweepOptions {
+            varies: self.vary,
+            time_scale: self.time_scale.get(),
+            seed: self.seed,
+            report_dir: self.report_dir,
+            yes: self.yes,
+            json: self.json,
+        }
+    }
+}
+
 /// `faultline k8s`'s arguments, boxed in [`Command`]: they outweigh every other command's.
 #[derive(clap::Args)]
 struct K8sArgs {
@@ -434,7 +503,7 @@ fn main() -> ExitCode {
                 seed,
                 time_scale: Some(time_scale.get()),
                 mistakes: mistake,
-                patch: None,
+                ..Overrides::default()
             },
             json,
             &commands::Exports {
@@ -468,6 +537,10 @@ fn main() -> ExitCode {
             agents,
             json,
         } => commands::prove(&scenarios, report_dir, time_scale.get(), seed, agents, json),
+        Command::Sweep(args) => {
+            let scenario = args.scenario.clone();
+            commands::sweep(&scenario, &args.options())
+        }
         Command::Init {
             service,
             output,

@@ -300,15 +300,20 @@ fn scenario_fragment(block: &Block, before: &mut Value) -> Result<(), String> {
     let mut fragment = yaml(block)?;
     fill_elisions(&mut fragment, &base);
     let fields = fragment.as_object().ok_or("not a mapping")?;
+    // A command SUT of a sweep's example reads the sweep's parameters: given as `--vary NAME=250ms` would.
+    let params = regex::Regex::new(r"\{param\.([A-Za-z0-9_-]+)")
+        .unwrap()
+        .captures_iter(&block.text)
+        .map(|c| (c[1].to_string(), "250ms".to_string()))
+        .collect();
+    let overrides = Overrides {
+        params,
+        ..Overrides::default()
+    };
     let parse = |text: &str| {
-        Scenario::parse_in(
-            text,
-            "example.yaml",
-            &root().join("scenarios"),
-            &Overrides::default(),
-        )
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+        Scenario::parse_in(text, "example.yaml", &root().join("scenarios"), &overrides)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     };
     if fields.contains_key("name") && fields.contains_key("duration") {
         return parse(&block.text);

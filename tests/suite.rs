@@ -8,14 +8,16 @@ mod hardening;
 mod peers;
 
 // The longest runs first: libtest starts a binary's tests in the order of their names and the binary ends with its
-// last test, so the full-length main scenario (90 s) and the library's proofs (20-90 s each) begin at once and the
-// shorter tests fill the threads beside them.
+// last test, so the full-length main scenario (90 s), the library's proofs (20-90 s each) and the sweep of the main
+// scenario (two runs of 45 s) begin at once and the shorter tests fill the threads beside them.
 #[path = "run_slow_dependency.rs"]
 mod a1_run_slow_dependency;
 #[path = "scenario_library.rs"]
 mod a2_scenario_library;
 #[path = "size.rs"]
 mod a3_size;
+#[path = "sweep.rs"]
+mod a4_sweep;
 
 mod abort_on_fail;
 mod agents;

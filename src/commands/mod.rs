@@ -1,5 +1,5 @@
-//! The runner's commands, one file each: what `faultline run`, `prove`, `validate`, `schema`, `report`, `compare`,
-//! `list`, `import`, `init`, `size`, `k8s`, `completions` and `man` do once their arguments are parsed. Each returns the process exit code, so that it can
+//! The runner's commands, one file each: what `faultline run`, `prove`, `sweep`, `validate`, `schema`, `report`,
+//! `compare`, `list`, `import`, `init`, `size`, `k8s`, `completions` and `man` do once their arguments are parsed. Each returns the process exit code, so that it can
 //! be tested without a process: 0 every expectation held (or the command did its job), 1 an expectation failed, 2 the
 //! scenario or the command was wrong, 3 the run itself broke, 4 nothing failed but an expectation could not be judged
 //! (inconclusive), 130 interrupted.
@@ -18,6 +18,7 @@ mod run;
 mod schema;
 mod shell;
 mod size;
+mod sweep;
 mod validate;
 mod written;
 
@@ -33,4 +34,5 @@ pub use run::{run_command, Exports, INCONCLUSIVE};
 pub use schema::schema;
 pub use shell::{completions, man, Shell};
 pub use size::{size, SizeOptions};
+pub use sweep::{sweep, SweepOptions, CONFIRM_ABOVE};
 pub use validate::validate;

@@ -32,8 +32,7 @@ pub fn prove(
         let base = Overrides {
             seed,
             time_scale: Some(time_scale),
-            mistakes: Vec::new(),
-            patch: None,
+            ..Overrides::default()
         };
         let pair = match Pair::run(path, base, report_dir.as_deref(), time_scale, &exports) {
             Ok(p) => p,

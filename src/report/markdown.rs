@@ -270,7 +270,7 @@ pub fn annotations(r: &ResultFile, file: &str, lines: &[u64]) -> Vec<String> {
         .collect()
 }
 
-fn mark(o: Outcome) -> &'static str {
+pub(crate) fn mark(o: Outcome) -> &'static str {
     match o {
         Outcome::Pass => "✅ PASS",
         Outcome::Fail => "❌ FAIL",
@@ -279,7 +279,7 @@ fn mark(o: Outcome) -> &'static str {
 }
 
 /// Text made safe for one table cell: no pipe ends the cell, no newline ends the row.
-fn cell(s: &str) -> String {
+pub(crate) fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace(['\r', '\n'], " ")
 }
 
@@ -305,7 +305,7 @@ fn property(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::expect::Verdict;
     use crate::report::result::{Percentiles, PhaseSummary, ScenarioInfo, Series, Totals};
@@ -329,7 +329,9 @@ mod tests {
         }
     }
 
-    fn result() -> ResultFile {
+    /// A result of two phases and three verdicts (a pass, a failure, an inconclusive one), for the tests of
+    /// whatever renders results.
+    pub(crate) fn result() -> ResultFile {
         let phase = |name: &str, start_s: f64, end_s: f64, p99: f64| PhaseSummary {
             name: name.into(),
             start_s,

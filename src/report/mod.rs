@@ -36,10 +36,15 @@ pub enum ReportError {
 
 /// The default folder of a run: `reports/<scenario>/<UTC timestamp>`.
 pub fn default_dir(root: &Path, scenario: &str, started: std::time::SystemTime) -> PathBuf {
-    let stamp = humantime::format_rfc3339_seconds(started)
+    root.join(scenario).join(stamp(started))
+}
+
+/// A UTC time as report folders are named: `2026-11-30T09-00-00Z` (RFC 3339 with `-` for `:`, which some file
+/// systems refuse).
+pub fn stamp(t: std::time::SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t)
         .to_string()
-        .replace(':', "-");
-    root.join(scenario).join(stamp)
+        .replace(':', "-")
 }
 
 /// Writes every file of the report into `dir` and returns the result that was saved.

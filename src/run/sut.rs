@@ -49,12 +49,14 @@ impl Sut {
         lines: mpsc::UnboundedSender<OutputLine>,
         signals: &mut Signals,
     ) -> Result<Started, RunError> {
+        // Durations in placeholders follow the time scale the scenario was loaded with, as its own durations do.
+        let scale = scenario.sut.time_scale.unwrap_or(1.0);
         if let Some(cfg) = &scenario.sut.demo {
             // A Redis operation reaches its server through a TCP route: `redis: "{faultd.routes.db.addr}"`.
             let mut cfg = cfg.clone();
             let p = Placeholders {
                 values: dependency.placeholders(),
-                scale: 1.0,
+                scale,
             };
             cfg.redis = cfg.redis.map(|r| p.render(&r));
             let d = demo::start(
@@ -80,7 +82,8 @@ impl Sut {
         values.insert("sut.port".into(), port.to_string());
         values.insert("webhook.url".into(), webhook_url.to_string());
         values.insert("seed".into(), seed.to_string());
-        let mut p = Placeholders { values, scale: 1.0 };
+        values.extend(Placeholders::params(&scenario.sut.params, scale));
+        let mut p = Placeholders { values, scale };
         let url = p
             .render(scenario.sut.url.as_deref().unwrap_or_default())
             .trim_end_matches('/')

@@ -158,6 +158,14 @@ pub struct SutSpec {
     /// How long to wait for readiness (default 30s; not scaled).
     #[serde(default)]
     pub ready_timeout: Option<Dur>,
+    /// `faultline sweep`'s parameters of this run by name, for `{param.NAME}` in the command, its environment and
+    /// its URL: given on the command line (`--vary`), never written in the file.
+    #[serde(skip)]
+    pub params: BTreeMap<String, String>,
+    /// The `--time-scale` the scenario was loaded with (`None`: 1), which the scaled placeholders (`{ms:250ms}`,
+    /// `{param.NAME.ms}`) follow.
+    #[serde(skip)]
+    pub time_scale: Option<f64>,
 }
 
 /// How one breaker is observed: one or more of `metrics`, `webhook`, `log`, `inferred`. With several, every
@@ -243,8 +251,11 @@ pub struct Overrides {
     pub time_scale: Option<f64>,
     /// `--mistake`: demo mistake switches to turn on.
     pub mistakes: Vec<demo::Mistake>,
-    /// Merged into the scenario before it is read (a proof's `patch`).
+    /// Merged into the scenario before it is read (a proof's `patch`, a sweep's combination for the demo).
     pub patch: Option<serde_json::Value>,
+    /// `faultline sweep`'s parameters for a command or URL SUT, by name: `{param.NAME}` (see [`SutSpec::params`]).
+    /// The bundled demo reads none: a sweep merges its values into the demo's config as `patch`.
+    pub params: BTreeMap<String, String>,
 }
 
 /// A scenario error: the file, where in it, and what is wrong.
@@ -506,6 +517,7 @@ impl Scenario {
         if let Some(seed) = overrides.seed {
             scenario.seed = Some(seed);
         }
+        scenario.sut.params = overrides.params.clone();
         if !overrides.mistakes.is_empty() {
             match scenario.sut.demo.as_mut() {
                 Some(d) => d.mistakes.extend(overrides.mistakes.iter().cloned()),
@@ -542,6 +554,7 @@ impl Scenario {
         if let Some(d) = self.sut.demo.as_mut() {
             d.scale_time(factor);
         }
+        self.sut.time_scale = Some(self.sut.time_scale.unwrap_or(1.0) * factor);
         for b in self.breakers.values_mut() {
             if let Some(m) = b.metrics.as_mut() {
                 m.interval = Some(
@@ -559,7 +572,7 @@ impl Scenario {
 }
 
 /// Merges `patch` into `value`: objects key by key, anything else replaced.
-fn merge(value: &mut serde_json::Value, patch: &serde_json::Value) {
+pub(crate) fn merge(value: &mut serde_json::Value, patch: &serde_json::Value) {
     match (value, patch) {
         (serde_json::Value::Object(v), serde_json::Value::Object(p)) => {
             for (k, pv) in p {

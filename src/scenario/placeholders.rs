@@ -1,8 +1,9 @@
-//! The placeholders of a SUT command, its environment and its URL (`{faultd.url}`, `{sut.port}`, `{ms:250ms}`, ...):
-//! which names exist, checking a scenario's text against them, and rendering them once the ports are known. Not for
-//! choosing the values: `run` fills them in when it starts the components.
+//! The placeholders of a SUT command, its environment and its URL (`{faultd.url}`, `{sut.port}`, `{ms:250ms}`,
+//! `faultline sweep`'s `{param.NAME}`, ...): which names exist, checking a scenario's text against them, and
+//! rendering them once the ports are known. Not for choosing the values: `run` fills them in when it starts the
+//! components, and `sweep` chooses the parameters.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use faultline_units::Dur;
 
@@ -43,15 +44,48 @@ impl Placeholders {
             .collect()
     }
 
+    /// `faultline sweep`'s parameters as placeholders: `param.NAME`, the value as written, and for a value that is
+    /// a duration `param.NAME.ms`, `param.NAME.secs` and `param.NAME.dur`, scaled by `scale` as `{ms:..}`,
+    /// `{secs:..}` and `{dur:..}` are.
+    pub fn params(params: &BTreeMap<String, String>, scale: f64) -> BTreeMap<String, String> {
+        let mut values = BTreeMap::new();
+        for (name, value) in params {
+            values.insert(format!("{PARAM}{name}"), value.clone());
+            if let Ok(d) = value.trim().parse::<Dur>() {
+                for unit in SCALED {
+                    values.insert(format!("{PARAM}{name}.{unit}"), scaled(unit, d, scale));
+                }
+            }
+        }
+        values
+    }
+
+    /// The parameters in `params` that no `{param.NAME...}` of `texts` reads.
+    pub(super) fn unread<'a>(params: &'a BTreeMap<String, String>, texts: &[&str]) -> Vec<&'a str> {
+        let read: BTreeSet<&str> = texts
+            .iter()
+            .flat_map(|t| braces(t))
+            .filter_map(|name| name.strip_prefix(PARAM))
+            .collect();
+        params
+            .keys()
+            .filter(|p| {
+                !read.iter().any(|r| {
+                    r == p
+                        || r.strip_prefix(p.as_str())
+                            .is_some_and(|u| u.starts_with('.'))
+                })
+            })
+            .map(String::as_str)
+            .collect()
+    }
+
     /// Checks every `{...}` in `text`; returns the first unknown name.
     pub(super) fn check(text: &str, known: &[String]) -> Result<(), String> {
         for name in braces(text) {
-            let scaled = ["ms:", "secs:", "dur:"]
-                .iter()
-                .find_map(|p| name.strip_prefix(p));
-            match scaled {
-                Some(d) if d.parse::<Dur>().is_ok() => {}
-                Some(_) => return Err(name.to_string()),
+            match scaled_duration(name) {
+                Some(Some(_)) => {}
+                Some(None) => return Err(name.to_string()),
                 None if known.iter().any(|k| k == name) => {}
                 None => return Err(name.to_string()),
             }
@@ -69,34 +103,51 @@ impl Placeholders {
             };
             let name = &rest[open + 1..open + close];
             out.push_str(&rest[..open]);
-            let value =
-                if let Some(d) = name.strip_prefix("ms:").and_then(|d| d.parse::<Dur>().ok()) {
-                    format!("{}", d.scaled(self.scale).get().as_millis())
-                } else if let Some(d) = name
-                    .strip_prefix("secs:")
-                    .and_then(|d| d.parse::<Dur>().ok())
-                {
-                    let s = d.scaled(self.scale).as_secs_f64();
-                    if s.fract() == 0.0 {
-                        format!("{s:.0}")
-                    } else {
-                        format!("{s}")
-                    }
-                } else if let Some(d) = name
-                    .strip_prefix("dur:")
-                    .and_then(|d| d.parse::<Dur>().ok())
-                {
-                    d.scaled(self.scale).to_string()
-                } else if let Some(v) = self.values.get(name) {
-                    v.clone()
-                } else {
-                    rest[open..open + close + 1].to_string()
-                };
+            let value = match scaled_duration(name) {
+                Some(Some((unit, d))) => scaled(unit, d, self.scale),
+                _ => match self.values.get(name) {
+                    Some(v) => v.clone(),
+                    None => rest[open..open + close + 1].to_string(),
+                },
+            };
             out.push_str(&value);
             rest = &rest[open + close + 1..];
         }
         out.push_str(rest);
         out
+    }
+}
+
+/// The prefix of `faultline sweep`'s parameters.
+pub(super) const PARAM: &str = "param.";
+
+/// The forms of a scaled duration: `{ms:250ms}` (a number of milliseconds), `{secs:30s}` (of seconds),
+/// `{dur:250ms}` (a duration as faultline writes it).
+const SCALED: [&str; 3] = ["ms", "secs", "dur"];
+
+/// A scaled duration's form and duration (`{ms:250ms}`); `Some(None)` for one whose duration does not parse, `None`
+/// for a name of another kind.
+fn scaled_duration(name: &str) -> Option<Option<(&'static str, Dur)>> {
+    SCALED.iter().find_map(|unit| {
+        let d = name.strip_prefix(unit)?.strip_prefix(':')?;
+        Some(d.parse::<Dur>().ok().map(|d| (*unit, d)))
+    })
+}
+
+/// `d` scaled by `scale`, written in `unit`'s form.
+fn scaled(unit: &str, d: Dur, scale: f64) -> String {
+    let d = d.scaled(scale);
+    match unit {
+        "ms" => format!("{}", d.get().as_millis()),
+        "secs" => {
+            let s = d.as_secs_f64();
+            if s.fract() == 0.0 {
+                format!("{s:.0}")
+            } else {
+                format!("{s}")
+            }
+        }
+        _ => d.to_string(),
     }
 }
 
@@ -146,5 +197,39 @@ mod tests {
             Placeholders::check("{faultd.routes.cache.port}", &known),
             Err("faultd.routes.cache.port".into())
         );
+    }
+
+    #[test]
+    fn a_sweep_parameter_reaches_the_sut_as_written_and_a_duration_also_scaled() {
+        let params = BTreeMap::from([
+            ("timeout".to_string(), "250ms".to_string()),
+            ("mode".to_string(), "eager".to_string()),
+        ]);
+        let p = Placeholders {
+            values: Placeholders::params(&params, 0.5),
+            scale: 0.5,
+        };
+        assert_eq!(
+            p.render("{param.timeout} {param.timeout.ms} {param.timeout.secs} {param.timeout.dur} {param.mode}"),
+            "250ms 125 0.125 125ms eager"
+        );
+        let known: Vec<String> = Placeholders::params(&params, 1.0).into_keys().collect();
+        assert!(Placeholders::check("{param.timeout.ms} {param.mode}", &known).is_ok());
+        assert_eq!(
+            Placeholders::check("{param.mode.ms}", &known),
+            Err("param.mode.ms".into()),
+            "a value that is no duration has no scaled forms"
+        );
+    }
+
+    #[test]
+    fn a_parameter_is_read_by_any_of_its_forms_and_only_by_its_own_name() {
+        let params = BTreeMap::from([
+            ("timeout".to_string(), "1s".to_string()),
+            ("time".to_string(), "2s".to_string()),
+            ("reset".to_string(), "5s".to_string()),
+        ]);
+        let texts = ["--timeout={param.timeout.ms}", "RESET={param.reset}"];
+        assert_eq!(Placeholders::unread(&params, &texts), vec!["time"]);
     }
 }

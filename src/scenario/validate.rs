@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use faultline_units::Dur;
 
 use super::locate::{locate, locate_item};
+use super::placeholders::PARAM;
 use super::{
     check_host, BreakerSpec, ExternalFaultd, Observation, Placeholders, Scenario, ScenarioError,
     SutSpec, Validated,
@@ -26,6 +27,7 @@ impl Scenario {
         let mut errors: Vec<ScenarioError> = Vec::new();
         self.check_parts(&at, &mut errors);
         self.check_sut(&at, &mut errors);
+        self.check_placeholders(&at, &mut errors, file);
         self.check_hosts(&at, &mut errors, text, file);
         self.check_running_service(&at, &mut errors);
         let (observations, expectations) = self.resolve_names(&at, &mut errors, file);
@@ -127,8 +129,8 @@ impl Scenario {
         }
     }
 
-    /// Placeholders that exist, and hosts that are loopback or allowed.
-    fn check_hosts(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>, text: &str, file: &str) {
+    /// Placeholders that exist, and `faultline sweep`'s parameters each read by the SUT.
+    fn check_placeholders(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>, file: &str) {
         let sut = &self.sut;
         let mut known = Placeholders::names();
         for (name, _) in self.dependency.tcp_routes() {
@@ -138,7 +140,8 @@ impl Scenario {
         if self.faultd.is_none() && self.dependency.tls.as_ref().is_some_and(|t| t.mints_ca()) {
             known.push(Placeholders::CA.to_string());
         }
-        for (field, value) in sut
+        known.extend(Placeholders::params(&sut.params, 1.0).into_keys());
+        let texts: Vec<(&str, &String)> = sut
             .command
             .iter()
             .flatten()
@@ -151,11 +154,69 @@ impl Scenario {
                     .filter_map(|d| d.redis.as_ref())
                     .map(|v| ("sut.demo.redis", v)),
             )
-        {
+            .collect();
+        for (field, value) in &texts {
             if let Err(name) = Placeholders::check(value, &known) {
-                errors.push(at(field, &format!("{{{name}}}"), format!("unknown placeholder {{{name}}}; known: {}, and {{ms:250ms}}, {{secs:30s}}, {{dur:250ms}} for scaled durations", known.join(", "))));
+                let message = match name.strip_prefix(PARAM) {
+                    Some(param) => self.param_error(param),
+                    None => format!("unknown placeholder {{{name}}}; known: {}, and {{ms:250ms}}, {{secs:30s}}, {{dur:250ms}} for scaled durations", known.join(", ")),
+                };
+                errors.push(at(field, &format!("{{{name}}}"), message));
             }
         }
+        // The bundled demo reads no placeholders of a sweep: its parameters are merged into its config instead.
+        let read: Vec<&str> = texts.iter().map(|(_, t)| t.as_str()).collect();
+        let unread = match sut.demo {
+            Some(_) => Vec::new(),
+            None => Placeholders::unread(&sut.params, &read),
+        };
+        for name in unread {
+            errors.push(ScenarioError::InvalidNoLine {
+                file: file.to_string(),
+                field: format!("--vary {name}"),
+                message: format!(
+                    "the SUT never reads this parameter: put {{{PARAM}{name}}} (or {{{PARAM}{name}.ms}}, .secs, .dur for a \
+                     duration) in its `command`, `env` or `url`"
+                ),
+            });
+        }
+    }
+
+    /// Why `{param.PARAM}` is refused: no sweep gives parameters, this one does not vary it, or its value has no
+    /// scaled form.
+    fn param_error(&self, param: &str) -> String {
+        let params = &self.sut.params;
+        if params.is_empty() {
+            return format!(
+                "{{{PARAM}{param}}} is a parameter of `faultline sweep` (`--vary NAME=V1,V2`), which `run` and \
+                 `prove` do not give"
+            );
+        }
+        let (name, unit) = match params.contains_key(param) {
+            true => (param, None),
+            false => match param.rsplit_once('.') {
+                Some((name, unit)) if params.contains_key(name) => (name, Some(unit)),
+                _ => (param, None),
+            },
+        };
+        match (params.get(name), unit) {
+            (Some(value), Some("ms" | "secs" | "dur")) => format!(
+                "{{{PARAM}{param}}} scales a duration, and {name}={value} is not one (e.g. 250ms)"
+            ),
+            (Some(_), Some(unit)) => format!(
+                "{{{PARAM}{name}.{unit}}}: a parameter's forms are {{{PARAM}{name}}}, and for a duration .ms, .secs \
+                 and .dur"
+            ),
+            _ => format!(
+                "{{{PARAM}{param}}} names no parameter of this sweep; --vary gives {}",
+                params.keys().map(String::as_str).collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+
+    /// Hosts that are loopback or allowed.
+    fn check_hosts(&self, at: &At<'_>, errors: &mut Vec<ScenarioError>, text: &str, file: &str) {
+        let sut = &self.sut;
         let mut urls: Vec<(&str, String)> = Vec::new();
         if let Some(u) = &sut.url {
             // `{faultd.url}` is the run's own faultd, always allowed: the load then goes straight to it.
