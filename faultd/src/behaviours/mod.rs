@@ -5,10 +5,10 @@
 //! schedule picks the behaviour), sockets (the data plane carries out the decision) or counting (the recorder).
 //!
 //! `fault_list!` below is the only place that knows every fault. Each line names a file of this folder and the
-//! field a scenario writes (`hang.rs => hang: Hang`); from that one list come the fields of [`Behaviour`] and of a
-//! route's base behaviour (`config::Route`) with their serde attributes and JSON Schema, [`Behaviour::over`],
-//! [`Behaviour::scale_time`], the validation with the sum of shares, and the order in which [`decide`] gives a
-//! call its fault. Each file's type implements [`Fault`], whose methods all have defaults: a fault says whether
+//! field a scenario writes (`hang.rs => hang: Hang`); from that one list come the fields of [`Behaviour`], of a
+//! route's base behaviour (`config::Route`) and of a matched entry ([`Matched`]) with their serde attributes and
+//! JSON Schema, [`Behaviour::over`], [`Behaviour::scale_time`], the validation with the sum of shares, and the
+//! order in which [`decide`] gives a call its fault. Each file's type implements [`Fault`], whose methods all have defaults: a fault says whether
 //! it takes a share of the calls and what such a call gets, or that the first N calls get something, how to
 //! check its parameters, and how `--time-scale` changes it.
 //!

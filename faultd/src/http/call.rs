@@ -1,6 +1,6 @@
-//! One call at the data plane, in the order it happens: its route and phase, the decision drawn for it, the wait
-//! until it is due, then the one arm of `actions` its decision names. A call that matches no route is answered
-//! by `unmatched`.
+//! One call at the data plane, in the order it happens: its route and phase, the matched entry that takes it if
+//! one does, the decision drawn for it, the wait until it is due, then the one arm of `actions` its decision
+//! names. A call that matches no route is answered by `unmatched`.
 //!
 //! Not for: what each decision does to the call (`actions`), deciding (`crate::behaviours::decide`) or the
 //! connection it came on (`listener`).
