@@ -250,7 +250,8 @@ async fn errors_axum_gives_by_itself_answer_json_with_the_documented_fields() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_matched_entry_set_at_run_time_takes_its_calls_and_the_recording_counts_them() {
+async fn a_matched_entry_set_at_run_time_takes_its_calls_and_the_recording_and_metrics_count_them()
+{
     let f = start().await;
     let control = f.control_addr().unwrap();
     let set = br#"{"matched": [{"name": "acme", "match": {"header": {"x-tenant": "^acme$"}}, "errors": [{"share": "100%", "status": 503}]}]}"#;
@@ -272,5 +273,16 @@ async fn a_matched_entry_set_at_run_time_takes_its_calls_and_the_recording_count
         recording["routes"]["pricing"]["matched"]["acme"],
         serde_json::json!({"matched": 2, "taken": 2})
     );
+    let metrics = call(control, "GET", "/metrics", &[AUTH], b"").await;
+    let text = String::from_utf8_lossy(metrics.body());
+    for line in [
+        r#"faultd_matched_calls_total{route="pricing",entry="acme"} 2"#,
+        r#"faultd_matched_taken_total{route="pricing",entry="acme"} 2"#,
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from {text}"
+        );
+    }
     f.shutdown().await;
 }
