@@ -284,3 +284,16 @@ fn a_behaviour_without_entries_hands_every_call_to_itself() {
     assert!(counts(&tallies).is_empty());
     assert!(conn.counts.lock().unwrap().is_empty());
 }
+
+#[test]
+fn the_time_scale_reaches_an_entrys_durations_and_leaves_its_counts() {
+    let mut b: Behaviour =
+        serde_saphyr::from_str("matched: [ { every: 4, latency: { fixed: 2s } } ]").unwrap();
+    b.scale_time(0.5);
+    let entry = &b.matched.as_ref().unwrap()[0];
+    let scaled: Behaviour = serde_saphyr::from_str("latency: { fixed: 1s }").unwrap();
+    assert_eq!(
+        (entry.latency.as_ref(), entry.every),
+        (scaled.latency.as_ref(), Some(4))
+    );
+}
