@@ -248,6 +248,7 @@ fn fixture(buckets: usize) -> Fixture {
             in_flight: 0,
             latency,
             late: BTreeMap::new(),
+            matched: BTreeMap::new(),
         },
     );
     let dependency = faultd::Recording {

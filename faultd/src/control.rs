@@ -470,6 +470,31 @@ impl prometheus_client::collector::Collector for MetricsSnapshot {
             "Calls that ended without a full answer, by kind",
             faults,
         )?;
+        let entries = |count: fn(&crate::recorder::MatchCounts) -> u64| {
+            routes
+                .iter()
+                .flat_map(|(r, v)| {
+                    v.matched.iter().map(move |(entry, c)| {
+                        (
+                            vec![("route", r.as_str()), ("entry", entry.as_str())],
+                            count(c),
+                        )
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        counter(
+            &mut encoder,
+            "faultd_matched_calls",
+            "Calls that met a matched entry's conditions and reached it, by route and entry",
+            entries(|c| c.matched),
+        )?;
+        counter(
+            &mut encoder,
+            "faultd_matched_taken",
+            "Calls a matched entry took, which got its behaviour, by route and entry",
+            entries(|c| c.taken),
+        )?;
         counter(
             &mut encoder,
             "faultd_unmatched",

@@ -41,6 +41,7 @@ pub mod phased;
 pub mod recorder;
 pub mod schedule;
 pub mod sockets;
+pub mod tally;
 pub mod tcp;
 pub mod tls;
 pub mod toxiproxy;
@@ -68,7 +69,7 @@ pub use error::FaultdError;
 pub use faultline_units::Dur;
 pub use files::Files;
 pub use recorder::{
-    ConnectionBucket, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording,
+    ConnectionBucket, MatchCounts, MergeError, PhaseEntry, Recording, RouteBucket, RouteRecording,
     StatusClasses, UnmatchedPath,
 };
 pub use schedule::{BEFORE_FIRST_PHASE, HEALTHY_RESET};

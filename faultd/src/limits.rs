@@ -12,7 +12,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::behaviours::{Response, MAX_HISTOGRAM_BINS};
+use crate::behaviours::{Matched, Response, MAX_HISTOGRAM_BINS};
 use crate::config::{Config, PhaseRoute};
 use crate::invalid::Invalid;
 
@@ -121,10 +121,21 @@ fn check_healthy_bodies(config: &Config) -> Result<(), Invalid> {
         }
         Ok(())
     };
+    // A matched entry that sets its own `response` builds its own body, once more in each phase that compiles it.
+    let entries = |list: Option<&Vec<Matched>>| -> u64 {
+        list.into_iter()
+            .flatten()
+            .map(|e| size(e.response.as_ref()))
+            .sum()
+    };
     for (name, route) in &config.routes {
         add(
             size(route.response.as_ref()),
             format!("routes.{name}.response.body_size"),
+        )?;
+        add(
+            entries(route.matched.as_ref()),
+            format!("routes.{name}.matched"),
         )?;
     }
     for (i, phase) in config.phases.iter().enumerate() {
@@ -133,11 +144,17 @@ fn check_healthy_bodies(config: &Config) -> Result<(), Invalid> {
                 continue;
             };
             // Each route a phase names is compiled again, its behaviour laid over the base field by field.
-            let response = match set {
-                PhaseRoute::Set(b) => b.response.as_ref().or(route.response.as_ref()),
-                PhaseRoute::Healthy => route.response.as_ref(),
+            let (response, matched) = match set {
+                PhaseRoute::Set(b) => (
+                    b.response.as_ref().or(route.response.as_ref()),
+                    b.matched.as_ref().or(route.matched.as_ref()),
+                ),
+                PhaseRoute::Healthy => (route.response.as_ref(), route.matched.as_ref()),
             };
-            add(size(response), format!("phases[{i}].routes.{name}"))?;
+            add(
+                size(response) + entries(matched),
+                format!("phases[{i}].routes.{name}"),
+            )?;
         }
     }
     Ok(())

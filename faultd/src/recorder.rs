@@ -24,6 +24,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use crate::tally::EntryTally;
+
 mod guards;
 mod merge;
 mod recording;
@@ -163,6 +165,8 @@ pub struct RouteRecorder {
     max_in_flight: AtomicU64,
     /// Per phase, under one lock: a completed call records its latency and its lateness together.
     histograms: Mutex<BTreeMap<Arc<str>, PhaseHistograms>>,
+    /// The counts of each matched entry by name, shared with the compiled entries that count into them.
+    entries: Mutex<BTreeMap<String, Arc<EntryTally>>>,
 }
 
 /// A phase's served latency and faultd's own lateness (which only calls with a due instant have).
@@ -287,6 +291,7 @@ impl Recorder {
                     in_flight: AtomicU64::new(0),
                     max_in_flight: AtomicU64::new(0),
                     histograms: Mutex::new(BTreeMap::new()),
+                    entries: Mutex::new(BTreeMap::new()),
                 })
             })
             .clone()
@@ -474,6 +479,29 @@ impl RouteRecorder {
         self.max_in_flight.load(Ordering::Relaxed)
     }
 
+    /// The counts of the route's matched entry `name`, created on first use and kept across phases and
+    /// configurations: entries of the same name (in the base and in a phase) count together.
+    pub fn entry_tally(&self, name: &str) -> Arc<EntryTally> {
+        let mut entries = match self.entries.lock() {
+            Ok(e) => e,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        entries.entry(name.to_string()).or_default().clone()
+    }
+
+    /// The counts of every matched entry that matched a call.
+    fn matched(&self) -> BTreeMap<String, MatchCounts> {
+        let Ok(entries) = self.entries.lock() else {
+            return BTreeMap::new();
+        };
+        entries
+            .iter()
+            .map(|(name, tally)| (name, tally.read()))
+            .filter(|(_, (matched, _))| *matched > 0)
+            .map(|(name, (matched, taken))| (name.clone(), MatchCounts { matched, taken }))
+            .collect()
+    }
+
     /// How many buckets this route stores: none until its first call, then whole chunks of them.
     pub fn buckets_stored(&self) -> usize {
         self.cells.chunks_stored() * CHUNK
@@ -578,6 +606,7 @@ impl RouteRecorder {
             in_flight: self.in_flight(),
             latency,
             late,
+            matched: self.matched(),
         }
     }
 }

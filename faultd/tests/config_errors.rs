@@ -168,6 +168,9 @@ fn the_configuration_has_a_json_schema() {
         "fail_first",
         "slow_body",
         "healthy",
+        "matched",
+        "grpc_metadata",
+        "every",
     ] {
         assert!(text.contains(word), "{word} missing from the schema");
     }
@@ -197,6 +200,29 @@ fn tcp_routes_name_the_line_and_field_of_what_is_wrong() {
         "routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 }, toxics: [ { type: latenzy } ] }\n",
     );
     assert_eq!(e.field, "routes.db.toxics[0].type", "{e}");
+}
+
+#[test]
+fn matched_entries_name_the_line_and_field_of_what_is_wrong() {
+    let e = error_of(
+        "routes:\n  orders:\n    path: /orders\n    matched:\n      - { match: { method: POST } }\n      - { match: { header: { x-tenant: '(' } } }\n",
+    );
+    assert_eq!(
+        e.field, "routes.orders.matched[1].match.header.x-tenant",
+        "{e}"
+    );
+    assert_eq!(e.line, Some(6), "{e}");
+    assert!(e.to_string().contains("not a regular expression"), "{e}");
+    let e = error_of(
+        "routes:\n  orders: { path: /orders }\nphases:\n  - { name: a, at: 1s, routes: { orders: { matched: [ { first: 1, per: route } ] } } }\n",
+    );
+    assert_eq!(e.field, "phases[0].routes.orders.matched[0].per", "{e}");
+    assert_eq!(e.line, Some(4), "{e}");
+    let e = error_of(
+        "routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 }, matched: [ { every: 2 } ] }\n",
+    );
+    assert_eq!(e.field, "routes.db.matched", "{e}");
+    assert!(e.to_string().contains("takes `toxics` only"), "{e}");
 }
 
 #[test]

@@ -189,6 +189,12 @@ async fn put_config_over_a_limit_is_refused_with_400_naming_the_field_and_the_li
             "phases[3].routes.p",
             "healthy bodies of 320 MiB in all, over faultd's limit of 256 MiB",
         ),
+        (
+            // A matched entry with a response of its own builds its body too.
+            json!({ "routes": { "p": { "path": "/p", "matched": (0..5).map(|i| json!({ "name": format!("e{i}"), "response": { "body_size": "64MiB" } })).collect::<Vec<_>>() } } }),
+            "routes.p.matched",
+            "healthy bodies of 320 MiB in all, over faultd's limit of 256 MiB",
+        ),
     ];
     for (body, field, phrase) in cases {
         let reply = send_json(control, "PUT", "/config", &body).await;

@@ -87,6 +87,12 @@ async fn bad_bodies_get_400_naming_the_field() {
         ),
         ("/routes/pricing", r#"{"latency": "#, "latency", "EOF"),
         (
+            "/routes/pricing",
+            r#"{"matched": [{"match": {"header": {"x-tenant": "["}}}]}"#,
+            "routes.pricing.matched[0].match.header.x-tenant",
+            "not a regular expression",
+        ),
+        (
             "/config",
             r#"{"routes": {"p": {"path": "/p", "latency": {"fixed": "-1s"}}}}"#,
             "routes.p.latency.fixed",
@@ -239,6 +245,44 @@ async fn errors_axum_gives_by_itself_answer_json_with_the_documented_fields() {
         );
         let error = json(&reply)["error"].as_str().unwrap().to_string();
         assert!(error.starts_with(&format!("{method} {path}: ")), "{error}");
+    }
+    f.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_matched_entry_set_at_run_time_takes_its_calls_and_the_recording_and_metrics_count_them()
+{
+    let f = start().await;
+    let control = f.control_addr().unwrap();
+    let set = br#"{"matched": [{"name": "acme", "match": {"header": {"x-tenant": "^acme$"}}, "errors": [{"share": "100%", "status": 503}]}]}"#;
+    let reply = call(control, "PUT", "/routes/pricing", &[AUTH], set).await;
+    assert_eq!(reply.status(), Some(204));
+    let acme = [("x-tenant", "acme")];
+    let statuses = [
+        call(f.data_addr(), "GET", "/price/1", &acme, b"")
+            .await
+            .status(),
+        get(f.data_addr(), "/price/1").await.status(),
+        call(f.data_addr(), "GET", "/price/2", &acme, b"")
+            .await
+            .status(),
+    ];
+    assert_eq!(statuses, [Some(503), Some(200), Some(503)]);
+    let recording = json(&call(control, "GET", "/recording", &[AUTH], b"").await);
+    assert_eq!(
+        recording["routes"]["pricing"]["matched"]["acme"],
+        serde_json::json!({"matched": 2, "taken": 2})
+    );
+    let metrics = call(control, "GET", "/metrics", &[AUTH], b"").await;
+    let text = String::from_utf8_lossy(metrics.body());
+    for line in [
+        r#"faultd_matched_calls_total{route="pricing",entry="acme"} 2"#,
+        r#"faultd_matched_taken_total{route="pricing",entry="acme"} 2"#,
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line} missing from {text}"
+        );
     }
     f.shutdown().await;
 }

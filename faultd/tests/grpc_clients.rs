@@ -1,5 +1,5 @@
 //! grpcio (PyPI), an independent gRPC stack, against faultd's gRPC routes: each status with its message and
-//! trailing metadata, deadlines, RST_STREAM, GOAWAY and the stream limit as grpcio reports them
+//! trailing metadata, deadlines, RST_STREAM, GOAWAY, the stream limit and matched entries as grpcio reports them
 //! (`grpc_clients/test_grpcio.py`), then what faultd recorded of the same calls.
 //!
 //! grpcio is not vendored. Without it this test fails, saying what to install; it never skips:
@@ -29,6 +29,7 @@ fn config() -> String {
          \x20 abrupt: { path: /test.GoAway/Abrupt, goaway: { after: 2, mode: abrupt } }\n\
          \x20 limited: { path: /test.Limited/Get, latency: { fixed: 200ms } }\n\
          \x20 watch: { path: /test.Prices/Watch, grpc_response: { message: '0801', stream: { messages: 5, interval: 20ms } } }\n\
+         \x20 tenant: { path: /test.Tenant/Get, matched: [ { name: acme, match: { grpc_metadata: { x-tenant: '^acme$' } }, grpc_errors: [ { share: 100%, code: UNAVAILABLE, message: acme is down } ] }, { name: third, every: 3, grpc_errors: [ { share: 100%, code: RESOURCE_EXHAUSTED } ] } ] }\n\
          \x20 broken: { path: /test.Prices/Broken, grpc_response: { message: '0802', stream: { messages: 5, interval: 20ms } }, grpc_errors: [ { share: 100%, code: UNAVAILABLE, message: stream lost, after_messages: 2 } ] }\n",
     );
     for code in GrpcCode::all().filter(|c| *c != GrpcCode::OK) {
@@ -104,6 +105,12 @@ async fn grpcio_sees_every_status_deadline_reset_and_goaway_as_configured() {
     assert_eq!(r.routes["graceful"].totals.grpc_status["OK"], 7);
     assert_eq!(r.routes["watch"].totals.grpc_status["OK"], 1);
     assert_eq!(r.routes["broken"].totals.grpc_status["UNAVAILABLE"], 1);
+    // Each entry counted the calls grpcio saw it take: the tenant's two, and two of the other six.
+    let tenant = &r.routes["tenant"];
+    let entry = |name: &str| (tenant.matched[name].matched, tenant.matched[name].taken);
+    assert_eq!((entry("acme"), entry("third")), ((2, 2), (6, 2)));
+    assert_eq!(tenant.totals.grpc_status["UNAVAILABLE"], 2);
+    assert_eq!(tenant.totals.grpc_status["RESOURCE_EXHAUSTED"], 2);
     // The stream limit held: never more than 2 of the 6 concurrent calls at faultd.
     assert_eq!(r.routes["limited"].max_in_flight, 2);
     let http2: u64 = r.connections.iter().map(|c| c.http2_opened).sum();

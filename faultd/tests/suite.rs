@@ -15,6 +15,7 @@ mod hang;
 mod http2;
 mod http2_bad_input;
 mod loops;
+mod matched;
 mod real_postgres;
 mod real_redis;
 mod tcp_toxics;

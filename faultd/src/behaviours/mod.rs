@@ -5,10 +5,10 @@
 //! schedule picks the behaviour), sockets (the data plane carries out the decision) or counting (the recorder).
 //!
 //! `fault_list!` below is the only place that knows every fault. Each line names a file of this folder and the
-//! field a scenario writes (`hang.rs => hang: Hang`); from that one list come the fields of [`Behaviour`] and of a
-//! route's base behaviour (`config::Route`) with their serde attributes and JSON Schema, [`Behaviour::over`],
-//! [`Behaviour::scale_time`], the validation with the sum of shares, and the order in which [`decide`] gives a
-//! call its fault. Each file's type implements [`Fault`], whose methods all have defaults: a fault says whether
+//! field a scenario writes (`hang.rs => hang: Hang`); from that one list come the fields of [`Behaviour`], of a
+//! route's base behaviour (`config::Route`) and of a matched entry ([`Matched`]) with their serde attributes and
+//! JSON Schema, [`Behaviour::over`], [`Behaviour::scale_time`], the validation with the sum of shares, and the
+//! order in which [`decide`] gives a call its fault. Each file's type implements [`Fault`], whose methods all have defaults: a fault says whether
 //! it takes a share of the calls and what such a call gets, or that the first N calls get something, how to
 //! check its parameters, and how `--time-scale` changes it.
 //!
@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use faultline_units::Share;
@@ -29,6 +30,9 @@ pub use crate::invalid::Invalid;
 pub use h2_code::H2Code;
 
 mod h2_code;
+pub mod matched;
+
+pub use matched::{CallFacts, ConnectionCounts, Match, Matched, Per};
 
 use crate::draw::CallDraws;
 
@@ -98,6 +102,11 @@ macro_rules! behaviour_from_list {
                 #[serde(default, skip_serializing_if = "Option::is_none")]
                 pub $field: Option<$ty>,
             )*
+            /// Behaviours for the calls that carry something (a method, a header, a query parameter, gRPC
+            /// metadata), tried in order before this behaviour's own: the first entry that takes a call gives it
+            /// the entry's fields laid over this behaviour. A phase's list replaces the base's; `[]` clears it.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub matched: Option<Vec<Matched>>,
         }
 
         impl Behaviour {
@@ -108,6 +117,7 @@ macro_rules! behaviour_from_list {
             pub fn over(&self, base: &Behaviour) -> Behaviour {
                 Behaviour {
                     $( $field: self.$field.as_ref().or(base.$field.as_ref()).cloned(), )*
+                    matched: self.matched.as_ref().or(base.matched.as_ref()).cloned(),
                 }
             }
 
@@ -115,6 +125,7 @@ macro_rules! behaviour_from_list {
             /// unchanged.
             pub fn scale_time(&mut self, factor: f64) {
                 $( if let Some(f) = &mut self.$field { FaultField::scale_time(f, factor); } )*
+                self.matched.iter_mut().flatten().for_each(|m| m.scale_time(factor));
             }
 
             /// Shows `visit` each field in list order, with the same field of `from` (the behaviour a ramp comes
@@ -347,7 +358,10 @@ impl Behaviour {
                 ),
             ));
         }
-        Ok(())
+        match &self.matched {
+            Some(list) => matched::validate_list(list, self).map_err(|e| e.at("matched")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -403,6 +417,8 @@ pub struct CompiledBehaviour {
     pub healthy: PreparedResponse,
     /// Calls taken so far by each field's count rule, in list order.
     first_calls_used: Box<[AtomicU64]>,
+    /// The `matched` entries, compiled over this behaviour.
+    entries: Box<[matched::CompiledEntry]>,
 }
 
 impl Behaviour {
@@ -421,6 +437,12 @@ impl Behaviour {
             e.read_files(files)
                 .map_err(|x| x.at(&format!("grpc_errors[{i}]")))?;
         }
+        for (i, entry) in self.matched.iter_mut().flatten().enumerate() {
+            let mut b = entry.behaviour();
+            b.read_files(files, route_path)
+                .map_err(|x| x.at(&format!("matched[{i}]")))?;
+            entry.set_behaviour(b);
+        }
         Ok(())
     }
 
@@ -432,14 +454,34 @@ impl Behaviour {
                 .grpc_errors
                 .as_ref()
                 .map(|list| list.iter().map(GrpcError::inlined).collect()),
+            matched: self.matched.as_ref().map(|list| {
+                list.iter()
+                    .map(|entry| {
+                        let mut inlined = entry.clone();
+                        inlined.set_behaviour(entry.behaviour().inlined());
+                        inlined
+                    })
+                    .collect()
+            }),
             ..self.clone()
         }
     }
 }
 
 impl CompiledBehaviour {
-    /// Validates and prepares `behaviour`.
+    /// Validates and prepares `behaviour`; its matched entries count their calls on their own.
     pub fn compile(behaviour: &Behaviour) -> Result<CompiledBehaviour, Invalid> {
+        CompiledBehaviour::compile_with(behaviour, None, &|_| Arc::default())
+    }
+
+    /// Validates and prepares `behaviour`, its matched entries counting their calls in the tallies `tallies`
+    /// hands out by entry name (the recorder's, for a route it records). `healthy` is an already built healthy
+    /// response to share, for a behaviour whose `response` is the one it was built from.
+    pub fn compile_with(
+        behaviour: &Behaviour,
+        healthy: Option<&PreparedResponse>,
+        tallies: matched::Tallies<'_>,
+    ) -> Result<CompiledBehaviour, Invalid> {
         behaviour.validate()?;
         if behaviour
             .grpc_response
@@ -469,13 +511,17 @@ impl CompiledBehaviour {
             .map(Latency::model)
             .transpose()
             .map_err(|e| e.at("latency"))?;
-        let healthy = behaviour
-            .response
-            .clone()
-            .unwrap_or_default()
-            .prepare()
-            .map_err(|e| e.at("response"))?;
+        let healthy = match healthy {
+            Some(h) => h.clone(),
+            None => behaviour
+                .response
+                .clone()
+                .unwrap_or_default()
+                .prepare()
+                .map_err(|e| e.at("response"))?,
+        };
         Ok(CompiledBehaviour {
+            entries: matched::compile_entries(behaviour, &healthy, tallies)?,
             behaviour: behaviour.clone(),
             latency,
             healthy,

@@ -94,6 +94,10 @@ macro_rules! route_from_list {
                 #[serde(default, skip_serializing_if = "Option::is_none")]
                 pub $field: Option<$ty>,
             )*
+            /// Base behaviour: behaviours for the calls that carry something (a method, a header, a query
+            /// parameter, gRPC metadata), each laid over the base for the calls it takes.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub matched: Option<Vec<Matched>>,
         }
 
         impl Route {
@@ -101,12 +105,14 @@ macro_rules! route_from_list {
             pub fn base(&self) -> Behaviour {
                 Behaviour {
                     $( $field: self.$field.clone(), )*
+                    matched: self.matched.clone(),
                 }
             }
 
             /// Replaces the route's base behaviour, keeping its method and path.
             pub fn set_base(&mut self, base: Behaviour) {
                 $( self.$field = base.$field; )*
+                self.matched = base.matched;
             }
         }
     };
@@ -450,10 +456,13 @@ impl Config {
 }
 
 fn check_proxy_not_own(b: &Behaviour, own: &[std::net::SocketAddr]) -> Result<(), Invalid> {
-    match &b.proxy {
-        Some(p) => p.check_not_own(own).map_err(|e| e.at("proxy")),
-        None => Ok(()),
+    if let Some(p) = &b.proxy {
+        p.check_not_own(own).map_err(|e| e.at("proxy"))?;
     }
+    for (i, entry) in b.matched.iter().flatten().enumerate() {
+        check_proxy_not_own(&entry.behaviour(), own).map_err(|e| e.at(&format!("matched[{i}]")))?;
+    }
+    Ok(())
 }
 
 impl PhaseRoute {

@@ -1,6 +1,6 @@
-//! One call at the data plane, in the order it happens: its route and phase, the decision drawn for it, the wait
-//! until it is due, then the one arm of `actions` its decision names. A call that matches no route is answered
-//! by `unmatched`.
+//! One call at the data plane, in the order it happens: its route and phase, the matched entry that takes it if
+//! one does, the decision drawn for it, the wait until it is due, then the one arm of `actions` its decision
+//! names. A call that matches no route is answered by `unmatched`.
 //!
 //! Not for: what each decision does to the call (`actions`), deciding (`crate::behaviours::decide`) or the
 //! connection it came on (`listener`).
@@ -18,25 +18,43 @@ use super::http2::Streams;
 use super::shared::Shared;
 use super::takeover::{Held, Takeover, TakeoverRequest};
 use super::unmatched;
-use crate::behaviours::{decide, CallAction, CallDecision, DataBody, GoAwayMode};
+use crate::behaviours::{
+    decide, CallAction, CallDecision, CallFacts, ConnectionCounts, DataBody, GoAwayMode,
+};
 use crate::deadlines;
 use crate::draw::CallDraws;
 use crate::recorder::Outcome;
 use crate::schedule::{Plan, Resolved};
 
 /// Handles one call: an HTTP/1.1 request, or an HTTP/2 stream (`h2` holds its connection's stream counts).
+/// `counts` holds the connection's counts of the calls matched entries took.
 pub(super) async fn call(
     shared: Arc<Shared>,
     takeover: Arc<TakeoverRequest>,
     h2: Option<Arc<Streams>>,
+    counts: Arc<ConnectionCounts>,
     request: Request<Incoming>,
 ) -> Result<Response<DataBody>, Held> {
     let now = Instant::now();
     let stream_number = h2.as_ref().map(|s| s.opened());
-    let (plan, route, resolved) = match route(&shared, &request, now) {
+    let (plan, route, mut resolved) = match route(&shared, &request, now) {
         Ok(found) => found,
         Err(plan) => return Ok(unmatched::answer(&shared, &plan, request).await),
     };
+    let facts = CallFacts {
+        method: request.method(),
+        uri: request.uri(),
+        headers: request.headers(),
+    };
+    // A call a matched entry takes gets the entry's behaviour whole, whatever ramp the route is on.
+    if let Some(entry) = resolved.to.matched_entry(&facts, &counts) {
+        resolved = Resolved {
+            from: None,
+            to: entry.clone(),
+            weight: 1.0,
+            phase: resolved.phase,
+        };
+    }
     let grpc = GrpcCall::of(&request);
     let plan_route = &plan.routes[route];
     let mut guard =

@@ -25,7 +25,7 @@ use super::io::{LockedStream, SharedStream};
 use super::shared::Shared;
 use super::takeover::{hold, Held, ResetStream, Takeover, TakeoverRequest};
 use super::timeouts::{self, Timeouts};
-use crate::behaviours::MALFORMED_BYTES;
+use crate::behaviours::{ConnectionCounts, MALFORMED_BYTES};
 use crate::sockets::{next_connection, write_raw};
 use crate::tls::{HandshakeContext, Terminator};
 
@@ -232,11 +232,18 @@ where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let takeover = Arc::new(TakeoverRequest::default());
+    let counts = Arc::new(ConnectionCounts::default());
     let (mut builder, io) = timeouts::http1(shared.timeouts, io);
     let service = {
         let takeover = takeover.clone();
         service_fn(move |request| {
-            let call = call(shared.clone(), takeover.clone(), None, request);
+            let call = call(
+                shared.clone(),
+                takeover.clone(),
+                None,
+                counts.clone(),
+                request,
+            );
             async move {
                 match call.await {
                     Ok(response) => Ok::<_, Infallible>(response),
@@ -269,6 +276,7 @@ where
 {
     let takeover = Arc::new(TakeoverRequest::default());
     let streams = Arc::new(Streams::default());
+    let counts = Arc::new(ConnectionCounts::default());
     let Timeouts { header, idle } = shared.timeouts;
     let max_streams = shared
         .live()
@@ -285,6 +293,7 @@ where
                 shared.clone(),
                 takeover.clone(),
                 Some(streams.clone()),
+                counts.clone(),
                 request,
             ));
             let waiting = streams.waiting();

@@ -2,7 +2,7 @@
 //! Service, a load balancer), so that the rest of the harness reads them as the recording of one faultd.
 //!
 //! What adds up exactly: every count (arrivals, completions by status class, resets, hangs, empty, malformed,
-//! abandoned, gRPC statuses, unmatched calls, connections opened, closed and shed, TLS handshakes), the served-latency
+//! abandoned, gRPC statuses, matched entries' calls, unmatched calls, connections opened, closed and shed, TLS handshakes), the served-latency
 //! histograms (an HDR histogram of the union of the calls is the bin-by-bin sum of the replicas' histograms, with
 //! the same settings), and the time-weighted mean in flight per bucket (the level at the dependency is the sum of
 //! the replicas' levels at every instant, and the mean of a sum is the sum of the means).
@@ -163,6 +163,11 @@ fn add_route(
         (other.max_in_flight, other.max_in_flight_lower_bound),
     );
     into.in_flight += other.in_flight;
+    for (entry, counts) in &other.matched {
+        let mine = into.matched.entry(entry.clone()).or_default();
+        mine.matched += counts.matched;
+        mine.taken += counts.taken;
+    }
     add_histograms(&mut into.latency, &other.latency, name)?;
     add_histograms(&mut into.late, &other.late, name)
 }

@@ -75,6 +75,19 @@ pub struct RouteRecording {
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub late: BTreeMap<String, Histogram<u64>>,
+    /// Per matched entry of the route (by its name, `matched[i]` when it has none): the calls that met its
+    /// conditions and the calls it took. Absent when no entry matched a call, and in older recordings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub matched: BTreeMap<String, MatchCounts>,
+}
+
+/// What one matched entry counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatchCounts {
+    /// Calls that met the entry's conditions and reached it (an earlier entry took none of them).
+    pub matched: u64,
+    /// Of those, the calls its trigger took, which got its behaviour.
+    pub taken: u64,
 }
 
 /// Completed calls by status class.

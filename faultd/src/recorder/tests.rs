@@ -188,3 +188,36 @@ async fn calls_that_matched_no_route_before_the_schedule_started_are_not_the_run
     assert_eq!(run.unmatched_paths[0].path, "/prices/1");
     assert_eq!(run.unmatched_paths[0].calls, 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn matched_entries_are_counted_by_name_merged_by_sum_and_absent_in_older_recordings() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    recorder.set_origin(Instant::now(), 1);
+    let route = recorder.route("orders");
+    // The base's entry and a phase's entry of the same name count together; an entry no call matched is left out.
+    let (base, phase) = (route.entry_tally("acme"), route.entry_tally("acme"));
+    let idle = route.entry_tally("matched[1]");
+    base.count(true);
+    phase.count(false);
+    phase.count(true);
+    drop(idle);
+    drop(recorder.arrive(route.clone(), Arc::from("healthy")));
+    let r = recorder.snapshot();
+    let counts = MatchCounts {
+        matched: 3,
+        taken: 2,
+    };
+    assert_eq!(
+        r.routes["orders"].matched,
+        BTreeMap::from([("acme".to_string(), counts)])
+    );
+    let merged = Recording::merge_replicas(&[r.clone(), r.clone()]).unwrap();
+    assert_eq!(merged.routes["orders"].matched["acme"].taken, 4);
+    let mut older = serde_json::to_value(&r).unwrap();
+    older["routes"]["orders"]
+        .as_object_mut()
+        .unwrap()
+        .remove("matched");
+    let older: Recording = serde_json::from_value(older).unwrap();
+    assert!(older.routes["orders"].matched.is_empty());
+}

@@ -189,8 +189,11 @@ impl Live {
             .get(name)
             .map(|r| r.base())
             .unwrap_or_default();
-        let compiled =
-            CompiledBehaviour::compile(&set.resolve(&base)).map_err(ConfigError::from)?;
+        let recorder = &self.plan.routes[route].recorder;
+        let compiled = CompiledBehaviour::compile_with(&set.resolve(&base), None, &|entry| {
+            recorder.entry_tally(entry)
+        })
+        .map_err(ConfigError::from)?;
         let phase = self.position(now).and_then(|p| p.phase);
         self.overrides[route] = Some(Override {
             behaviour: Arc::new(compiled),

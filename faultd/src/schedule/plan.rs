@@ -89,11 +89,15 @@ impl Plan {
                 method,
                 PathPattern::parse(&route.path).map_err(|e| at(e.at("path")))?,
             ));
-            let base = CompiledBehaviour::compile(&route.base()).map_err(at)?;
+            let route_recorder = recorder.route(name);
+            let base = CompiledBehaviour::compile_with(&route.base(), None, &|entry| {
+                route_recorder.entry_tally(entry)
+            })
+            .map_err(at)?;
             routes.push(PlanRoute {
                 name: name.clone(),
                 key: route_key(name),
-                recorder: recorder.route(name),
+                recorder: route_recorder,
                 calls: AtomicU64::new(0),
                 behaviour: Phased::new(Arc::new(base)),
             });
@@ -103,9 +107,15 @@ impl Plan {
         for (i, phase) in config.phases.iter().enumerate() {
             let (at, ramp) = (phase.at.get(), phase.ramp.map(|r| r.get()));
             for (r, (name, route)) in config.http_routes().enumerate() {
+                let tallies = |entry: &str| routes[r].recorder.entry_tally(entry);
                 let set = match phase.routes.get(name) {
                     Some(set) => Some(Arc::new(
-                        CompiledBehaviour::compile(&set.resolve(&route.base())).map_err(|e| {
+                        CompiledBehaviour::compile_with(
+                            &set.resolve(&route.base()),
+                            None,
+                            &tallies,
+                        )
+                        .map_err(|e| {
                             ConfigError::from(e.at(&format!("phases[{i}].routes.{name}")))
                         })?,
                     )),

@@ -157,3 +157,54 @@ fn before_the_first_phase_calls_are_labelled_before_start() {
         Some("healthy")
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn matched_entries_follow_the_phases_and_count_into_the_route_recorder_by_name() {
+    let config = Config::from_yaml(
+        "routes:\n  orders: { path: /orders, matched: [ { name: acme, every: 2, errors: [ { share: 100%, status: 503 } ] } ] }\n\
+         phases:\n  - { name: quiet, at: 10s, routes: { orders: { matched: [] } } }\n  \
+         - { name: again, at: 20s, routes: { orders: { latency: { fixed: 1ms } } } }\n",
+        "test.yaml",
+    )
+    .unwrap();
+    let recorder = Arc::new(Recorder::new(config.bucket()));
+    let mut live = Live::new(Arc::new(Plan::compile(config, 7, &recorder).unwrap()));
+    let origin = Instant::now();
+    live.start(origin);
+    recorder.set_origin(origin, 1);
+    let (method, uri, headers) = (
+        axum::http::Method::GET,
+        axum::http::Uri::from_static("/orders"),
+        axum::http::HeaderMap::new(),
+    );
+    let facts = crate::behaviours::CallFacts {
+        method: &method,
+        uri: &uri,
+        headers: &headers,
+    };
+    let connection = crate::behaviours::ConnectionCounts::default();
+    // Which of three calls at `t` an entry takes.
+    let taken = |live: &Live, t: u64| -> Vec<bool> {
+        let to = live.resolve(0, origin + Duration::from_secs(t)).to;
+        (0..3)
+            .map(|_| to.matched_entry(&facts, &connection).is_some())
+            .collect()
+    };
+    assert_eq!(taken(&live, 0), [false, true, false]);
+    assert_eq!(
+        taken(&live, 10),
+        [false, false, false],
+        "quiet clears the list"
+    );
+    // A phase that names the route compiles the base's entry anew: its count starts again.
+    assert_eq!(taken(&live, 20), [false, true, false]);
+    // An override's entry of the same name counts into the same place.
+    let set: PhaseRoute =
+        serde_saphyr::from_str("{ matched: [ { name: acme, calls: [1] } ] }").unwrap();
+    live.set_override(0, &set, origin + Duration::from_secs(20))
+        .unwrap();
+    assert_eq!(taken(&live, 20), [true, false, false]);
+    drop(recorder.arrive(live.plan.routes[0].recorder.clone(), Arc::from("again")));
+    let counts = recorder.snapshot().routes["orders"].matched["acme"];
+    assert_eq!((counts.matched, counts.taken), (9, 3));
+}

@@ -91,6 +91,7 @@ impl TcpRouteRecording {
             in_flight: self.open,
             latency: BTreeMap::new(),
             late: BTreeMap::new(),
+            matched: BTreeMap::new(),
         }
     }
 }

@@ -1,7 +1,7 @@
 """grpcio, an independent gRPC stack, as a client of faultd: generic stubs (no protoc, raw bytes) check that each
 status code, message and trailing metadata arrives as configured, that a client deadline shorter than the
 injected delay ends in DEADLINE_EXCEEDED at the deadline, and how grpcio reports RST_STREAM, GOAWAY and the
-stream limit. faultd's address is in FAULTD_ADDR; the routes are those of faultd/tests/grpc_clients.rs.
+stream limit, and that only the calls whose metadata an entry matches get its status. faultd's address is in FAULTD_ADDR; the routes are those of faultd/tests/grpc_clients.rs.
 
 Prints one "ok: ..." line per check and "ok: all checks passed" at the end; any failure raises.
 """
@@ -26,14 +26,14 @@ def channel():
     )
 
 
-def call(ch, method, request=b"", timeout=5.0):
+def call(ch, method, request=b"", timeout=5.0, metadata=None):
     stub = ch.unary_unary(method, request_serializer=None, response_deserializer=None)
-    return stub.with_call(request, timeout=timeout)
+    return stub.with_call(request, timeout=timeout, metadata=metadata)
 
 
-def failure(ch, method, timeout=5.0):
+def failure(ch, method, timeout=5.0, metadata=None):
     try:
-        call(ch, method, timeout=timeout)
+        call(ch, method, timeout=timeout, metadata=metadata)
     except grpc.RpcError as e:
         return e
     raise AssertionError(f"{method}: expected a failure, got an answer")
@@ -136,6 +136,22 @@ def main():
                 got == [b"\x08\x02"] * 2 and e.code() == grpc.StatusCode.UNAVAILABLE and e.details() == "stream lost",
                 f"{got!r} {e.code()} {e.details()!r}",
             )
+
+    # Matched entries: one tenant's metadata gets UNAVAILABLE; of the other calls, every third is exhausted.
+    with channel() as ch:
+        acme = (("x-tenant", "acme"),)
+        for _ in range(2):
+            e = failure(ch, "/test.Tenant/Get", metadata=acme)
+            check("the tenant's metadata gets its status", e.code() == grpc.StatusCode.UNAVAILABLE and e.details() == "acme is down", f"{e.code()} {e.details()!r}")
+        seen = []
+        for _ in range(6):
+            try:
+                call(ch, "/test.Tenant/Get", metadata=(("x-tenant", "acme-2"),))
+                seen.append("OK")
+            except grpc.RpcError as e:
+                seen.append(e.code().name)
+        expected = ["OK", "OK", "RESOURCE_EXHAUSTED"] * 2
+        check("other tenants' calls get every third call's status only", seen == expected, repr(seen))
 
     print("ok: all checks passed", flush=True)
 

@@ -63,6 +63,7 @@ fn route(buckets: Vec<RouteBucket>, max_in_flight: u64) -> RouteRecording {
         in_flight: 0,
         latency: BTreeMap::new(),
         late: BTreeMap::new(),
+        matched: BTreeMap::new(),
     }
 }
 
