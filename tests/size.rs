@@ -43,6 +43,13 @@ fn sized(args: &[&str]) -> Value {
     serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
 }
 
+/// `faultline ARGS` exits 2 and says `said` on standard error.
+fn refused(args: &[&str], said: &str) {
+    let (code, _, stderr) = faultline(args);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains(said), "{stderr}");
+}
+
 fn close(v: &Value, expected: f64, tolerance: f64, what: &str) {
     let got = v
         .as_f64()
@@ -234,12 +241,8 @@ fn an_access_log_gives_the_same_figures_and_a_scenario_that_replays_it() {
     let (code, _, stderr) = faultline(&["validate", out.to_str().unwrap()]);
     assert_eq!(code, 0, "{stderr}");
     // Without it, it is refused: a file needs its format.
-    let (code, _, stderr) = faultline(&["size", log]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("give the record's --format"), "{stderr}");
-    let (code, _, stderr) = faultline(&["size"]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("nothing to size from"), "{stderr}");
+    refused(&["size", log], "give the record's --format");
+    refused(&["size"], "nothing to size from");
 }
 
 #[test]
@@ -282,11 +285,9 @@ load:
     assert_eq!(s["numbers"]["rate_per_s"]["from"], "record");
     close(&s["numbers"]["rate_per_s"]["value"], 400.0, 0.02, "rate");
     check_yourself(&s, 0.02);
-    let (code, _, stderr) = faultline(&["size", run.to_str().unwrap(), "--dependency", "nope"]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("no dependency `nope` in the record; it has pricing"),
-        "{stderr}"
+    refused(
+        &["size", run.to_str().unwrap(), "--dependency", "nope"],
+        "no dependency `nope` in the record; it has pricing",
     );
 }
 
@@ -335,9 +336,7 @@ fn a_command_gets_the_settings_in_its_environment_scaled_with_the_run() {
         "-o",
         out.to_str().unwrap(),
     ];
-    let (code, _, stderr) = faultline(&again);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("give --force"), "{stderr}");
+    refused(&again, "give --force");
 }
 
 #[test]

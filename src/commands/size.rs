@@ -24,7 +24,7 @@ pub struct SizeOptions {
     /// nginx: the log_format the log was written with (as `faultline import --log-format`).
     #[arg(long, requires = "format")]
     pub log_format: Option<String>,
-    /// The step the record is read in, e.g. 1s, 500ms.
+    /// The step the record is read in, e.g. 1s, 500ms (a run's folder: its own buckets added up to it).
     #[arg(long, default_value = "1s")]
     pub bucket: Dur,
     /// The most one HAR or OTLP/JSON file of the record may hold.
@@ -134,7 +134,7 @@ impl SizeOptions {
                     first.display()
                 ));
             }
-            return size::from_run(first, self.dependency.as_deref())
+            return size::from_run(first, self.dependency.as_deref(), self.bucket.as_secs_f64())
                 .map(Some)
                 .map_err(|e| e.to_string());
         }

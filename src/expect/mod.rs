@@ -18,7 +18,7 @@ pub mod entry;
 mod probes;
 pub mod spec;
 pub mod sut;
-mod words;
+pub(crate) mod words;
 
 use std::time::Duration;
 

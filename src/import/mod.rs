@@ -37,6 +37,7 @@ pub use templates::{Template, Templates};
 pub use time::{parse_duration, parse_time};
 pub use timeline::{bin_of, lower_edge_us, DepBucket, Histogram, Source, Timeline, BIN_EDGES_US};
 pub use writer::{behaviour, route_name};
+pub use yaml_text::yaml_quoted;
 
 use std::fmt;
 use std::io::{BufRead, Read as _};

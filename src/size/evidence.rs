@@ -106,8 +106,9 @@ impl Evidence {
 }
 
 /// Reads a run's folder: its dependency's recording, un-scaled by the run's time scale so that the numbers are the
-/// scenario's. `dependency` picks a route; by default the busiest.
-pub fn from_run(dir: &Path, dependency: Option<&str>) -> Result<Evidence, SizeError> {
+/// scenario's, its buckets added up to `bucket` seconds (at least the run's own). `dependency` picks a route; by
+/// default the busiest.
+pub fn from_run(dir: &Path, dependency: Option<&str>, bucket: f64) -> Result<Evidence, SizeError> {
     let bad = |why: String| SizeError::Record {
         path: dir.to_path_buf(),
         why,
@@ -147,7 +148,10 @@ pub fn from_run(dir: &Path, dependency: Option<&str>) -> Result<Evidence, SizeEr
     } else {
         1.0
     };
-    let bucket_s = recording.bucket.as_secs_f64() / scale;
+    // The run's buckets (often 100 ms) added up to the step asked for, as a record is read in it.
+    let per = ((bucket / (recording.bucket.as_secs_f64() / scale)).round() as usize).max(1);
+    let step = recording.bucket.as_secs_f64() * per as f64;
+    let bucket_s = step / scale;
     // Each phase's answered latency, in seconds of the scenario.
     let latency = |phase: &str| {
         let mut h = Histogram::default();
@@ -162,45 +166,44 @@ pub fn from_run(dir: &Path, dependency: Option<&str>) -> Result<Evidence, SizeEr
         h
     };
     let entered = &recording.phases_entered;
-    let phase_of = |k: usize| {
-        let t = k as f64 * recording.bucket.as_secs_f64();
+    let per_phase: Vec<Histogram> = entered.iter().map(|p| latency(&p.name)).collect();
+    // The phase a bucket begins in: faultd keeps latency per phase, not per bucket.
+    let phase_of = |g: usize| {
+        let t = g as f64 * step;
         entered
             .iter()
-            .rev()
-            .find(|p| p.at.as_secs_f64() <= t + 1e-9)
-            .or(entered.first())
+            .rposition(|p| p.at.as_secs_f64() <= t + 1e-9)
+            .unwrap_or(0)
     };
-    let per_phase: Vec<Histogram> = entered.iter().map(|p| latency(&p.name)).collect();
     let buckets: Vec<DepBucket> = r
         .buckets
-        .iter()
+        .chunks(per)
         .enumerate()
-        .map(|(k, b)| {
+        .map(|(g, group)| {
             let mut outcomes = std::collections::BTreeMap::new();
             let mut add = |o: CallOutcome, n: u64| {
                 if n > 0 {
                     *outcomes.entry(o).or_insert(0) += n;
                 }
             };
-            add(
-                CallOutcome::Status(200),
-                b.completed.c2xx + b.completed.c3xx,
-            );
-            add(CallOutcome::Status(400), b.completed.c4xx);
-            add(CallOutcome::Status(500), b.completed.c5xx);
-            add(
-                CallOutcome::Reset,
-                b.resets + b.empty + b.malformed + b.truncated,
-            );
-            add(CallOutcome::Timeout, b.hangs + b.abandoned);
-            let latency = phase_of(k)
-                .and_then(|p| entered.iter().position(|e| e.name == p.name))
-                .map(|i| per_phase[i].clone())
-                .unwrap_or_default();
+            for b in group {
+                add(
+                    CallOutcome::Status(200),
+                    b.completed.c2xx + b.completed.c3xx,
+                );
+                add(CallOutcome::Status(400), b.completed.c4xx);
+                add(CallOutcome::Status(500), b.completed.c5xx);
+                add(
+                    CallOutcome::Reset,
+                    b.resets + b.empty + b.malformed + b.truncated,
+                );
+                add(CallOutcome::Timeout, b.hangs + b.abandoned);
+            }
+            let latency = per_phase.get(phase_of(g)).cloned().unwrap_or_default();
             DepBucket { latency, outcomes }
         })
         .collect();
-    let phases = run_phases(&recording, &buckets, &per_phase);
+    let phases = run_phases(entered, step, &buckets, &per_phase);
     let healthy_latency = per_phase.first().cloned().unwrap_or_default();
     Ok(Evidence {
         source: format!("the run in {}", dir.display()),
@@ -220,14 +223,13 @@ pub fn from_run(dir: &Path, dependency: Option<&str>) -> Result<Evidence, SizeEr
 /// The run's phases as spans of buckets, each degraded when its calls depart from the first phase's as an import's
 /// change points would (`import::departs`).
 fn run_phases(
-    recording: &faultd::Recording,
+    entered: &[faultd::PhaseEntry],
+    step: f64,
     buckets: &[DepBucket],
     per_phase: &[Histogram],
 ) -> Vec<PhaseSpan> {
-    let step = recording.bucket.as_secs_f64();
     let n = buckets.len();
-    let starts: Vec<usize> = recording
-        .phases_entered
+    let starts: Vec<usize> = entered
         .iter()
         .map(|p| ((p.at.as_secs_f64() / step).round() as usize).min(n))
         .collect();
@@ -244,7 +246,7 @@ fn run_phases(
         b
     };
     let mut spans = Vec::new();
-    for (i, p) in recording.phases_entered.iter().enumerate() {
+    for (i, p) in entered.iter().enumerate() {
         let start = if i == 0 { 0 } else { starts[i] };
         let end = starts.get(i + 1).copied().unwrap_or(n).max(start);
         let degraded = i > 0

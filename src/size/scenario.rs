@@ -12,9 +12,9 @@ use std::fmt::Write;
 
 use super::arithmetic::Sizing;
 use super::evidence::Evidence;
-use super::text::{count, secs};
+use super::text::{count, percent, secs};
 use super::{Fallback, SizeError};
-use crate::import::{self, DepBucket};
+use crate::import::{self, yaml_quoted, DepBucket};
 
 /// The longest healthy stretch the scenario plays before the degradation: enough to fill a breaker's window.
 const HEALTHY_MAX_S: f64 = 20.0;
@@ -87,7 +87,7 @@ pub fn scenario(
             .map(|r| format!(" from {}", r.replace(['\n', '\r'], " ")))
             .unwrap_or_default(),
         secs(t.seconds),
-        pct(b.failure_rate),
+        percent(b.failure_rate),
         secs(b.window_s),
         b.min_calls,
         secs(o.seconds),
@@ -110,10 +110,6 @@ pub fn scenario(
     load(&mut y, s, rate, target);
     expectations(&mut y, s, &timeline, opens.zip(opens_bound), target);
     Ok(y.replace("${", "$${"))
-}
-
-fn pct(f: f64) -> String {
-    format!("{}%", count((f * 1000.0).round() / 10.0))
 }
 
 /// How long the scenario's dependency is degraded, and when it recovers, seconds.
@@ -254,7 +250,7 @@ fn service(y: &mut String, s: &Sizing, target: &Target) {
                 y,
                 "      pricing: {{ timeout: {}, pool: {f}, fallback: {fallback},\n                 breaker: {{ failure_rate: {}, window: {}, min_calls: {}, open_for: {}, half_open_calls: {}, close_after: {} }} }}\n",
                 secs(t),
-                pct(b.failure_rate),
+                percent(b.failure_rate),
                 secs(b.window_s),
                 b.min_calls,
                 secs(o.seconds),
@@ -267,7 +263,7 @@ fn service(y: &mut String, s: &Sizing, target: &Target) {
                 y,
                 "  # The settings reach the service as these variables; map them onto its breaker's options. The\n  # durations are in milliseconds and follow --time-scale ({{ms:..}})."
             );
-            let words: Vec<String> = c.command.iter().map(|w| yaml_str(w)).collect();
+            let words: Vec<String> = c.command.iter().map(|w| yaml_quoted(w)).collect();
             let _ = writeln!(y, "  command: [ {} ]", words.join(", "));
             let _ = writeln!(y, "  url: http://127.0.0.1:{{sut.port}}");
             let _ = writeln!(y, "  env:");
@@ -286,11 +282,6 @@ fn service(y: &mut String, s: &Sizing, target: &Target) {
             let _ = writeln!(y, "    POOL_SIZE: \"{f}\"\n");
         }
     }
-}
-
-/// `s` as a YAML double-quoted scalar.
-fn yaml_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 /// The load: the rate one instance sees, after a short warm-up.
@@ -316,7 +307,7 @@ fn load(y: &mut String, s: &Sizing, rate: f64, target: &Target) {
         Target::Demo => "/product/{rand:1..1000}".to_string(),
         Target::Command(c) => c.get.clone(),
     };
-    let _ = writeln!(y, "  requests: [ {{ get: {} }} ]", yaml_str(&get));
+    let _ = writeln!(y, "  requests: [ {{ get: {} }} ]", yaml_quoted(&get));
     if matches!(target, Target::Demo) {
         let _ = writeln!(y, "  fallback_header: X-Fallback");
     }
@@ -383,7 +374,7 @@ fn expectations(
             let _ = writeln!(
                 y,
                 "  # While open the fallback answers from memory; the calls in flight at the opening ({} of the open span's requests)\n  # end within a timeout and stay above the p{q}.\n  - {{ id: fails-fast, sut_latency: p{q}, below: 100ms, during: degraded, while_open: true }}",
-                pct(late)
+                percent(late)
             );
         }
     }

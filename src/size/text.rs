@@ -6,6 +6,7 @@ use std::fmt::Write;
 use faultline_units::Dur;
 
 use super::arithmetic::{Origin, Sizing, TOLERABLE_CUT};
+use crate::expect::words::trim2;
 
 /// A count as people read it: `1,200`, `80`, `1.5`, `0.15`.
 pub fn count(x: f64) -> String {
@@ -23,8 +24,7 @@ pub fn count(x: f64) -> String {
     } else if x >= 10.0 {
         format!("{x:.0}")
     } else {
-        let text = format!("{x:.2}");
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
+        trim2(x)
     }
 }
 
@@ -81,12 +81,13 @@ fn rate(r: f64) -> String {
     format!("{}/s", count(r))
 }
 
-fn percent(f: f64) -> String {
+/// A share as a percent: `50%`, `7.2%`, `0.4%`.
+pub fn percent(f: f64) -> String {
     let p = f * 100.0;
     if p >= 1.0 || p == 0.0 {
         format!("{}%", count((p * 10.0).round() / 10.0))
     } else {
-        format!("{:.2}%", p)
+        format!("{}%", trim2(p))
     }
 }
 

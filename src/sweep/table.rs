@@ -182,11 +182,11 @@ impl Cell {
 /// A figure with at most three decimals and no trailing zeros: `75`, `0.4`, `0.125`, `1234.5`.
 pub fn number(x: f64) -> String {
     let s = if x.abs() >= 100.0 {
-        format!("{x:.1}")
+        let s = format!("{x:.1}");
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
     } else {
-        format!("{x:.3}")
+        crate::expect::words::trim(x)
     };
-    let s = s.trim_end_matches('0').trim_end_matches('.');
     if s == "-0" {
         "0".into()
     } else {
