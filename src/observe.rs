@@ -31,6 +31,18 @@ pub fn record(
         failed: t.failed,
     });
     record.connect_errors = load.connect_errors.clone();
+    record.sut_class_latency = load
+        .phases
+        .iter()
+        .map(|p| {
+            let by_class = p
+                .classes
+                .iter()
+                .map(|(class, h)| (*class, h.corrected.0.clone()))
+                .collect();
+            (p.name.clone(), by_class)
+        })
+        .collect();
     advance(&mut record, duration, phases, dependency);
     record
 }

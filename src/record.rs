@@ -13,6 +13,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::breaker::inference::{self, InferenceError, InferenceParams, Traffic};
+use crate::breaker::metrics::MetricSeries;
 use crate::breaker::BreakerTimeline;
 
 /// The outcome classes of a request to the SUT: loadgen's own classes, one per request.
@@ -158,6 +159,11 @@ pub struct RunRecord {
     /// `dependency.unmatched.proxy`), and their methods and paths with the most calls.
     pub unmatched: u64,
     pub unmatched_paths: Vec<faultd::UnmatchedPath>,
+    /// The SUT's metrics the expectations read, by the selector as written.
+    pub sut_metrics: BTreeMap<String, MetricSeries>,
+    /// Per phase (as loadgen recorded it, by intended send time), the corrected latency of each outcome class; only
+    /// in the record of a finished run.
+    pub sut_class_latency: BTreeMap<String, BTreeMap<OutcomeClass, Histogram<u64>>>,
 }
 
 impl RunRecord {
@@ -206,6 +212,8 @@ impl RunRecord {
             connect_errors: BTreeMap::new(),
             unmatched: 0,
             unmatched_paths: Vec::new(),
+            sut_metrics: BTreeMap::new(),
+            sut_class_latency: BTreeMap::new(),
         }
     }
 

@@ -14,16 +14,21 @@ use std::time::Duration;
 
 use hardening::{http, result_json, wait_until, FaultdProcess, Running, Scratch};
 
-fn service_dir() -> PathBuf {
+pub(crate) fn service_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/node_express")
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     faultline_units::port::handed_out().expect("a free loopback port")
 }
 
 /// The Express service on `port`, calling pricing at `pricing_url` + `pricing_path`, answering /health.
-fn start_service(port: u16, pricing_url: &str, pricing_path: &str, scratch: &Scratch) -> Running {
+pub(crate) fn start_service(
+    port: u16,
+    pricing_url: &str,
+    pricing_path: &str,
+    scratch: &Scratch,
+) -> Running {
     let dir = service_dir();
     assert!(
         dir.join("node_modules/opossum").is_dir(),
@@ -54,9 +59,19 @@ fn start_service(port: u16, pricing_url: &str, pricing_path: &str, scratch: &Scr
 
 /// `faultline run` of the service's scenario with faultd on `faultd_port` and the SUT on `sut_port`.
 fn run(faultd_port: u16, sut_port: u16, report: &Path) -> Output {
+    run_file(
+        &service_dir().join("scenario.yaml"),
+        faultd_port,
+        sut_port,
+        report,
+    )
+}
+
+/// `faultline run` of `scenario`, whose `${FAULTD_PORT}` and `${SUT_PORT}` are the ports given.
+pub(crate) fn run_file(scenario: &Path, faultd_port: u16, sut_port: u16, report: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_faultline"))
         .arg("run")
-        .arg(service_dir().join("scenario.yaml"))
+        .arg(scenario)
         .arg("--report-dir")
         .arg(report)
         .env("FAULTD_PORT", faultd_port.to_string())
@@ -77,7 +92,7 @@ fn passed(out: &Output, report: &Path) -> (String, serde_json::Value, u64) {
     (printed, result, arrivals)
 }
 
-fn text_of(out: &Output) -> String {
+pub(crate) fn text_of(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

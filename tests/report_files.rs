@@ -457,6 +457,7 @@ fn fixture(buckets: usize) -> Fixture {
             finer_missed: false,
         }],
         series,
+        sut_metrics: BTreeMap::new(),
         ca: None,
         tls,
         distributed: None,
@@ -839,7 +840,29 @@ fn result_json_matches_the_documented_schema() {
         buckets_merged: 40,
         bucket_merge_p99_ms: 0.8,
     });
-    for result in [&f.result, &with_abort, &with_agents] {
+    let mut with_metrics = f.result.clone();
+    with_metrics.sut_metrics = BTreeMap::from([
+        (
+            r#"pool_active{pool="main"}"#.to_string(),
+            faultline::breaker::metrics::MetricSeries {
+                page: "http://127.0.0.1:8080/metrics".into(),
+                points: vec![(0.5, 3.0), (1.0, 7.0)],
+                scrapes: 2,
+                ..Default::default()
+            },
+        ),
+        (
+            "retries_totl".to_string(),
+            faultline::breaker::metrics::MetricSeries {
+                page: "http://127.0.0.1:8080/metrics".into(),
+                points: vec![],
+                scrapes: 2,
+                names_seen: vec!["retries_total".into(), "up".into()],
+                labels_seen: vec![],
+            },
+        ),
+    ]);
+    for result in [&f.result, &with_abort, &with_agents, &with_metrics] {
         let json = serde_json::to_string_pretty(result).unwrap();
         let value: Value = serde_json::from_str(&json).unwrap();
         let mut errors = Vec::new();

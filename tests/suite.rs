@@ -44,6 +44,7 @@ mod real_prometheus;
 mod real_pushgateway;
 mod report_files;
 mod structure_script;
+mod sut_metrics;
 mod sut_misbehaving;
 mod tls_dependency;
 

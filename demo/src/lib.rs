@@ -18,6 +18,7 @@
 
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod breaker;
 pub mod config;
 pub mod layers;

@@ -14,6 +14,7 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
+use crate::admission::AdmissionMetrics;
 use crate::breaker::{BreakerState, StateChange};
 use crate::operation::Operation;
 
@@ -111,6 +112,8 @@ pub struct Metrics {
     pub retries_denied: Family<AttemptLabels, Counter>,
     /// demo_dependency_in_flight{dependency,operation,instance}: bulkhead slots taken.
     pub in_flight: Family<BreakerLabels, Gauge>,
+    /// demo_requests_in_flight, demo_requests_queued, demo_requests_shed_total: admission at the front door.
+    pub admission: AdmissionMetrics,
 }
 
 impl Default for Metrics {
@@ -171,7 +174,24 @@ impl Metrics {
             "Bulkhead slots taken",
             in_flight.clone(),
         );
+        let admission = AdmissionMetrics::default();
+        registry.register(
+            "demo_requests_in_flight",
+            "Requests admitted and being served",
+            admission.in_flight.clone(),
+        );
+        registry.register(
+            "demo_requests_queued",
+            "Requests waiting for admission (only with the unbounded_queue mistake)",
+            admission.queued.clone(),
+        );
+        registry.register(
+            "demo_requests_shed",
+            "Requests refused at the front door with 503 and Retry-After",
+            admission.shed.clone(),
+        );
         Metrics {
+            admission,
             registry,
             state,
             requests,

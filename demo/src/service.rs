@@ -19,6 +19,7 @@ use bytes::Bytes;
 use tower::util::BoxCloneSyncService;
 use tower::ServiceExt;
 
+use crate::admission::{admit, Admission};
 use crate::breaker::{BreakerState, Policy};
 use crate::config::{DemoConfig, Mistake, Protocol};
 use crate::layers::breaker::{BreakerCell, BreakerLayer};
@@ -69,6 +70,7 @@ impl Instance {
 /// Everything the handlers share.
 pub struct App {
     instances: Vec<Instance>,
+    admission: Admission,
     next: AtomicUsize,
     journal: Arc<Journal>,
     /// Distinguishes this process's idempotency keys from an earlier run's.
@@ -162,6 +164,12 @@ impl App {
             })
             .collect::<Result<_, _>>()?;
         Ok(App {
+            admission: Admission::new(
+                &config.admission,
+                config.instances,
+                config.has(Mistake::UnboundedQueue),
+                metrics.admission.clone(),
+            ),
             instances,
             next: AtomicUsize::new(0),
             journal,
@@ -264,6 +272,7 @@ fn breaker_cells(
 
 /// The demo's routes.
 pub fn router(app: Arc<App>) -> Router {
+    let admission = app.admission.clone();
     Router::new()
         .route("/product/{id}", get(product))
         .route("/checkout", axum::routing::post(checkout))
@@ -272,6 +281,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/cart/{id}", get(cart))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        .layer(axum::middleware::from_fn_with_state(admission, admit))
         .with_state(app)
 }
 

@@ -72,6 +72,52 @@ fn parse_line(line: &str) -> Result<Sample, String> {
     })
 }
 
+/// A series selector as an expectation writes it, `name` or `name{a="x",b="y"}`: the metric's name and the
+/// labels a series must carry (others it may carry too).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selector {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Selector {
+    /// Reads a selector, or says what is wrong with it.
+    pub fn parse(text: &str) -> Result<Selector, String> {
+        let text = text.trim();
+        let name_end = text.find('{').unwrap_or(text.len());
+        let name = text[..name_end].trim();
+        if name.is_empty()
+            || name.starts_with(|c: char| c.is_ascii_digit())
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        {
+            return Err(format!(
+                "{text:?} is not a metric name, or a name with labels like `name{{label=\"value\"}}`"
+            ));
+        }
+        let mut labels = BTreeMap::new();
+        if let Some(after_brace) = text[name_end..].strip_prefix('{') {
+            let (parsed, tail) = parse_labels(after_brace).map_err(|e| format!("{text:?}: {e}"))?;
+            if !tail.trim().is_empty() {
+                return Err(format!(
+                    "{text:?}: nothing may follow the labels' closing brace"
+                ));
+            }
+            labels = parsed;
+        }
+        Ok(Selector {
+            name: name.to_string(),
+            labels,
+        })
+    }
+
+    /// Whether a sample belongs to the selected series.
+    pub fn matches(&self, s: &Sample) -> bool {
+        s.name == self.name && self.labels.iter().all(|(k, v)| s.labels.get(k) == Some(v))
+    }
+}
+
 /// Reads `a="x",b="y"}` and returns the labels and what follows the closing brace.
 fn parse_labels(s: &str) -> Result<(BTreeMap<String, String>, &str), String> {
     let mut labels = BTreeMap::new();
@@ -122,6 +168,20 @@ fn parse_labels(s: &str) -> Result<(BTreeMap<String, String>, &str), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn selectors_read_a_name_and_the_labels_a_series_must_carry() {
+        let s = Selector::parse(r#"hikaricp_connections_active{pool="main"}"#).unwrap();
+        assert_eq!(s.name, "hikaricp_connections_active");
+        assert_eq!(s.labels["pool"], "main");
+        let (samples, _) = parse("hikaricp_connections_active{pool=\"main\",app=\"x\"} 3\nhikaricp_connections_active{pool=\"other\"} 9\n");
+        assert!(s.matches(&samples[0]));
+        assert!(!s.matches(&samples[1]));
+        assert!(Selector::parse("retries_total").unwrap().labels.is_empty());
+        for bad in ["", "9lives", "a b", "x{y}", r#"x{y="1"} z"#, r#"x{y="1""#] {
+            assert!(Selector::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn reads_names_labels_and_values_and_skips_comments() {

@@ -10,9 +10,11 @@ use faultline_units::{Dur, GrpcCode, Rate, Share};
 
 use super::breaker::BreakerCheck;
 use super::dependency::{Counted, DependencyCheck};
+use super::metric::{self, MetricCheck, MetricEntry};
 use super::spec::{ExpectationSpec, Names, WhileOpen};
-use super::sut::{Percentile, ShareOf, SutCheck};
+use super::sut::{self, Percentile, ShareOf, SutCheck};
 use super::{Check, Expectation};
+use crate::record::OutcomeClass;
 
 /// Each check, by the field that names it, with the other fields it reads besides `id` and `abort_on_fail`. An
 /// entry holds exactly one of them; a field its check does not read is an error rather than silently ignored.
@@ -41,9 +43,16 @@ pub const CHECKS: &[(&str, &[&str])] = &[
         "handshakes_per_request_at_most",
         &["dependency", "during", "over"],
     ),
-    ("sut_latency", &["below", "during", "while_open", "over"]),
+    (
+        "sut_latency",
+        &["below", "during", "while_open", "over", "class"],
+    ),
     ("sut_share", &["above", "below", "during", "over"]),
+    ("sut_goodput_at_least", &["during", "over"]),
     ("unmatched_calls_at_most", &[]),
+    ("max_below", &["sut_metric", "during", "metrics"]),
+    ("rate_below", &["sut_metric", "during", "metrics"]),
+    ("at_end", &["sut_metric", "during", "metrics"]),
 ];
 
 /// One entry's check as written, its bounds parsed and its names not yet checked against the scenario: by family,
@@ -55,6 +64,8 @@ pub enum Entry<'a> {
     /// A dependency route named under `dependency.routes`, and what its traffic must stay within.
     Dependency(&'a str, DependencyEntry<'a>),
     Sut(SutEntry<'a>),
+    /// A series of the SUT's own metrics, and its bound.
+    Metric(MetricEntry<'a>),
     /// Calls on no route of the dependency, at most this many.
     Unmatched(u64),
 }
@@ -124,6 +135,12 @@ pub enum SutEntry<'a> {
         during: Option<&'a str>,
         while_open: Option<&'a WhileOpen>,
         over: Option<Dur>,
+        class: Option<OutcomeClass>,
+    },
+    Goodput {
+        at_least: Rate,
+        during: Option<&'a str>,
+        over: Option<Dur>,
     },
     Share {
         of: ShareOf,
@@ -161,11 +178,13 @@ impl<'a> Entry<'a> {
             .iter()
             .filter(|(c, _)| written.iter().any(|w| w == c))
             .collect();
-        // Two subjects that are their own checks (`sut_latency`, `sut_share`, `unmatched_calls_at_most`) are said as
-        // two subjects below.
-        let subjects_only = checks
-            .iter()
-            .all(|(c, _)| matches!(*c, "sut_latency" | "sut_share" | "unmatched_calls_at_most"));
+        // Two subjects that are their own checks (`sut_latency`, `sut_share`, ...) are said as two subjects below.
+        let subjects_only = checks.iter().all(|(c, _)| {
+            matches!(
+                *c,
+                "sut_latency" | "sut_share" | "sut_goodput_at_least" | "unmatched_calls_at_most"
+            )
+        });
         if checks.len() > 1 && !subjects_only {
             let named: Vec<String> = checks.iter().map(|(c, _)| format!("`{c}`")).collect();
             return Err(format!(
@@ -179,9 +198,11 @@ impl<'a> Entry<'a> {
             spec.sut_latency.is_some(),
             spec.sut_share.is_some(),
             spec.unmatched_calls_at_most.is_some(),
+            spec.sut_goodput_at_least.is_some(),
+            spec.sut_metric.is_some(),
         ];
         if subjects.iter().filter(|s| **s).count() != 1 {
-            return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `sut_latency`, `sut_share` or `unmatched_calls_at_most`".into());
+            return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `sut_latency`, `sut_share`, `sut_goodput_at_least`, `sut_metric` or `unmatched_calls_at_most`".into());
         }
         check_window(spec)?;
         if let [(name, reads)] = checks.as_slice() {
@@ -202,6 +223,17 @@ impl<'a> Entry<'a> {
         if let Some(at_most) = spec.unmatched_calls_at_most {
             return Ok(Entry::Unmatched(at_most));
         }
+        if let Some(at_least) = spec.sut_goodput_at_least {
+            let (during, over) = (spec.during.as_deref(), spec.over);
+            return Ok(Entry::Sut(SutEntry::Goodput {
+                at_least,
+                during,
+                over,
+            }));
+        }
+        if let Some(selector) = &spec.sut_metric {
+            return metric::entry(spec, selector).map(Entry::Metric);
+        }
         if let Some(route) = &spec.dependency {
             return dependency(spec).map(|d| Entry::Dependency(route, d));
         }
@@ -216,6 +248,10 @@ impl<'a> Entry<'a> {
             Entry::Breaker(breaker, b) => r.breaker_check(breaker, b).map(Check::Breaker),
             Entry::Dependency(route, d) => r.dependency_check(route, d).map(Check::Dependency),
             Entry::Sut(s) => r.sut_check(s).map(Check::Sut),
+            Entry::Metric(m) => {
+                let during = r.during(m.during)?;
+                MetricCheck::resolve(m, during, r.names.metrics).map(Check::Metric)
+            }
             Entry::Unmatched(at_most) => {
                 Ok(Check::Dependency(DependencyCheck::Unmatched { at_most }))
             }
@@ -333,10 +369,11 @@ fn check_window(spec: &ExpectationSpec) -> Result<(), String> {
     if spec.over.is_some()
         && spec.sut_latency.is_none()
         && spec.sut_share.is_none()
+        && spec.sut_goodput_at_least.is_none()
         && spec.handshakes_per_request_at_most.is_none()
     {
         return Err(
-            "`over` (a sliding window) applies to `sut_latency`, `sut_share` and `handshakes_per_request_at_most` only".into(),
+            "`over` (a sliding window) applies to `sut_latency`, `sut_share`, `sut_goodput_at_least` and `handshakes_per_request_at_most` only".into(),
         );
     }
     match spec.over {
@@ -389,12 +426,20 @@ fn sut_latency<'a>(spec: &'a ExpectationSpec, p: &str) -> Result<SutEntry<'a>, S
         .below
         .as_deref()
         .ok_or("`sut_latency` needs `below: <duration>`")?;
+    let class = match spec.class.as_deref() {
+        None => None,
+        Some(c) => Some(sut::latency_class(
+            c,
+            spec.over.is_some() || spec.while_open.is_some(),
+        )?),
+    };
     Ok(SutEntry::Latency {
         percentile,
         below: below.parse().map_err(|e| format!("`below`: {e}"))?,
         during: spec.during.as_deref(),
         while_open: spec.while_open.as_ref(),
         over: spec.over,
+        class,
     })
 }
 
@@ -610,11 +655,22 @@ impl Resolver<'_, '_> {
                 during,
                 while_open,
                 over,
+                class,
             } => SutCheck::Latency {
                 percentile,
                 below,
                 during: self.during(during)?,
                 while_open: self.while_open(while_open)?,
+                over,
+                class,
+            },
+            SutEntry::Goodput {
+                at_least,
+                during,
+                over,
+            } => SutCheck::Goodput {
+                at_least,
+                during: self.during(during)?,
                 over,
             },
             SutEntry::Share {

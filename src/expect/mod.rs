@@ -6,15 +6,16 @@
 //! Evaluation never reaches back into running components; it only reads the record.
 //!
 //! One file per family: `breaker` (when it opens and closes, how it flaps, how many probes it lets through),
-//! `dependency` (calls in flight, the call rate while open, retry amplification, TLS handshakes per request) and
-//! `sut` (latency percentiles and outcome shares, whole or over sliding windows). `spec` is the format as written,
-//! `entry` the one check an entry holds and its resolution. An [`Expectation`] carries its id, its abort flag and
-//! its check, and judges itself: [`Expectation::evaluate`] on a finished run, [`Expectation::decide`] while the run
-//! goes on.
+//! `dependency` (calls in flight, the call rate while open, retry amplification, TLS handshakes per request), `sut`
+//! (latency percentiles, outcome shares and goodput, whole or over sliding windows) and `metric` (any series of the
+//! SUT's own metrics). `spec` is the format as written, `entry` the one check an entry holds and its resolution.
+//! An [`Expectation`] carries its id, its abort flag and its check, and judges itself: [`Expectation::evaluate`] on
+//! a finished run, [`Expectation::decide`] while the run goes on.
 
 pub mod breaker;
 pub mod dependency;
 pub mod entry;
+pub mod metric;
 mod probes;
 pub mod spec;
 pub mod sut;
@@ -29,6 +30,7 @@ use crate::record::{PhaseSpan, RunRecord};
 
 pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
+pub use metric::{MetricBound, MetricCheck};
 pub use spec::{ExpectationSpec, Names, WhileOpen};
 pub use sut::{Percentile, ShareOf, SutCheck};
 pub use words::{ms, secs};
@@ -52,6 +54,7 @@ pub enum Check {
     Breaker(BreakerCheck),
     Dependency(DependencyCheck),
     Sut(SutCheck),
+    Metric(MetricCheck),
 }
 
 impl Check {
@@ -61,6 +64,7 @@ impl Check {
             Check::Breaker(c) => c.name(),
             Check::Dependency(c) => c.name(),
             Check::Sut(c) => c.name(),
+            Check::Metric(c) => c.name(),
         }
     }
 
@@ -70,6 +74,7 @@ impl Check {
             Check::Breaker(c) => c.decidable_live(),
             Check::Dependency(c) => c.decidable_live(),
             Check::Sut(c) => c.decidable_live(),
+            Check::Metric(c) => c.decidable_live(),
         }
     }
 
@@ -78,6 +83,7 @@ impl Check {
             Check::Breaker(c) => c.evaluate(name, record),
             Check::Dependency(c) => c.evaluate(name, record),
             Check::Sut(c) => c.evaluate(name, record),
+            Check::Metric(c) => c.evaluate(name, record),
         }
     }
 
@@ -86,6 +92,7 @@ impl Check {
             Check::Breaker(c) => c.decide(name, record),
             Check::Dependency(c) => c.decide(name, record),
             Check::Sut(c) => c.decide(name, record),
+            Check::Metric(c) => c.decide(name, record),
         }
     }
 }
@@ -274,5 +281,7 @@ pub(crate) fn timeline<'a>(record: &'a RunRecord, breaker: &str) -> &'a BreakerT
 mod evidence_tests;
 #[cfg(test)]
 mod probe_timing_tests;
+#[cfg(test)]
+mod served_tests;
 #[cfg(test)]
 mod tests;

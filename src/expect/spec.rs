@@ -28,6 +28,14 @@ pub struct ExpectationSpec {
     /// timeout, connect_error, dropped) or `error` (client, server, timeout and connect errors together).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sut_share: Option<String>,
+    /// Subject and check at once: the SUT's goodput (requests answered `ok` or `fallback`, per second of the phase)
+    /// is at least this rate, over the phase or every `over` window of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sut_goodput_at_least: Option<Rate>,
+    /// Subject: a series of the SUT's own Prometheus metrics, `name` or `name{label="value",...}` (the matching
+    /// series summed), scraped from `metrics` or from the page the breakers are scraped from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sut_metric: Option<String>,
 
     /// The breaker opens within this long after the phase named by `after` begins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,6 +103,25 @@ pub struct ExpectationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshakes_per_request_at_most: Option<f64>,
 
+    /// `sut_metric`: every scraped value stays below this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_below: Option<f64>,
+    /// `sut_metric` (a counter): its rate between any two consecutive scrapes stays below this (a reset counts
+    /// from zero).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_below: Option<Rate>,
+    /// `sut_metric`: the last value scraped in the run (or the phase) equals, or stays below or above, a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_end: Option<AtEnd>,
+    /// `sut_metric`: the SUT's Prometheus page, a path on the SUT's URL or a whole URL (default: the page the
+    /// breakers are scraped from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<String>,
+    /// `sut_latency`: only requests of this outcome class count (ok, fallback, client_error, server_error, timeout,
+    /// connect_error), e.g. the shed answers' p99; judged over a phase or the run, per phase as loadgen recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<String>,
+
     /// Upper bound for `sut_latency` (a duration) or `sut_share` (a share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub below: Option<String>,
@@ -120,6 +147,18 @@ pub struct ExpectationSpec {
     pub abort_on_fail: bool,
 }
 
+/// `at_end: { equals: 0 }`, `{ below: 5 }` or `{ above: 1 }`: the bound on a metric's last value.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AtEnd {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub above: Option<f64>,
+}
+
 /// `while_open: true` or `while_open: pricing`.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(untagged)]
@@ -137,6 +176,8 @@ pub struct Names<'a> {
     pub breaker_routes: &'a dyn Fn(&str) -> Option<String>,
     /// Whether the dependency's data plane speaks TLS (so its handshakes are recorded).
     pub tls: bool,
+    /// The pages (paths or URLs) the breakers are scraped from, where `sut_metric` reads by default.
+    pub metrics: &'a [String],
 }
 
 impl ExpectationSpec {
@@ -161,7 +202,14 @@ impl ExpectationSpec {
         {
             *d = d.scaled(factor);
         }
-        if let Some(r) = self.rate_while_open_below.as_mut() {
+        for r in [
+            &mut self.rate_while_open_below,
+            &mut self.sut_goodput_at_least,
+            &mut self.rate_below,
+        ]
+        .into_iter()
+        .flatten()
+        {
             *r = Rate::per_second(r.per_sec() / factor);
         }
         if self.sut_latency.is_some() {

@@ -9,12 +9,12 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use faultline_units::{Dur, Share};
+use faultline_units::{Dur, Rate, Share};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::words::{during_words, ms, trim, trim2};
-use super::{ended, phase_words, span, timeline, Verdict};
+use super::{ended, phase_words, span, timeline, Outcome, Verdict};
 use crate::breaker::BreakerState;
 use crate::record::{ByClass, OutcomeClass, PhaseSpan, RunRecord};
 
@@ -103,6 +103,17 @@ pub enum SutCheck {
         /// Every sliding window of this length must hold the bound.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         over: Option<Dur>,
+        /// Only requests of this outcome class count (judged per phase, as loadgen recorded it).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<OutcomeClass>,
+    },
+    /// Requests answered `ok` or `fallback` per second, at least this rate.
+    Goodput {
+        at_least: Rate,
+        during: Option<String>,
+        /// Every sliding window of this length must hold the bound.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        over: Option<Dur>,
     },
     Share {
         of: ShareOf,
@@ -130,15 +141,29 @@ impl SutCheck {
                 during,
                 while_open,
                 over,
+                class,
             } => format!(
-                "SUT {} stays below {below}{}{}{}",
+                "SUT {}{} stays below {below}{}{}{}",
                 percentile.label(),
+                class
+                    .map(|c| format!(" of {}", c.name()))
+                    .unwrap_or_default(),
                 over_words(over),
                 during_words(during),
                 while_open
                     .as_ref()
                     .map(|b| format!(" while {b} is open"))
                     .unwrap_or_default()
+            ),
+            SutCheck::Goodput {
+                at_least,
+                during,
+                over,
+            } => format!(
+                "SUT goodput stays at least {}/s{}{}",
+                trim(at_least.per_sec()),
+                over_words(over),
+                during_words(during)
             ),
             SutCheck::Share {
                 of,
@@ -158,19 +183,27 @@ impl SutCheck {
 
     fn during(&self) -> &Option<String> {
         match self {
-            SutCheck::Latency { during, .. } | SutCheck::Share { during, .. } => during,
+            SutCheck::Latency { during, .. }
+            | SutCheck::Goodput { during, .. }
+            | SutCheck::Share { during, .. } => during,
         }
     }
 
     fn over(&self) -> Option<Dur> {
         match self {
-            SutCheck::Latency { over, .. } | SutCheck::Share { over, .. } => *over,
+            SutCheck::Latency { over, .. }
+            | SutCheck::Goodput { over, .. }
+            | SutCheck::Share { over, .. } => *over,
         }
     }
 
     /// A bound over a phase is known once the phase has ended; with sliding windows, a window that breaks the
     /// bound decides it at once. A bound over the whole run waits for its end.
+    /// Latency by class is read from loadgen's phase recordings, which only a finished run has.
     pub(crate) fn decidable_live(&self) -> bool {
+        if let SutCheck::Latency { class: Some(_), .. } = self {
+            return false;
+        }
         self.during().is_some() || self.over().is_some()
     }
 
@@ -193,8 +226,12 @@ impl SutCheck {
                 during,
                 while_open,
                 over,
+                class,
             } => {
                 let s = span(record, during);
+                if let Some(c) = class {
+                    return class_latency(name, record, &s, *c, *percentile, *below);
+                }
                 if let Some(w) = over {
                     return latency_windows(name, record, &s, *percentile, *below, w.get());
                 }
@@ -218,6 +255,17 @@ impl SutCheck {
                     Some(v) => Verdict::new(name, v < below.get(), format!("SUT {} was {} {context}; expected below {below}", percentile.label(), ms(v)), Some(v.as_secs_f64()), Some(below.as_secs_f64())),
                     None => Verdict::new(name, false, format!("no SUT request completed {context}, so there is no {} to check; expected below {below}", percentile.label()), None, Some(below.as_secs_f64())),
                 }
+            }
+            SutCheck::Goodput {
+                at_least,
+                during,
+                over,
+            } => {
+                let s = span(record, during);
+                let window = over
+                    .map(|w| w.get())
+                    .unwrap_or(s.end.saturating_sub(s.start));
+                goodput(name, record, &s, *at_least, window, over.is_some())
             }
             SutCheck::Share {
                 of,
@@ -259,6 +307,132 @@ impl SutCheck {
             }
         }
     }
+}
+
+/// The outcome class `class:` names for a latency: any class but `dropped`, which was never sent; only over a phase
+/// or the run, since loadgen keeps latency by class per phase.
+pub(super) fn latency_class(c: &str, windowed: bool) -> Result<OutcomeClass, String> {
+    let class = OutcomeClass::ALL
+        .into_iter()
+        .find(|k| k.name() == c && *k != OutcomeClass::Dropped)
+        .ok_or_else(|| format!("`class` is {c:?}; expected one of ok, fallback, client_error, server_error, timeout, connect_error"))?;
+    if windowed {
+        return Err("`class` judges a phase or the run as loadgen recorded it, by class: it does not combine with `over` or `while_open`".into());
+    }
+    Ok(class)
+}
+
+/// A latency percentile of one outcome class over a phase (its sub-phases merged) or the run.
+fn class_latency(
+    name: String,
+    record: &RunRecord,
+    s: &PhaseSpan,
+    class: OutcomeClass,
+    percentile: Percentile,
+    below: Dur,
+) -> Verdict {
+    let bound = Some(below.as_secs_f64());
+    let whole = s.name == "the run";
+    let mut merged: Option<Histogram<u64>> = None;
+    for (phase, by_class) in &record.sut_class_latency {
+        let inside = whole || *phase == s.name || phase.starts_with(&format!("{}.", s.name));
+        if let (true, Some(h)) = (inside, by_class.get(&class)) {
+            match merged.as_mut() {
+                Some(m) => {
+                    let _ = m.add(h);
+                }
+                None => merged = Some(h.clone()),
+            }
+        }
+    }
+    let label = percentile.label();
+    let cls = class.name();
+    match merged.filter(|h| !h.is_empty()) {
+        Some(h) => {
+            let v = percentile.of(&h);
+            Verdict::new(
+                name,
+                v < below.get(),
+                format!(
+                    "SUT {label} of {cls} answers was {} {} ({} of them); expected below {below}",
+                    ms(v),
+                    phase_words(s),
+                    h.len()
+                ),
+                Some(v.as_secs_f64()),
+                bound,
+            )
+        }
+        None => Verdict::with_outcome(
+            name,
+            Outcome::Inconclusive,
+            format!(
+                "no SUT request ended {cls} {}, so there is no {label} of them to check",
+                phase_words(s)
+            ),
+            None,
+            bound,
+        ),
+    }
+}
+
+/// Goodput, answers of class ok or fallback per second, over the span or every sliding window of `window`; the
+/// worst window is the one reported.
+fn goodput(
+    name: String,
+    record: &RunRecord,
+    s: &PhaseSpan,
+    at_least: Rate,
+    window: Duration,
+    sliding: bool,
+) -> Verdict {
+    let (ranges, _) = windows(record, s, window);
+    let bucket = record.bucket.as_secs_f64();
+    let worst = ranges
+        .iter()
+        .filter(|r| !r.is_empty())
+        .map(|r| {
+            let by = classes_in(record, r.clone());
+            let good = by.get(OutcomeClass::Ok) + by.get(OutcomeClass::Fallback);
+            (good as f64 / (r.len() as f64 * bucket), good, r.clone())
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0));
+    let bound = at_least.per_sec();
+    let Some((rate, good, r)) = worst else {
+        return Verdict::with_outcome(
+            name,
+            Outcome::Inconclusive,
+            format!(
+                "no time {} was recorded, so there is no goodput to check",
+                phase_words(s)
+            ),
+            None,
+            Some(bound),
+        );
+    };
+    let secs_in = Dur(record.bucket * r.len() as u32);
+    let place = if sliding {
+        format!(
+            "in the {} window {} {}, the worst of {}",
+            Dur(window),
+            window_words(record, &r),
+            phase_words(s),
+            ranges.len()
+        )
+    } else {
+        phase_words(s)
+    };
+    Verdict::new(
+        name,
+        rate >= bound,
+        format!(
+            "SUT goodput was {}/s {place} ({good} ok or fallback answers in {secs_in}); expected at least {}/s",
+            trim2(rate),
+            trim(bound)
+        ),
+        Some(rate),
+        Some(bound),
+    )
 }
 
 fn holds(share: f64, bound: Share, above: bool) -> bool {

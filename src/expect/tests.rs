@@ -100,6 +100,8 @@ fn record_with(
         connect_errors: BTreeMap::new(),
         unmatched: 0,
         unmatched_paths: Vec::new(),
+        sut_metrics: BTreeMap::new(),
+        sut_class_latency: BTreeMap::new(),
     }
 }
 
@@ -125,6 +127,7 @@ fn resolve(spec: &str) -> Result<Expectation, String> {
         routes: &routes,
         breaker_routes: &routes_of,
         tls: true,
+        metrics: &[],
     })
 }
 
@@ -620,6 +623,7 @@ fn handshakes_per_request_are_refused_for_a_dependency_without_tls() {
             routes: &routes,
             breaker_routes: &routes_of,
             tls: false,
+            metrics: &[],
         })
         .unwrap_err();
     assert!(err.contains("add `tls: {}` under `dependency`"), "{err}");

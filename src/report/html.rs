@@ -257,6 +257,9 @@ fn over_time_section(h: &mut String, r: &ResultFile) {
          <p class=\"legend\"><span class=\"sw closed\"></span>closed <span class=\"sw half\"></span>half-open <span class=\"sw open\"></span>open \
          <span class=\"sw gap\"></span>not observed</p>",
     );
+    if !r.sut_metrics.is_empty() {
+        h.push_str("<h3>The SUT's own metrics the expectations read, as scraped</h3><div id=\"sut-metrics\"></div>");
+    }
     if !r.series.handshakes.is_empty() {
         h.push_str("<h3>TLS handshakes per second at the dependency (measured by faultd), by outcome</h3><div class=\"chart\" id=\"chart-handshakes\"></div>");
     }

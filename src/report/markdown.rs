@@ -409,6 +409,7 @@ pub(crate) mod tests {
             breakers: BTreeMap::new(),
             disagreements: vec![],
             series: Series::default(),
+            sut_metrics: BTreeMap::new(),
             ca: None,
             tls: None,
             distributed: None,

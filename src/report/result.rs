@@ -55,6 +55,9 @@ pub struct ResultFile {
     #[serde(default)]
     pub disagreements: Vec<Disagreement>,
     pub series: Series,
+    /// The series of the SUT's own metrics the expectations read (`sut_metric`), by selector, as scraped.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sut_metrics: BTreeMap<String, crate::breaker::metrics::MetricSeries>,
     /// The file in the run's folder holding the CA the dependency's TLS certificates were signed with
     /// (`ca.pem`), when the embedded faultd minted one for the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]

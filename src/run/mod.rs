@@ -207,6 +207,7 @@ async fn judge(v: &Validated, stopped: Stopped) -> RunOutput {
     let timelines = stopped.breakers.timelines(&record);
     record.breakers = timelines.observed;
     record.evidence = timelines.evidence;
+    record.sut_metrics = timelines.metrics;
 
     let mut run_errors = Vec::new();
     let c = stopped.load.conservation;

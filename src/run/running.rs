@@ -296,6 +296,7 @@ impl Running {
         let t = self.breakers.timelines(&self.live_record);
         self.live_record.breakers = t.observed;
         self.live_record.evidence = t.evidence;
+        self.live_record.sut_metrics = t.metrics;
         let (new, stop) = self.decisions.update(&v.expectations, &self.live_record);
         if live {
             for verdict in &new {

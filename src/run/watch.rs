@@ -10,10 +10,11 @@ use std::time::{Duration, SystemTime};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::breaker::metrics::{scrape_loop, Scraped};
-use crate::breaker::scrape::StateMapping;
+use crate::breaker::metrics::MetricSeries;
+use crate::breaker::metrics::{scrape_loop, Reads, Scraped, ScrapedSeries};
 use crate::breaker::webhook::{self, Events};
 use crate::breaker::{log, BreakerState, BreakerTimeline, Source};
+use crate::expect::Check;
 use crate::output::OutputLine;
 use crate::record::RunRecord;
 use crate::scenario::{Observation, Validated};
@@ -24,6 +25,7 @@ pub struct BreakerWatch {
     /// The route each breaker guards, where known: what inference reads.
     routes: BTreeMap<String, String>,
     scraped: Scraped,
+    series: ScrapedSeries,
     events: Events,
     lines: Vec<OutputLine>,
     scrapers: Vec<JoinHandle<()>>,
@@ -39,7 +41,12 @@ pub struct Timelines {
     pub observed: BTreeMap<String, BreakerTimeline>,
     pub inferred: BTreeMap<String, BreakerTimeline>,
     pub evidence: BTreeMap<String, Vec<BreakerTimeline>>,
+    /// The series of the SUT's own metrics the expectations read, by selector.
+    pub metrics: BTreeMap<String, MetricSeries>,
 }
+
+/// How often a page scraped only for `sut_metric` expectations is read.
+const METRICS_INTERVAL: Duration = Duration::from_secs(1);
 
 impl BreakerWatch {
     /// Starts the scrape loops (from `origin`, against `sut_url` for relative paths) and listens to `events`.
@@ -51,7 +58,15 @@ impl BreakerWatch {
         origin_wall: SystemTime,
     ) -> BreakerWatch {
         let scraped: Scraped = Default::default();
-        let mut by_url: BTreeMap<String, (Duration, Vec<(String, StateMapping)>)> = BTreeMap::new();
+        let series: ScrapedSeries = Default::default();
+        let absolute = |page: &str| {
+            if page.starts_with("http") {
+                page.to_string()
+            } else {
+                format!("{sut_url}{page}")
+            }
+        };
+        let mut by_url: BTreeMap<String, (Duration, Reads)> = BTreeMap::new();
         for (name, obs) in v
             .breakers
             .iter()
@@ -63,25 +78,41 @@ impl BreakerWatch {
                 interval,
             } = obs
             {
-                let url = if url_or_path.starts_with("http") {
-                    url_or_path.clone()
-                } else {
-                    format!("{sut_url}{url_or_path}")
-                };
-                let entry = by_url.entry(url).or_insert((interval.get(), Vec::new()));
+                let entry = by_url.entry(absolute(url_or_path)).or_insert((
+                    interval.get(),
+                    Reads {
+                        breakers: Vec::new(),
+                        series: Vec::new(),
+                    },
+                ));
                 entry.0 = entry.0.min(interval.get());
-                entry.1.push((name.clone(), mapping.clone()));
+                entry.1.breakers.push((name.clone(), mapping.clone()));
+            }
+        }
+        for e in &v.expectations {
+            if let Check::Metric(m) = &e.check {
+                let entry = by_url.entry(absolute(&m.page)).or_insert((
+                    METRICS_INTERVAL,
+                    Reads {
+                        breakers: Vec::new(),
+                        series: Vec::new(),
+                    },
+                ));
+                if !entry.1.series.iter().any(|(k, _)| *k == m.selector) {
+                    entry.1.series.push((m.selector.clone(), m.series()));
+                }
             }
         }
         let scrapers = by_url
             .into_iter()
-            .map(|(url, (interval, breakers))| {
+            .map(|(url, (interval, reads))| {
                 tokio::spawn(scrape_loop(
                     url,
                     interval,
-                    breakers,
+                    reads,
                     origin,
                     scraped.clone(),
+                    series.clone(),
                 ))
             })
             .collect();
@@ -94,6 +125,7 @@ impl BreakerWatch {
             sources: v.breakers.clone(),
             routes,
             scraped,
+            series,
             events,
             lines: Vec::new(),
             scrapers,
@@ -139,6 +171,11 @@ impl BreakerWatch {
             }
         }
         let scraped = self.scraped.lock().map(|s| s.clone()).unwrap_or_default();
+        let until = record.duration.as_secs_f64();
+        out.metrics = self.series.lock().map(|s| s.clone()).unwrap_or_default();
+        for series in out.metrics.values_mut() {
+            series.points.retain(|(t, _)| *t <= until);
+        }
         for (name, sources) in &self.sources {
             let mut timelines: Vec<BreakerTimeline> = sources
                 .iter()

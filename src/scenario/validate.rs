@@ -323,7 +323,18 @@ impl Scenario {
                 .clone()
                 .or_else(|| routes.contains(&b.to_string()).then(|| b.to_string()))
         };
+        let mut pages: Vec<String> = observations
+            .values()
+            .flatten()
+            .filter_map(|o| match o {
+                Observation::Metrics { url_or_path, .. } => Some(url_or_path.clone()),
+                _ => None,
+            })
+            .collect();
+        pages.sort();
+        pages.dedup();
         let names = Names {
+            metrics: &pages,
             phases: &phases,
             breakers: &breaker_names,
             routes: &routes,

@@ -49,11 +49,15 @@ pub enum Mistake {
     /// attempt, with no backoff and no budget, so an expired certificate is met with a handful of new handshakes for
     /// every call.
     InstantReconnect,
+    /// Seed 000 / 001: past its capacity the service queues every request for a free slot, in a queue with no
+    /// bound, instead of refusing the excess at once (admission control): the queue grows as long as the overload
+    /// lasts, and once the wait passes the callers' timeout nothing useful is served.
+    UnboundedQueue,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 10] = [
+    pub const ALL: [Mistake; 11] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -64,6 +68,7 @@ impl Mistake {
         Mistake::UnbudgetedRetries,
         Mistake::CloseOnFirstSuccess,
         Mistake::InstantReconnect,
+        Mistake::UnboundedQueue,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -79,6 +84,7 @@ impl Mistake {
             Mistake::UnbudgetedRetries => "unbudgeted_retries",
             Mistake::CloseOnFirstSuccess => "close_on_first_success",
             Mistake::InstantReconnect => "instant_reconnect",
+            Mistake::UnboundedQueue => "unbounded_queue",
         }
     }
 }

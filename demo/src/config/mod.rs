@@ -23,6 +23,7 @@ pub use mistake::Mistake;
 pub use operations::Operations;
 pub use overrides::{BreakerOverrides, OperationOverrides, RetryOverrides};
 
+use crate::admission::{AdmissionConfig, MAX_MAX_IN_FLIGHT};
 use crate::operation::Operation;
 use crate::settings::Fallback;
 use crate::DemoError;
@@ -53,6 +54,10 @@ pub struct DemoConfig {
     /// `redis: "{faultd.routes.db.addr}"`. Needed when such an operation is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<String>,
+    /// Admission control at the front door: requests served at once per instance, the excess refused with 503 and
+    /// `Retry-After` (see `admission`).
+    #[serde(default)]
+    pub admission: AdmissionConfig,
 }
 
 /// The protocol of the calls to the dependency; the layers around them are the same.
@@ -87,6 +92,7 @@ impl Default for DemoConfig {
             mistakes: BTreeSet::new(),
             protocol: Protocol::Http,
             redis: None,
+            admission: AdmissionConfig::default(),
         }
     }
 }
@@ -124,6 +130,13 @@ impl DemoConfig {
                     "must be between 1 and {MAX_INSTANCES}, got {}",
                     self.instances
                 ),
+            );
+        }
+        let max = self.admission.max_in_flight;
+        if max == 0 || max > MAX_MAX_IN_FLIGHT {
+            return invalid(
+                "admission.max_in_flight".into(),
+                format!("must be between 1 and {MAX_MAX_IN_FLIGHT}, got {max}"),
             );
         }
         if self.operations.configured().next().is_none() {
@@ -214,6 +227,7 @@ impl DemoConfig {
     /// Multiplies every duration by `factor` and divides every rate by it; counts and shares are unchanged.
     /// (The demo has no rates: its budget is a share of calls, not a rate.)
     pub fn scale_time(&mut self, factor: f64) {
+        self.admission.retry_after = self.admission.retry_after.scaled(factor);
         for op in Operation::ALL {
             if let Some(c) = self.operations.get_mut(op) {
                 c.timeout = c.timeout.scaled(factor);

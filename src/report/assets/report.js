@@ -260,6 +260,37 @@
     );
   }
 
+  // 4b. The SUT's own metrics the expectations read, one chart each: every scrape's value in its bucket.
+  var metricsHolder = document.getElementById("sut-metrics");
+  (D.sut_metrics || []).forEach(function (m, k) {
+    if (!metricsHolder) return;
+    var id = "chart-metric-" + k;
+    var title = document.createElement("h4");
+    title.textContent = m.label;
+    var el = document.createElement("div");
+    el.id = id;
+    el.className = "chart";
+    metricsHolder.appendChild(title);
+    metricsHolder.appendChild(el);
+    if (m.points.length === 0) {
+      note(id, "Never found on the SUT's page: see its expectation's verdict for what the page held.");
+      return;
+    }
+    var ys = new Array(n).fill(null);
+    m.points.forEach(function (p) {
+      var i = Math.min(n - 1, Math.floor(p[0] / b + 1e-9));
+      if (i >= 0) ys[i] = p[1];
+    });
+    timeChart(
+      id,
+      160,
+      [{ label: m.label, stroke: ROUTE_STROKE[k % ROUTE_STROKE.length], width: 1.3, spanGaps: true, value: fmt(2) }],
+      [ys],
+      { range: function (u, min, max) { return [Math.min(0, min), Math.max(1, max) * 1.1]; } },
+      { label: "value" }
+    );
+  });
+
   // 5. Percentile distribution per phase: latency against percentile, x = 1/(1-p) on a log axis.
   var LINE_STROKE = ["#3b7dd8", "#9aa0ab", "#2e9e5b", "#6b3fa0", "#b0631a"];
   function percentileLabel(x) {

@@ -204,6 +204,10 @@ pub fn data(
         "sut_in_flight": s.sut_in_flight,
         "limits": limits,
         "breakers": breakers,
+        "sut_metrics": result.sut_metrics.iter().map(|(selector, m)| json!({
+            "label": selector,
+            "points": m.points.iter().map(|(t, v)| json!([sig(*t, 6), v])).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
         "distributions": distributions,
     })
 }

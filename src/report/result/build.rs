@@ -58,6 +58,7 @@ impl ResultFile {
             breakers: breakers(v, out),
             disagreements: out.disagreements.clone(),
             series: series(rec),
+            sut_metrics: rec.sut_metrics.clone(),
             ca: out.ca_pem.as_ref().map(|_| CA_FILE.to_string()),
             tls: tls_summary(rec),
             distributed: out.distributed.clone(),

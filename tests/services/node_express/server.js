@@ -6,7 +6,8 @@
 //
 // GET /quote/:id   the quote, or a fallback price (header x-fallback: 1) while the breaker is open
 // GET /health      200 once listening
-// GET /metrics     pricing_breaker_state{breaker="pricing"} 0 closed, 1 open, 2 half-open
+// GET /metrics     pricing_breaker_state{breaker="pricing"} 0 closed, 1 open, 2 half-open; opossum's events as
+//                  pricing_breaker_events_total{event}; prom-client's default process and Node.js metrics
 
 'use strict';
 
@@ -50,6 +51,17 @@ for (const [event, value] of [['close', 0], ['open', 1], ['halfOpen', 2]]) {
     console.log(`breaker pricing -> ${event}`);
   });
 }
+
+// What a team counts besides the state: each of opossum's events, and prom-client's own metrics of the process.
+const events = new client.Counter({
+  name: 'pricing_breaker_events_total',
+  help: "opossum's events on the pricing breaker",
+  labelNames: ['event'],
+});
+for (const event of ['success', 'failure', 'timeout', 'reject', 'fallback']) {
+  breaker.on(event, () => events.inc({ event }));
+}
+client.collectDefaultMetrics();
 
 const app = express();
 app.get('/health', (_req, res) => res.send('ok\n'));
