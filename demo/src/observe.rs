@@ -186,6 +186,11 @@ impl Metrics {
             admission.queued.clone(),
         );
         registry.register(
+            "demo_admission_limit",
+            "Requests admitted at once, for the whole process (adapts with admission.target_latency)",
+            admission.limit.clone(),
+        );
+        registry.register(
             "demo_requests_shed",
             "Requests refused at the front door with 503 and Retry-After",
             admission.shed.clone(),

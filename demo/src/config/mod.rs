@@ -139,6 +139,13 @@ impl DemoConfig {
                 format!("must be between 1 and {MAX_MAX_IN_FLIGHT}, got {max}"),
             );
         }
+        if self
+            .admission
+            .target_latency
+            .is_some_and(|t| t.get().is_zero())
+        {
+            return invalid("admission.target_latency".into(), "must be above 0s".into());
+        }
         if self.operations.configured().next().is_none() {
             return invalid(
                 "operations".into(),
@@ -228,6 +235,9 @@ impl DemoConfig {
     /// (The demo has no rates: its budget is a share of calls, not a rate.)
     pub fn scale_time(&mut self, factor: f64) {
         self.admission.retry_after = self.admission.retry_after.scaled(factor);
+        if let Some(t) = self.admission.target_latency.as_mut() {
+            *t = t.scaled(factor);
+        }
         for op in Operation::ALL {
             if let Some(c) = self.operations.get_mut(op) {
                 c.timeout = c.timeout.scaled(factor);
