@@ -463,6 +463,7 @@ fn fixture(buckets: usize) -> Fixture {
         tls,
         distributed: None,
         dependency_replicas: None,
+        requests: None,
     };
     Fixture {
         result,

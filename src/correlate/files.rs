@@ -8,6 +8,11 @@ use std::fmt::Write as _;
 
 use super::Join;
 
+/// The file of the requests in a run's folder.
+pub const REQUESTS_FILE: &str = "requests.csv";
+/// The file of the calls in a run's folder.
+pub const CALLS_FILE: &str = "calls.csv";
+
 /// The header line of `requests.csv`.
 pub const REQUESTS_HEADER: &str = "trace_id,intended_us,sent_us,ended_us,class,calls\n";
 /// The header line of `calls.csv`.

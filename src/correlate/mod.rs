@@ -13,6 +13,7 @@ use faultd::recorder::TracedCall;
 use loadgen::RequestTrace;
 
 pub mod files;
+pub mod summary;
 
 /// One SUT request and the dependency calls it caused, in the order they arrived.
 #[derive(Debug, Clone, PartialEq)]

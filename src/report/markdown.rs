@@ -414,6 +414,7 @@ pub(crate) mod tests {
             tls: None,
             distributed: None,
             dependency_replicas: None,
+            requests: None,
         }
     }
 

@@ -212,6 +212,10 @@ fn verdict(name: String, check: &RequestsCheck, j: Judged, where_: &str) -> Verd
     } else {
         worst.sort_by(|a, b| b.1.total_cmp(&a.1));
     }
+    // A request with nothing against it (no retry, no hedge, no call after give-up) is no offender.
+    if !j.low_is_worse {
+        worst.retain(|w| w.1 > 0.0);
+    }
     worst.truncate(WORST);
     let evidence = PerRequest {
         figure: j.unit.to_string(),
