@@ -287,6 +287,39 @@ mod tests {
     }
 
     #[test]
+    fn a_correlated_request_carries_its_own_trace_id_and_the_deadline_and_stays_whole() {
+        let post = RequestTemplate {
+            post: Some("/b".into()),
+            body: Some("{}".into()),
+            ..Default::default()
+        };
+        let mix = Mix::compile(&[post], &target()).unwrap();
+        let tracing = Tracing::new(
+            faultline_units::trace::Correlate::default(),
+            std::time::Duration::from_millis(250),
+        );
+        let mut rng = StdRng::seed_from_u64(1);
+        let (a, trace_a) = mix.render(0, &mut rng).traced(&tracing, 0);
+        let (b, trace_b) = mix.render(1, &mut rng).traced(&tracing, 1);
+        assert_ne!(trace_a, trace_b);
+        let (pa, pb) = (parse(&a), parse(&b));
+        let (t, _) =
+            faultline_units::trace::parse_traceparent(pa.headers["traceparent"].as_bytes())
+                .expect("a valid traceparent");
+        assert_eq!(t, trace_a);
+        assert_eq!(pa.headers["x-request-timeout"], "250");
+        assert_eq!(
+            (pa.method.as_str(), pa.path.as_str(), pa.body.as_slice()),
+            ("POST", "/b", &b"{}"[..])
+        );
+        assert_ne!(pa.headers["traceparent"], pb.headers["traceparent"]);
+        // Uncorrelated, nothing is added.
+        assert!(!parse(&mix.render(2, &mut rng))
+            .headers
+            .contains_key("traceparent"));
+    }
+
+    #[test]
     fn weights_set_the_share_of_each_template() {
         let mut get = RequestTemplate::get("/a");
         get.weight = 9;

@@ -249,6 +249,39 @@ mod tests {
     }
 
     #[test]
+    fn a_correlated_call_carries_a_trace_id_and_its_deadline_grpc_timeout_on_grpc() {
+        let spec: crate::LoadSpec = serde_saphyr::from_str(
+            "rate: 10/s\nrequests:\n  - { grpc: /shop.Catalog/GetProduct, message: 0a02 }\n  - { grpc: /shop.Catalog/List, message: 0a02, deadline: 100ms }\n",
+        )
+        .unwrap();
+        let target = Target::parse("http://127.0.0.1:9", &[]).unwrap();
+        let mix = Mix::compile(&spec.requests, &target).unwrap();
+        let tracing = Tracing::new(
+            faultline_units::trace::Correlate::default(),
+            Duration::from_millis(250),
+        );
+        let mut rng = <StdRng as rand::SeedableRng>::seed_from_u64(1);
+        let mut seen = std::collections::BTreeSet::new();
+        for index in 0..20 {
+            let mut call = mix.render(index, &mut rng);
+            let trace = call.trace(&tracing, index);
+            let h = call.request.headers();
+            let (t, _) =
+                faultline_units::trace::parse_traceparent(h["traceparent"].as_bytes()).unwrap();
+            assert_eq!(t, trace);
+            assert!(seen.insert(trace));
+            // The load's timeout, unless the template's own deadline is shorter.
+            let expected = if call.deadline.is_some() {
+                "100000u"
+            } else {
+                "250000u"
+            };
+            assert_eq!(h["grpc-timeout"], expected);
+            assert!(!h.contains_key("x-request-timeout"));
+        }
+    }
+
+    #[test]
     fn grpc_timeouts_keep_the_deadline_within_eight_digits() {
         assert_eq!(grpc_timeout(Duration::from_millis(250)), "250000u");
         assert_eq!(grpc_timeout(Duration::from_secs(300)), "300000m");
