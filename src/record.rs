@@ -164,6 +164,9 @@ pub struct RunRecord {
     /// Per phase (as loadgen recorded it, by intended send time), the corrected latency of each outcome class; only
     /// in the record of a finished run.
     pub sut_class_latency: BTreeMap<String, BTreeMap<OutcomeClass, Histogram<u64>>>,
+    /// Each SUT request with the dependency calls it caused, when the run followed its requests (`correlate:`, or
+    /// an expectation of the requests family).
+    pub requests: Option<std::sync::Arc<crate::correlate::Join>>,
 }
 
 impl RunRecord {
@@ -214,6 +217,7 @@ impl RunRecord {
             unmatched_paths: Vec::new(),
             sut_metrics: BTreeMap::new(),
             sut_class_latency: BTreeMap::new(),
+            requests: None,
         }
     }
 

@@ -25,6 +25,7 @@ mod bad_scenarios;
 mod ci_action;
 mod clock;
 mod coarse_scrape;
+mod correlation;
 mod docs;
 mod faultd_replicas;
 mod flag_extremes;

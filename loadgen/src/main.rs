@@ -129,6 +129,11 @@ struct Args {
     /// For an https:// target: accept any certificate without verifying it.
     #[arg(long)]
     insecure: bool,
+    /// Give every request a fresh W3C traceparent and the deadline header `x-request-timeout` (the timeout in
+    /// whole milliseconds; grpc-timeout on gRPC), and keep each request's trace id and times (`requests` in
+    /// --json): the runner's `correlate:`.
+    #[arg(long)]
+    correlate: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -392,6 +397,9 @@ async fn run(args: Args) -> Result<(), Failure> {
         bucket: args.bucket.get(),
         allow_hosts: args.allow_hosts.clone(),
         series,
+        correlate: args
+            .correlate
+            .then(faultline_units::trace::Correlate::default),
         ..RunOptions::new(base, duration.get())
     };
     let origin = tokio::time::Instant::now();

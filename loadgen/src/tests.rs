@@ -117,6 +117,58 @@ async fn in_flight_settles_at_rate_times_service_time() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_correlated_run_keeps_each_request_with_its_trace_id_and_times_and_an_uncorrelated_one_none(
+) {
+    let origin = Instant::now();
+    // Every fifth request outlasts the 300 ms timeout.
+    let mock = service(move |now| {
+        let k = (now - origin).as_millis() / 10;
+        (if k.is_multiple_of(5) { ms(400) } else { ms(20) }, 200)
+    });
+    let mut spec = LoadSpec::constant("100/s".parse().unwrap(), "/");
+    spec.timeout = faultline_units::Dur(ms(300));
+    let options = RunOptions {
+        correlate: Some(faultline_units::trace::Correlate::default()),
+        ..RunOptions::new("http://127.0.0.1:9", ms(1000))
+    };
+    let r = launch_on(spec.clone(), options, origin, mock, OPEN)
+        .unwrap()
+        .finish()
+        .await;
+    assert_conserved(&r);
+    assert_eq!(r.requests.len() as u64, r.sent);
+    let traces: std::collections::BTreeSet<u128> = r.requests.iter().map(|q| q.trace).collect();
+    assert_eq!(traces.len(), r.requests.len(), "one trace id per request");
+    for q in &r.requests {
+        assert!(q.ended >= q.intended);
+        let took = q.ended.get() - q.intended.get();
+        match q.class {
+            Outcome::Timeout => assert_eq!(took, ms(300), "{q:?}"),
+            Outcome::Ok => assert_eq!(took, ms(20), "{q:?}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(
+        r.requests
+            .iter()
+            .filter(|q| q.class == Outcome::Timeout)
+            .count() as u64,
+        r.totals.timeout
+    );
+    let plain = launch_on(
+        spec,
+        RunOptions::new("http://127.0.0.1:9", ms(1000)),
+        Instant::now(),
+        service(|_| (ms(20), 200)),
+        OPEN,
+    )
+    .unwrap()
+    .finish()
+    .await;
+    assert!(plain.requests.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
 async fn queueing_behind_a_stall_goes_into_corrected_latency_and_not_uncorrected() {
     // One connection, a 1 ms service that stalls for 1 s once, for the first request it sees after t = 1 s.
     let origin = Instant::now();

@@ -17,6 +17,7 @@ pub mod dependency;
 pub mod entry;
 pub mod metric;
 mod probes;
+pub mod requests;
 pub mod spec;
 pub mod sut;
 pub(crate) mod words;
@@ -31,6 +32,7 @@ use crate::record::{PhaseSpan, RunRecord};
 pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
 pub use metric::{MetricBound, MetricCheck};
+pub use requests::{PerRequest, RequestsCheck};
 pub use spec::{ExpectationSpec, Names, WhileOpen};
 pub use sut::{Percentile, ShareOf, SutCheck};
 pub use words::{ms, secs};
@@ -55,6 +57,7 @@ pub enum Check {
     Dependency(DependencyCheck),
     Sut(SutCheck),
     Metric(MetricCheck),
+    Requests(RequestsCheck),
 }
 
 impl Check {
@@ -65,6 +68,7 @@ impl Check {
             Check::Dependency(c) => c.name(),
             Check::Sut(c) => c.name(),
             Check::Metric(c) => c.name(),
+            Check::Requests(c) => c.name(),
         }
     }
 
@@ -75,6 +79,7 @@ impl Check {
             Check::Dependency(c) => c.decidable_live(),
             Check::Sut(c) => c.decidable_live(),
             Check::Metric(c) => c.decidable_live(),
+            Check::Requests(c) => c.decidable_live(),
         }
     }
 
@@ -84,6 +89,7 @@ impl Check {
             Check::Dependency(c) => c.evaluate(name, record),
             Check::Sut(c) => c.evaluate(name, record),
             Check::Metric(c) => c.evaluate(name, record),
+            Check::Requests(c) => c.evaluate(name, record),
         }
     }
 
@@ -93,6 +99,8 @@ impl Check {
             Check::Dependency(c) => c.decide(name, record),
             Check::Sut(c) => c.decide(name, record),
             Check::Metric(c) => c.decide(name, record),
+            // Judged on the whole join, after the run.
+            Check::Requests(_) => None,
         }
     }
 }
@@ -168,6 +176,9 @@ pub struct Verdict {
     /// The measured figure, in the unit of the bound (seconds, calls, calls per second, a fraction), if any.
     pub measured: Option<f64>,
     pub bound: Option<f64>,
+    /// For a check judged per SUT request: the distribution of its per-request figure and the worst requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request: Option<PerRequest>,
 }
 
 impl Verdict {
@@ -210,6 +221,7 @@ impl Verdict {
             outcome: Some(outcome),
             measured,
             bound,
+            per_request: None,
         }
     }
 

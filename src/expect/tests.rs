@@ -102,6 +102,7 @@ fn record_with(
         unmatched_paths: Vec::new(),
         sut_metrics: BTreeMap::new(),
         sut_class_latency: BTreeMap::new(),
+        requests: None,
     }
 }
 

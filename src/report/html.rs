@@ -10,6 +10,7 @@
 //! result.json or the saved recordings.
 
 mod data;
+mod requests;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -78,6 +79,9 @@ pub fn page(
         tls_section(&mut h, tls, &r.totals.connect_errors);
     }
     over_time_section(&mut h, r);
+    if let Some(f) = &r.requests {
+        requests::section(&mut h, f);
+    }
     distributions_section(&mut h);
     summary_section(&mut h, r);
     scripts(&mut h, &data(r, load, dependency));
@@ -372,7 +376,8 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}tr.fail td{background:
 .sw.closed{background:#7cc68d}.sw.half{background:#f2b33d}.sw.open{background:#d9534f}.sw.gap{background:repeating-linear-gradient(45deg,#bbb 0 3px,#eee 3px 6px)}\
 #distributions{display:grid;grid-template-columns:repeat(auto-fill,minmax(620px,1fr));gap:8px 24px}.note{color:#6a7283;font-size:12px;margin:0}\
 pre{font-size:12px;background:#f6f7f9;padding:10px;overflow:auto}.error{color:#c5221f;font-weight:600}\
-.answers th,.answers td:nth-child(-n+3){white-space:nowrap}";
+.answers th,.answers td:nth-child(-n+3){white-space:nowrap}\
+.followed{margin:10px 0 14px}.followed svg{display:block;background:#fafbfc;border:1px solid #eceef2}.calls{font-size:12px;color:#4a5263;margin:4px 0 0;padding-left:22px}";
 
 /// The first answer of each class per request template, as the SUT sent it. Nothing when none were kept.
 fn answers_section(h: &mut String, answers: &[loadgen::AnswerSample]) {

@@ -326,6 +326,7 @@ pub(crate) mod tests {
             outcome: Some(outcome),
             measured: m,
             bound: b,
+            per_request: None,
         }
     }
 
@@ -414,6 +415,7 @@ pub(crate) mod tests {
             tls: None,
             distributed: None,
             dependency_replicas: None,
+            requests: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The files a run leaves behind, under `reports/<scenario>/<UTC timestamp>/`: `result.json` (every figure and
 //! verdict, versioned), `summary.txt` (also printed), `junit.xml`, the HdrHistogram files (`.hgrm` per phase,
-//! `sut.hlog`), the self-contained `report.html`, the run's CA (`ca.pem`) when the dependency minted one for TLS, and
+//! `sut.hlog`), the self-contained `report.html`, the run's CA (`ca.pem`) when the dependency minted one for TLS, each
+//! request followed through the SUT (`requests.csv`, `calls.csv`) when the run correlated, and
 //! the raw recordings (`load.json`, `dependency.json`) that let `faultline report` render everything again. `compare` sets two saved runs side by side.
 //!
 //! Not for judging: verdicts arrive already made. Rendering reads only what was saved, so a report can be rebuilt
@@ -65,6 +66,16 @@ pub fn write(
     write_json(&dir.join("dependency.json"), &out.dependency)?;
     if let Some(pem) = &out.ca_pem {
         write_text(&dir.join(result::CA_FILE), pem)?;
+    }
+    if let Some(join) = &out.record.requests {
+        write_text(
+            &dir.join(crate::correlate::files::REQUESTS_FILE),
+            &crate::correlate::files::requests_csv(join),
+        )?;
+        write_text(
+            &dir.join(crate::correlate::files::CALLS_FILE),
+            &crate::correlate::files::calls_csv(join),
+        )?;
     }
     render(dir, &result, &out.load, &out.dependency)?;
     Ok(result)

@@ -72,6 +72,10 @@ pub struct ResultFile {
     /// apart their schedules started. Every other dependency figure is their merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependency_replicas: Option<ReplicasSummary>,
+    /// When the run followed each request through the SUT (`correlate:`): the join's totals and the requests
+    /// with the most dependency calls (the whole join is in `requests.csv` and `calls.csv`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<crate::correlate::summary::FollowedSummary>,
 }
 
 /// The faultd replicas that served the dependency together.

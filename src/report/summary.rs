@@ -29,6 +29,9 @@ pub fn text(r: &ResultFile) -> String {
     if !r.disagreements.is_empty() {
         disagreements(&mut o, r);
     }
+    if let Some(f) = &r.requests {
+        followed(&mut o, f);
+    }
     expectations(&mut o, r);
     if !r.not_exported.is_empty() {
         not_exported(&mut o, &r.not_exported);
@@ -390,6 +393,9 @@ fn expectations(o: &mut String, r: &ResultFile) {
     }
     for v in &r.verdicts {
         let _ = writeln!(o, "  {} {}", v.outcome().word(), v.finding());
+        if let Some(p) = &v.per_request {
+            per_request(o, p);
+        }
     }
     for e in &r.run_errors {
         let _ = writeln!(o, "  RUN  {e}");
@@ -407,6 +413,29 @@ fn expectations(o: &mut String, r: &ResultFile) {
             String::new()
         },
         r.exit_code
+    );
+}
+
+/// A per-request verdict's worst requests, by trace id, under its sentence.
+fn per_request(o: &mut String, p: &crate::expect::PerRequest) {
+    for w in p.worst.iter().take(3) {
+        let _ = writeln!(
+            o,
+            "       {} {} {}: {}",
+            w.trace_id,
+            crate::expect::words::trim2(w.figure),
+            p.figure,
+            w.what
+        );
+    }
+}
+
+/// The requests followed through the SUT: how many calls the join attributed, and how many it could not.
+fn followed(o: &mut String, f: &crate::correlate::summary::FollowedSummary) {
+    let _ = writeln!(
+        o,
+        "\nRequests followed\n  {} requests; {} of {} dependency calls carried the trace id of one ({} none, {} another's)",
+        f.requests, f.attributed, f.calls, f.untraced, f.foreign
     );
 }
 

@@ -63,6 +63,10 @@ impl ResultFile {
             tls: tls_summary(rec),
             distributed: out.distributed.clone(),
             dependency_replicas: ReplicasSummary::of(&out.replicas),
+            requests: rec
+                .requests
+                .as_deref()
+                .map(crate::correlate::summary::FollowedSummary::of),
         }
     }
 }

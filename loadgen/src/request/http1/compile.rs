@@ -12,6 +12,7 @@ use hyper::Method;
 use rand::Rng;
 
 use crate::request::template::{check_renders, header, parse_path, render_path, PathPart, Weights};
+use crate::request::trace::Tracing;
 use crate::spec::RequestTemplate;
 use crate::target::Target;
 use crate::LoadError;
@@ -147,6 +148,35 @@ impl Mix {
     }
 }
 
+impl Wire {
+    /// The request with a correlated run's headers for arrival `index` (its trace id, and the deadline from the
+    /// load's timeout) put right after its request line, and that trace id.
+    pub(crate) fn traced(&self, tracing: &Tracing, index: u64) -> (Wire, u128) {
+        let (value, trace) = tracing.value(index);
+        let line = self
+            .bytes
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(self.bytes.len(), |p| p + 2);
+        let mut out = BytesMut::with_capacity(self.bytes.len() + 128);
+        out.put_slice(&self.bytes[..line]);
+        put_header(&mut out, tracing.header().as_bytes(), value.as_bytes());
+        put_header(
+            &mut out,
+            tracing.deadline_header().as_bytes(),
+            tracing.deadline_ms.to_string().as_bytes(),
+        );
+        out.put_slice(&self.bytes[line..]);
+        (
+            Wire {
+                bytes: out.freeze(),
+                head: self.head,
+            },
+            trace,
+        )
+    }
+}
+
 impl Compiled {
     fn assemble(&self, path: &str) -> Bytes {
         let mut out = BytesMut::with_capacity(self.prefix.len() + path.len() + self.suffix.len());
@@ -254,6 +284,39 @@ mod tests {
             vec![1, 2, 3],
             "both ends are included"
         );
+    }
+
+    #[test]
+    fn a_correlated_request_carries_its_own_trace_id_and_the_deadline_and_stays_whole() {
+        let post = RequestTemplate {
+            post: Some("/b".into()),
+            body: Some("{}".into()),
+            ..Default::default()
+        };
+        let mix = Mix::compile(&[post], &target()).unwrap();
+        let tracing = Tracing::new(
+            faultline_units::trace::Correlate::default(),
+            std::time::Duration::from_millis(250),
+        );
+        let mut rng = StdRng::seed_from_u64(1);
+        let (a, trace_a) = mix.render(0, &mut rng).traced(&tracing, 0);
+        let (b, trace_b) = mix.render(1, &mut rng).traced(&tracing, 1);
+        assert_ne!(trace_a, trace_b);
+        let (pa, pb) = (parse(&a), parse(&b));
+        let (t, _) =
+            faultline_units::trace::parse_traceparent(pa.headers["traceparent"].as_bytes())
+                .expect("a valid traceparent");
+        assert_eq!(t, trace_a);
+        assert_eq!(pa.headers["x-request-timeout"], "250");
+        assert_eq!(
+            (pa.method.as_str(), pa.path.as_str(), pa.body.as_slice()),
+            ("POST", "/b", &b"{}"[..])
+        );
+        assert_ne!(pa.headers["traceparent"], pb.headers["traceparent"]);
+        // Uncorrelated, nothing is added.
+        assert!(!parse(&mix.render(2, &mut rng))
+            .headers
+            .contains_key("traceparent"));
     }
 
     #[test]

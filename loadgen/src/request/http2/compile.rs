@@ -14,6 +14,7 @@ use rand::Rng;
 
 use super::grpc_message::{self, Body};
 use crate::request::template::{check_renders, header, parse_path, render_path, PathPart, Weights};
+use crate::request::trace::Tracing;
 use crate::spec::RequestTemplate;
 use crate::target::Target;
 use crate::LoadError;
@@ -167,6 +168,34 @@ impl Mix {
     }
 }
 
+impl Call {
+    /// Puts a correlated run's headers for arrival `index` on the call: its trace id, and its deadline from the
+    /// load's timeout (`grpc-timeout` on a gRPC call, unless its template's own deadline is shorter). Returns the
+    /// trace id.
+    pub(super) fn trace(&mut self, tracing: &Tracing, index: u64) -> u128 {
+        let (value, trace) = tracing.value(index);
+        let headers = self.request.headers_mut();
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(tracing.header()),
+            HeaderValue::try_from(value),
+        ) {
+            headers.insert(name, value);
+        }
+        let timeout = Duration::from_millis(tracing.deadline_ms);
+        if self.grpc {
+            if self.deadline.is_none_or(|d| d > timeout) {
+                headers.insert(
+                    HeaderName::from_static("grpc-timeout"),
+                    grpc_timeout(timeout),
+                );
+            }
+        } else if let Ok(name) = HeaderName::try_from(tracing.deadline_header()) {
+            headers.insert(name, HeaderValue::from(tracing.deadline_ms));
+        }
+        trace
+    }
+}
+
 impl Mix {
     /// Template `index` of the mix.
     pub(super) fn template(&self, index: usize) -> &Template {
@@ -217,6 +246,39 @@ mod tests {
                 .unwrap();
         let e = mixed.validate().unwrap_err().to_string();
         assert!(e.contains("all HTTP/1.1 or all HTTP/2"), "{e}");
+    }
+
+    #[test]
+    fn a_correlated_call_carries_a_trace_id_and_its_deadline_grpc_timeout_on_grpc() {
+        let spec: crate::LoadSpec = serde_saphyr::from_str(
+            "rate: 10/s\nrequests:\n  - { grpc: /shop.Catalog/GetProduct, message: 0a02 }\n  - { grpc: /shop.Catalog/List, message: 0a02, deadline: 100ms }\n",
+        )
+        .unwrap();
+        let target = Target::parse("http://127.0.0.1:9", &[]).unwrap();
+        let mix = Mix::compile(&spec.requests, &target).unwrap();
+        let tracing = Tracing::new(
+            faultline_units::trace::Correlate::default(),
+            Duration::from_millis(250),
+        );
+        let mut rng = <StdRng as rand::SeedableRng>::seed_from_u64(1);
+        let mut seen = std::collections::BTreeSet::new();
+        for index in 0..20 {
+            let mut call = mix.render(index, &mut rng);
+            let trace = call.trace(&tracing, index);
+            let h = call.request.headers();
+            let (t, _) =
+                faultline_units::trace::parse_traceparent(h["traceparent"].as_bytes()).unwrap();
+            assert_eq!(t, trace);
+            assert!(seen.insert(trace));
+            // The load's timeout, unless the template's own deadline is shorter.
+            let expected = if call.deadline.is_some() {
+                "100000u"
+            } else {
+                "250000u"
+            };
+            assert_eq!(h["grpc-timeout"], expected);
+            assert!(!h.contains_key("x-request-timeout"));
+        }
     }
 
     #[test]
