@@ -49,11 +49,22 @@ pub enum Mistake {
     /// attempt, with no backoff and no budget, so an expired certificate is met with a handful of new handshakes for
     /// every call.
     InstantReconnect,
+    /// Seed 000's retry storm: a failed call is retried at once, so a request's calls come milliseconds apart
+    /// and hit the dependency while it is still failing.
+    NoBackoff,
+    /// Seed 000: retries wait exactly the backoff, with no randomness, so every caller who failed together
+    /// retries together, in lockstep.
+    NoJitter,
+    /// Seed 001 / 004: the caller's deadline is neither honoured nor sent on; each call keeps its own timeout
+    /// (and retries) after the caller has left, so the dependency serves answers nobody waits for.
+    NoDeadlinePropagation,
+    /// A hedged call's losers are not cancelled: they run to their end, doubling the load on a slow dependency.
+    UncancelledHedges,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 10] = [
+    pub const ALL: [Mistake; 14] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -64,6 +75,10 @@ impl Mistake {
         Mistake::UnbudgetedRetries,
         Mistake::CloseOnFirstSuccess,
         Mistake::InstantReconnect,
+        Mistake::NoBackoff,
+        Mistake::NoJitter,
+        Mistake::NoDeadlinePropagation,
+        Mistake::UncancelledHedges,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -79,6 +94,10 @@ impl Mistake {
             Mistake::UnbudgetedRetries => "unbudgeted_retries",
             Mistake::CloseOnFirstSuccess => "close_on_first_success",
             Mistake::InstantReconnect => "instant_reconnect",
+            Mistake::NoBackoff => "no_backoff",
+            Mistake::NoJitter => "no_jitter",
+            Mistake::NoDeadlinePropagation => "no_deadline_propagation",
+            Mistake::UncancelledHedges => "uncancelled_hedges",
         }
     }
 }
