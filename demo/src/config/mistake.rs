@@ -55,10 +55,11 @@ pub enum Mistake {
     /// Seed 000: retries wait exactly the backoff, with no randomness, so every caller who failed together
     /// retries together, in lockstep.
     NoJitter,
-    /// Seed 001 / 004: the caller's deadline is neither honoured nor sent on; each call keeps its own timeout
+    /// Seed 000 / 001: the caller's deadline is neither honoured nor sent on; each call keeps its own timeout
     /// (and retries) after the caller has left, so the dependency serves answers nobody waits for.
     NoDeadlinePropagation,
-    /// A hedged call's losers are not cancelled: they run to their end, doubling the load on a slow dependency.
+    /// Seed 000's extra load at the worst moment, from hedges: a hedged call's losers are not cancelled, they run
+    /// to their end, doubling the load on a slow dependency.
     UncancelledHedges,
 }
 
