@@ -7,6 +7,7 @@
 pub mod agents;
 pub mod breaker;
 pub mod commands;
+pub mod correlate;
 pub mod expect;
 pub mod http;
 pub mod import;

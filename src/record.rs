@@ -158,6 +158,9 @@ pub struct RunRecord {
     /// `dependency.unmatched.proxy`), and their methods and paths with the most calls.
     pub unmatched: u64,
     pub unmatched_paths: Vec<faultd::UnmatchedPath>,
+    /// Each SUT request with the dependency calls it caused, when the run followed its requests (`correlate:`, or
+    /// an expectation of the requests family).
+    pub requests: Option<std::sync::Arc<crate::correlate::Join>>,
 }
 
 impl RunRecord {
@@ -206,6 +209,7 @@ impl RunRecord {
             connect_errors: BTreeMap::new(),
             unmatched: 0,
             unmatched_paths: Vec::new(),
+            requests: None,
         }
     }
 

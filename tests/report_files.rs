@@ -60,6 +60,7 @@ fn verdict(name: &str, passed: bool, measured: Option<f64>, bound: Option<f64>) 
         outcome: None,
         measured,
         bound,
+        per_request: None,
     }
 }
 
@@ -222,6 +223,7 @@ fn fixture(buckets: usize) -> Fixture {
             shown_as: "json".into(),
             at_s: 0.5,
         }],
+        requests: Vec::new(),
         intended: total,
         sent: total,
         still_in_flight: 0,

@@ -151,6 +151,7 @@ pub fn router(shared: Arc<Shared>, token: Option<String>) -> Router {
         .route("/schedule/stop", post(post_stop))
         .route("/schedule/reset", post(post_reset))
         .route("/recording", get(get_recording))
+        .route("/recording/calls", get(get_traced_calls))
         .route("/metrics", get(get_metrics))
         // The files a configuration names are capped at the same size, so a file never carries more than a body.
         .layer(DefaultBodyLimit::max(crate::files::MAX_FILE))
@@ -331,6 +332,13 @@ async fn get_recording(
         );
     }
     Json(json).into_response()
+}
+
+/// Each call one by one, when the configuration correlates (`correlate:`); an empty list otherwise.
+async fn get_traced_calls(
+    State(shared): State<Arc<Shared>>,
+) -> Json<Vec<crate::recorder::TracedCall>> {
+    Json(shared.recorder.traced_calls())
 }
 
 /// A recording as `GET /recording` serves it, its TCP routes (`tcp_routes`) read as calls: what a runner reads

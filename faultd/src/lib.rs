@@ -411,6 +411,12 @@ impl Faultd {
         control::recording(&self.shared)
     }
 
+    /// Each call one by one, with the trace id it carried, when the configuration correlates (`correlate:`);
+    /// empty otherwise.
+    pub fn traced_calls(&self) -> Vec<recorder::TracedCall> {
+        self.shared.recorder.traced_calls()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> Config {
         self.shared.live().plan.config.clone()

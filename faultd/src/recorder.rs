@@ -29,10 +29,12 @@ use crate::tally::EntryTally;
 mod guards;
 mod merge;
 mod recording;
+mod traced;
 mod unmatched;
 
 pub use guards::{CallGuard, ConnectionGuard};
 pub use recording::*;
+pub use traced::{CallEnd, CallKey, CallKeys, TracedCall};
 
 pub use merge::MergeError;
 pub use unmatched::UnmatchedPath;
@@ -159,6 +161,8 @@ pub const FIRST_ARRIVALS: usize = 8;
 
 /// The recorder of one route.
 pub struct RouteRecorder {
+    /// The route's name, as traced calls say it.
+    name: Arc<str>,
     bucket_ns: u64,
     cells: Buckets<RouteCell>,
     in_flight: AtomicU64,
@@ -210,6 +214,8 @@ pub struct Recorder {
     unmatched: unmatched::Unmatched,
     loops: AtomicU64,
     phases_entered: Mutex<Vec<PhaseEntry>>,
+    /// Each call one by one, when the configuration correlates.
+    traced: traced::TracedCalls,
 }
 
 /// A phase the schedule entered, at its time from the origin.
@@ -238,6 +244,7 @@ impl Recorder {
             unmatched: unmatched::Unmatched::default(),
             loops: AtomicU64::new(0),
             phases_entered: Mutex::new(Vec::new()),
+            traced: traced::TracedCalls::default(),
         }
     }
 
@@ -254,6 +261,7 @@ impl Recorder {
     /// route before it (a probe of a faultd started ahead of the run, an earlier run's) are not the run's.
     pub fn set_origin(&self, origin: Instant, unix_ms: u64) {
         self.unmatched.clear();
+        self.traced.clear();
         let after = origin.saturating_duration_since(self.clock.base).as_nanos() as i128;
         let before = self.clock.base.saturating_duration_since(origin).as_nanos() as i128;
         let offset = (after - before).clamp(i128::from(i64::MIN + 1), i128::from(i64::MAX)) as i64;
@@ -286,6 +294,7 @@ impl Recorder {
             .entry(name.to_string())
             .or_insert_with(|| {
                 Arc::new(RouteRecorder {
+                    name: Arc::from(name),
                     bucket_ns: self.bucket_ns(),
                     cells: Buckets::new(),
                     in_flight: AtomicU64::new(0),
@@ -379,7 +388,13 @@ impl Recorder {
             outcome: Outcome::Abandoned,
             grpc_status: None,
             due: None,
+            key: None,
         }
+    }
+
+    /// The calls of a correlating configuration so far, one by one in the order they ended (empty otherwise).
+    pub fn traced_calls(&self) -> Vec<TracedCall> {
+        self.traced.all()
     }
 
     /// Calls in flight now, over all routes.

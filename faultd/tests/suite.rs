@@ -8,6 +8,7 @@ mod tcp;
 mod config_errors;
 mod config_limits;
 mod control_api;
+mod correlation;
 mod data_plane;
 mod files;
 mod grpc_clients;

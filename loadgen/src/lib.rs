@@ -54,7 +54,8 @@ pub use merge::MergeError;
 pub use outcome::{ClassCounts, Outcome};
 pub use recorder::Progress;
 pub use recording::{
-    Bucket, BucketLatency, ClassHistograms, Conservation, Measure, Model, PhaseRecording, Recording,
+    Bucket, BucketLatency, ClassHistograms, Conservation, Measure, Model, PhaseRecording,
+    Recording, RequestTrace,
 };
 pub use replay::Replay;
 pub use samples::AnswerSample;
@@ -128,6 +129,10 @@ pub struct RunOptions {
     pub series: Series,
     /// Which share of the timetable this process sends: the whole of it by default, or one agent's part.
     pub share: Share,
+    /// Follow each request to the dependency: every request carries a fresh trace id in the named header and
+    /// the deadline header from the load's timeout, and the recording keeps each request's trace id and times
+    /// ([`Recording::requests`]). Off (`None`) by default, at no cost.
+    pub correlate: Option<faultline_units::trace::Correlate>,
 }
 
 /// One agent's part of a timetable: the arrivals of every `of`-th batch, from batch `index` on. A batch is what one
@@ -192,6 +197,7 @@ impl RunOptions {
             allow_hosts: Vec::new(),
             series: Series::Keep,
             share: Share::WHOLE,
+            correlate: None,
         }
     }
 }
@@ -386,6 +392,10 @@ fn prepare(
         timeout: spec.timeout.get(),
         origin,
         runtime,
+        tracing: options
+            .correlate
+            .clone()
+            .map(|c| request::trace::Tracing::new(c, spec.timeout.get())),
     };
     Ok((target, run))
 }

@@ -213,6 +213,10 @@ impl Recording {
             connect_errors,
             tls,
             answers,
+            requests: parts
+                .iter()
+                .flat_map(|r| r.requests.iter().copied())
+                .collect(),
             intended,
             sent,
             still_in_flight,

@@ -205,6 +205,10 @@ pub struct Recording {
     /// runs).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub answers: Vec<crate::samples::AnswerSample>,
+    /// Each request sent with a trace id, when the run correlates (`RunOptions::correlate`), in the order they
+    /// ended; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestTrace>,
     /// Arrivals the schedule issued (sent + dropped).
     pub intended: u64,
     /// Arrivals dispatched to the client (not dropped).
@@ -213,6 +217,24 @@ pub struct Recording {
     pub still_in_flight: u64,
     /// sent = sum of classes + in flight, checked.
     pub conservation: Conservation,
+}
+
+/// One request of a correlated run: its trace id and its times from the origin, for the runner to join with the
+/// dependency calls that carried the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RequestTrace {
+    /// The trace id it carried.
+    #[serde(with = "faultline_units::trace::hex_id")]
+    pub trace: u128,
+    /// When it was due, from the origin.
+    pub intended: Dur,
+    /// When it went out on a connection; `None` if it timed out waiting for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<Dur>,
+    /// When it ended: its answer, or the client timeout.
+    pub ended: Dur,
+    /// Its outcome class.
+    pub class: Outcome,
 }
 
 impl Recording {

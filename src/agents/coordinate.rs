@@ -206,6 +206,7 @@ impl AgentLoad {
                 allow_hosts: options.allow_hosts.clone(),
                 start_unix_ns: t0.saturating_add_signed(offset_ns),
                 ca_pem: ca_pem.clone(),
+                correlate: options.correlate.clone(),
             };
             let (tx, mut rx) = mpsc::unbounded_channel::<ToAgent>();
             let _ = tx.send(ToAgent::Plan {

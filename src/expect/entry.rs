@@ -10,6 +10,7 @@ use faultline_units::{Dur, GrpcCode, Rate, Share};
 
 use super::breaker::BreakerCheck;
 use super::dependency::{Counted, DependencyCheck};
+use super::requests::{RequestsCheck, RequestsEntry};
 use super::spec::{ExpectationSpec, Names, WhileOpen};
 use super::sut::{Percentile, ShareOf, SutCheck};
 use super::{Check, Expectation};
@@ -44,6 +45,14 @@ pub const CHECKS: &[(&str, &[&str])] = &[
     ("sut_latency", &["below", "during", "while_open", "over"]),
     ("sut_share", &["above", "below", "during", "over"]),
     ("unmatched_calls_at_most", &[]),
+    ("retries_per_request_at_most", &["dependency", "during"]),
+    ("retry_spacing_at_least", &["dependency", "during"]),
+    ("retry_jitter_at_least", &["dependency", "during"]),
+    ("calls_after_give_up_at_most", &["dependency", "during"]),
+    ("wasted_work_below", &["dependency", "during"]),
+    ("deadline_propagated", &["dependency", "during"]),
+    ("hedges_per_request_at_most", &["dependency", "during"]),
+    ("hedges_cancelled_within", &["dependency", "during"]),
 ];
 
 /// One entry's check as written, its bounds parsed and its names not yet checked against the scenario: by family,
@@ -57,6 +66,8 @@ pub enum Entry<'a> {
     Sut(SutEntry<'a>),
     /// Calls on no route of the dependency, at most this many.
     Unmatched(u64),
+    /// A dependency route, and what the calls each SUT request caused there must hold (`requests`).
+    Requests(&'a str, RequestsEntry<'a>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -202,6 +213,9 @@ impl<'a> Entry<'a> {
         if let Some(at_most) = spec.unmatched_calls_at_most {
             return Ok(Entry::Unmatched(at_most));
         }
+        if let (Some(route), Some(r)) = (&spec.dependency, RequestsEntry::read(spec)) {
+            return r.map(|r| Entry::Requests(route, r));
+        }
         if let Some(route) = &spec.dependency {
             return dependency(spec).map(|d| Entry::Dependency(route, d));
         }
@@ -219,6 +233,11 @@ impl<'a> Entry<'a> {
             Entry::Unmatched(at_most) => {
                 Ok(Check::Dependency(DependencyCheck::Unmatched { at_most }))
             }
+            Entry::Requests(route, e) => Ok(Check::Requests(RequestsCheck {
+                route: r.route("dependency", route)?,
+                bound: e.bound,
+                during: r.during(e.during)?,
+            })),
         }
     }
 }

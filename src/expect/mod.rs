@@ -16,6 +16,7 @@ pub mod breaker;
 pub mod dependency;
 pub mod entry;
 mod probes;
+pub mod requests;
 pub mod spec;
 pub mod sut;
 pub(crate) mod words;
@@ -29,6 +30,7 @@ use crate::record::{PhaseSpan, RunRecord};
 
 pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
+pub use requests::{PerRequest, RequestsCheck};
 pub use spec::{ExpectationSpec, Names, WhileOpen};
 pub use sut::{Percentile, ShareOf, SutCheck};
 pub use words::{ms, secs};
@@ -52,6 +54,7 @@ pub enum Check {
     Breaker(BreakerCheck),
     Dependency(DependencyCheck),
     Sut(SutCheck),
+    Requests(RequestsCheck),
 }
 
 impl Check {
@@ -61,6 +64,7 @@ impl Check {
             Check::Breaker(c) => c.name(),
             Check::Dependency(c) => c.name(),
             Check::Sut(c) => c.name(),
+            Check::Requests(c) => c.name(),
         }
     }
 
@@ -70,6 +74,7 @@ impl Check {
             Check::Breaker(c) => c.decidable_live(),
             Check::Dependency(c) => c.decidable_live(),
             Check::Sut(c) => c.decidable_live(),
+            Check::Requests(c) => c.decidable_live(),
         }
     }
 
@@ -78,6 +83,7 @@ impl Check {
             Check::Breaker(c) => c.evaluate(name, record),
             Check::Dependency(c) => c.evaluate(name, record),
             Check::Sut(c) => c.evaluate(name, record),
+            Check::Requests(c) => c.evaluate(name, record),
         }
     }
 
@@ -86,6 +92,8 @@ impl Check {
             Check::Breaker(c) => c.decide(name, record),
             Check::Dependency(c) => c.decide(name, record),
             Check::Sut(c) => c.decide(name, record),
+            // Judged on the whole join, after the run.
+            Check::Requests(_) => None,
         }
     }
 }
@@ -161,6 +169,9 @@ pub struct Verdict {
     /// The measured figure, in the unit of the bound (seconds, calls, calls per second, a fraction), if any.
     pub measured: Option<f64>,
     pub bound: Option<f64>,
+    /// For a check judged per SUT request: the distribution of its per-request figure and the worst requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request: Option<PerRequest>,
 }
 
 impl Verdict {
@@ -203,6 +214,7 @@ impl Verdict {
             outcome: Some(outcome),
             measured,
             bound,
+            per_request: None,
         }
     }
 

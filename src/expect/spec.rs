@@ -4,7 +4,7 @@
 //! Not for what an entry means: `entry` reads it as the one check it holds and resolves its names into an
 //! [`Expectation`](super::Expectation), which evaluates itself on a recording.
 
-use faultline_units::{Dur, GrpcCode, Rate};
+use faultline_units::{Dur, GrpcCode, Rate, Share};
 use serde::{Deserialize, Serialize};
 
 /// One entry of the scenario's `expect:` list, as written. Exactly one subject (`breaker`, `dependency`,
@@ -95,6 +95,37 @@ pub struct ExpectationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshakes_per_request_at_most: Option<f64>,
 
+    /// Per SUT request (correlated by trace id): the calls one request caused at the route, minus one, stay at or
+    /// under this for every request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries_per_request_at_most: Option<u32>,
+    /// Per SUT request: every retry starts at least this long after the previous call of the same request ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_spacing_at_least: Option<Dur>,
+    /// Per SUT request: the spread of the retries' spacing (standard deviation over mean, among retries of the
+    /// same number) is at least this share, so that clients do not retry in lockstep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_jitter_at_least: Option<Share>,
+    /// Per SUT request: calls that started after the SUT's caller had given up (its timeout passed, or it was
+    /// answered already) number at most this many over the span.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_after_give_up_at_most: Option<u64>,
+    /// Per SUT request: of the time the dependency spent on the requests' calls, the share spent after the caller
+    /// had gone stays below this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wasted_work_below: Option<Share>,
+    /// Per SUT request (`true`): every call carried a deadline at most the caller's remaining budget at its
+    /// arrival (plus 5 ms for clocks and transit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_propagated: Option<bool>,
+    /// Per SUT request: the most calls of one request in flight at once, minus one, stay at or under this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedges_per_request_at_most: Option<u32>,
+    /// Per SUT request: every losing call of a request ends (is abandoned) within this long of the winner's
+    /// answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedges_cancelled_within: Option<Dur>,
+
     /// Upper bound for `sut_latency` (a duration) or `sut_share` (a share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub below: Option<String>,
@@ -155,6 +186,8 @@ impl ExpectationSpec {
             &mut self.opens_within,
             &mut self.closes_within,
             &mut self.over,
+            &mut self.retry_spacing_at_least,
+            &mut self.hedges_cancelled_within,
         ]
         .into_iter()
         .flatten()

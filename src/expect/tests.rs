@@ -100,6 +100,7 @@ fn record_with(
         connect_errors: BTreeMap::new(),
         unmatched: 0,
         unmatched_paths: Vec::new(),
+        requests: None,
     }
 }
 

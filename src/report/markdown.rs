@@ -326,6 +326,7 @@ pub(crate) mod tests {
             outcome: Some(outcome),
             measured: m,
             bound: b,
+            per_request: None,
         }
     }
 

@@ -59,15 +59,20 @@ impl Drop for RunCa {
 }
 
 impl Dependency {
-    /// Starts (or configures) the dependency of `scenario` with the run's seed and bucket width.
+    /// Starts (or configures) the dependency of `scenario` with the run's seed and bucket width, recording each
+    /// call one by one when the run follows its requests (`correlate`).
     pub async fn start(
         scenario: &Scenario,
         seed: u64,
         bucket: Duration,
+        correlate: Option<faultline_units::trace::Correlate>,
     ) -> Result<Dependency, RunError> {
         let mut config = scenario.dependency.clone();
         config.seed = Some(config.seed.unwrap_or(seed));
         config.bucket = Some(faultline_units::Dur(bucket));
+        if correlate.is_some() {
+            config.correlate = correlate;
+        }
         match &scenario.faultd {
             None => {
                 let ca = match &config.tls {
@@ -200,6 +205,14 @@ impl Dependency {
                 Ok((merged, if each.len() > 1 { each } else { Vec::new() }))
             }
             embedded => Ok((embedded.recording().await?, Vec::new())),
+        }
+    }
+
+    /// Every call recorded one by one (when the run follows its requests), over every replica.
+    pub async fn traced_calls(&self) -> Result<Vec<faultd::recorder::TracedCall>, RunError> {
+        match self {
+            Dependency::Embedded(f, _) => Ok(f.traced_calls()),
+            Dependency::External(ext) => ext.traced_calls().await,
         }
     }
 

@@ -204,6 +204,16 @@ async fn judge(v: &Validated, stopped: Stopped) -> RunOutput {
         &stopped.load,
         &stopped.dependency,
     );
+    let mut stopped = stopped;
+    if v.correlation().is_some() {
+        // The requests go to the join, not to load.json: requests.csv holds them, one line each.
+        let requests = std::mem::take(&mut stopped.load.requests);
+        record.requests = Some(std::sync::Arc::new(crate::correlate::Join::new(
+            &requests,
+            &stopped.traced_calls,
+            scenario.load.timeout.get(),
+        )));
+    }
     let timelines = stopped.breakers.timelines(&record);
     record.breakers = timelines.observed;
     record.evidence = timelines.evidence;

@@ -144,6 +144,24 @@ impl Replicas {
         .await
     }
 
+    /// Every replica's calls recorded one by one (`GET /recording/calls`), together.
+    pub async fn traced_calls(&self) -> Result<Vec<faultd::recorder::TracedCall>, RunError> {
+        let each = self
+            .each(|r, control| async move {
+                let failed = |message: String| RunError::ExternalFaultd {
+                    url: control.clone(),
+                    message: format!("cannot read its calls: {message}"),
+                };
+                r.call(Method::GET, &control, "/recording/calls", None)
+                    .await?
+                    .json::<Vec<faultd::recorder::TracedCall>>()
+                    .await
+                    .map_err(|e| failed(e.to_string()))
+            })
+            .await?;
+        Ok(each.into_iter().flatten().collect())
+    }
+
     /// The replicas' recordings merged into one (one replica's comes back as it is, exact).
     pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
         let all = self.recordings().await?;

@@ -69,6 +69,8 @@ pub(super) struct Stopped {
     pub dependency: faultd::Recording,
     pub replicas: Vec<ReplicaRecording>,
     pub ca_pem: Option<String>,
+    /// Every call faultd recorded one by one, when the run follows its requests.
+    pub traced_calls: Vec<faultd::recorder::TracedCall>,
 }
 
 impl Running {
@@ -85,7 +87,8 @@ impl Running {
             .map(|b| b.get())
             .unwrap_or(Duration::from_millis(100));
         let seed = scenario.seed.unwrap_or(DEFAULT_SEED);
-        let dependency = Dependency::start(scenario, seed, bucket).await?;
+        let correlate = v.correlation();
+        let dependency = Dependency::start(scenario, seed, bucket, correlate.clone()).await?;
         let webhook = Webhook::serve().await.map_err(RunError::Webhook)?;
         let (lines_tx, lines) = mpsc::unbounded_channel::<OutputLine>();
         let (sut, mut aborted_early) = match Sut::start(
@@ -144,6 +147,7 @@ impl Running {
             allow_hosts: scenario.allow_hosts.clone(),
             series: series_sender,
             share: loadgen::Share::WHOLE,
+            correlate,
         };
         let whole_timetable = registered.is_some().then(|| loadgen::RunOptions {
             series: loadgen::Series::Discard,
@@ -355,11 +359,20 @@ impl Running {
             breakers.push_line(line);
         }
         let dependency_recording = dependency.final_recording().await;
+        let traced_calls = if load_recording
+            .as_ref()
+            .is_some_and(|(l, _)| !l.requests.is_empty())
+        {
+            dependency.traced_calls().await
+        } else {
+            Ok(Vec::new())
+        };
         let ca_pem = dependency.ca_pem();
         dependency.stop().await;
         sut.stop().await;
         drop(webhook);
         let (dependency_recording, replicas) = dependency_recording?;
+        let traced_calls = traced_calls?;
         let Some((mut load_recording, distributed)) = load_recording else {
             return Err(RunError::Load(
                 "the load did not finish in time after the run was stopped".into(),
@@ -389,6 +402,7 @@ impl Running {
             dependency: dependency_recording,
             replicas,
             ca_pem,
+            traced_calls,
         })
     }
 }

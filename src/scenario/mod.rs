@@ -62,6 +62,11 @@ pub struct Scenario {
     pub faultd: Option<ExternalFaultd>,
     /// The service under test.
     pub sut: SutSpec,
+    /// Follow each request through the SUT by trace id: which header carries a request's identity to the
+    /// dependency (`traceparent` by default) and which one its deadline. Correlation is on with this section or
+    /// with any expectation of the requests family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlate: Option<faultline_units::trace::Correlate>,
     /// The load offered to the SUT.
     pub load: loadgen::LoadSpec,
     /// How each breaker of the SUT is observed, by name.
@@ -401,6 +406,17 @@ pub struct Validated {
 }
 
 impl Validated {
+    /// How the run follows each request through the SUT, if it does: the scenario's `correlate:` section, or the
+    /// default headers when an expectation of the requests family needs the join.
+    pub fn correlation(&self) -> Option<faultline_units::trace::Correlate> {
+        self.scenario.correlate.clone().or_else(|| {
+            self.expectations
+                .iter()
+                .any(|e| matches!(e.check, crate::expect::Check::Requests(_)))
+                .then(Default::default)
+        })
+    }
+
     /// The route a breaker guards, if known.
     pub fn breaker_route(&self, breaker: &str) -> Option<String> {
         let spec = self.scenario.breakers.get(breaker)?;

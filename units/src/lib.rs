@@ -14,6 +14,7 @@ mod grpc;
 pub mod hosts;
 pub mod input;
 pub mod port;
+pub mod trace;
 pub mod yaml_index;
 pub use grpc::{decode_hex, GrpcCode, GrpcCodeError};
 

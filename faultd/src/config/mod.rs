@@ -67,6 +67,11 @@ pub struct Config {
     /// counted as unmatched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unmatched: Option<Unmatched>,
+    /// Record each call one by one with the trace id its caller propagated, e.g. `{ header: traceparent,
+    /// deadline_header: x-request-timeout }`: its parent span, arrival, end, outcome and the deadline it was
+    /// given, read back with the control API's `GET /recording/calls`. Off when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlate: Option<faultline_units::trace::Correlate>,
 }
 
 /// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
@@ -309,6 +314,7 @@ impl Config {
             http2: None,
             listen: None,
             unmatched: None,
+            correlate: None,
         }
     }
 

@@ -61,6 +61,9 @@ pub(super) async fn call(
         shared
             .recorder
             .arrive_at(plan_route.recorder.clone(), resolved.phase.clone(), now);
+    if let Some(keys) = &plan.keys {
+        guard.set_key(keys.read(request.headers(), grpc.and_then(|g| g.timeout)));
+    }
     let n = plan_route.calls.fetch_add(1, Ordering::Relaxed);
     let draws = CallDraws::new(plan.seed, plan_route.key, n);
     let decision = decide(

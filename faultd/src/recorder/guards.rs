@@ -30,6 +30,8 @@ pub struct CallGuard {
     pub(super) outcome: Outcome,
     pub(super) grpc_status: Option<GrpcCode>,
     pub(super) due: Option<Instant>,
+    /// What the call carried of its request, when the configuration correlates: it is then recorded one by one.
+    pub(super) key: Option<CallKey>,
 }
 
 impl CallGuard {
@@ -38,6 +40,11 @@ impl CallGuard {
     /// own (a trickled body, a paced stream, a proxied call).
     pub fn set_due(&mut self, due: Instant) {
         self.due = Some(due);
+    }
+
+    /// Records this call one by one, with what it carried of the request that caused it.
+    pub fn set_key(&mut self, key: CallKey) {
+        self.key = Some(key);
     }
 
     /// Sets the gRPC status the call's answer carries, counted when the answer is complete.
@@ -109,6 +116,20 @@ impl Drop for CallGuard {
             Outcome::Abandoned => {
                 cell.abandoned.fetch_add(1, Ordering::Relaxed);
             }
+        }
+        if let Some(key) = self.key {
+            let (end, status) = super::traced::end_of(self.outcome);
+            self.recorder.traced.push(TracedCall {
+                route: route.name.to_string(),
+                trace: key.trace,
+                parent: key.parent,
+                arrival: Dur(Duration::from_nanos(self.recorder.time_ns(self.arrival))),
+                ended: Dur(Duration::from_nanos(t)),
+                end,
+                status,
+                grpc_status: self.grpc_status.map(|c| c.number()),
+                deadline: key.deadline.map(Dur),
+            });
         }
         cell.departures.fetch_add(1, Ordering::Relaxed);
         cell.departure_residual

@@ -17,7 +17,7 @@ use crate::config::{Config, ConfigError};
 use crate::draw::route_key;
 use crate::invalid::Invalid;
 use crate::phased::{PhaseTimes, Phased, Position};
-use crate::recorder::{Recorder, RouteRecorder};
+use crate::recorder::{CallKeys, Recorder, RouteRecorder};
 use crate::tls::TlsPlan;
 
 /// A route as the data plane needs it.
@@ -58,6 +58,9 @@ pub struct Plan {
     pub phases: Vec<PlanPhase>,
     /// The handshake faults of every phase (used only when the data plane speaks TLS).
     pub tls: TlsPlan,
+    /// The headers each call is keyed by when the configuration correlates: every call is then recorded one by
+    /// one.
+    pub keys: Option<CallKeys>,
     /// The phase label of a call: [`BEFORE_FIRST_PHASE`], then each phase's name.
     labels: Phased<Arc<str>>,
     pub(super) healthy_reset: Arc<str>,
@@ -129,8 +132,15 @@ impl Plan {
         }
         let times: Vec<PhaseTimes<'_>> = phases.iter().map(|p| (&*p.name, p.at, p.ramp)).collect();
         let tls = TlsPlan::compile(config.tls.as_ref(), &times).map_err(ConfigError::from)?;
+        let keys = config
+            .correlate
+            .as_ref()
+            .map(CallKeys::compile)
+            .transpose()
+            .map_err(|e| ConfigError::from(e.at("correlate")))?;
         Ok(Plan {
             tls,
+            keys,
             table: RouteTable::new(patterns),
             config,
             seed,

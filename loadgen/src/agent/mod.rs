@@ -230,6 +230,7 @@ async fn run_plan(
         allow_hosts: plan.allow_hosts,
         series: Series::Stream(buckets_tx),
         share: plan.share,
+        correlate: plan.correlate,
     };
     let started = crate::start(spec, options, origin);
     if let Some(path) = &ca {

@@ -132,6 +132,10 @@ pub struct Plan {
     /// so that an agent elsewhere needs no copy of the file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_pem: Option<String>,
+    /// Whether each request carries a trace id and a deadline, and its record is kept (the runner's
+    /// `RunOptions::correlate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub correlate: Option<faultline_units::trace::Correlate>,
 }
 
 /// Why a line could not be read or written.

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use crate::outcome::{ClassCounts, Outcome};
 use crate::recording::{
     encode_histogram, new_histogram, Bucket, BucketLatency, ClassHistograms, Conservation, Model,
-    PhaseRecording, Recording,
+    PhaseRecording, Recording, RequestTrace,
 };
 use crate::Series;
 
@@ -97,6 +97,8 @@ struct State {
     in_flight: u64,
     /// Connect errors by reason.
     connect_errors: BTreeMap<String, u64>,
+    /// The requests of a correlated run, as they ended.
+    traces: Vec<RequestTrace>,
 }
 
 impl Recording {
@@ -279,6 +281,7 @@ impl Recorder {
                 sent: 0,
                 in_flight: 0,
                 connect_errors: BTreeMap::new(),
+                traces: Vec::new(),
             }),
             in_flight: AtomicU64::new(0),
             tls: std::sync::OnceLock::new(),
@@ -339,6 +342,7 @@ impl Recorder {
     /// its intended time, or later if the generator itself ran late; latency counts from the later of the two.
     /// `actual` is when it got a connection and went out; `None` if it timed out before that, in which case only
     /// the corrected latency exists.
+    #[cfg(test)]
     pub(crate) fn completed(
         &self,
         outcome: Outcome,
@@ -347,9 +351,32 @@ impl Recorder {
         actual: Option<Duration>,
         done: Duration,
     ) {
+        self.completed_traced(outcome, intended, ready, actual, done, None);
+    }
+
+    /// [`Recorder::completed`] for a request that carried trace id `trace` (`None` when the run does not
+    /// correlate): kept with its times under the same lock.
+    pub(crate) fn completed_traced(
+        &self,
+        outcome: Outcome,
+        intended: Duration,
+        ready: Duration,
+        actual: Option<Duration>,
+        done: Duration,
+        trace: Option<u128>,
+    ) {
         let start = ready.max(intended);
         let corrected = nanos(done.saturating_sub(start));
         let mut s = self.lock();
+        if let Some(trace) = trace {
+            s.traces.push(RequestTrace {
+                trace,
+                intended: Dur(intended),
+                sent: actual.map(Dur),
+                ended: Dur(done),
+                class: outcome,
+            });
+        }
         s.totals.add(outcome);
         let phase = s.phase_index(intended);
         let p = &mut s.phases[phase];
@@ -463,6 +490,7 @@ impl Recorder {
             connect_errors: s.connect_errors.clone(),
             tls: self.tls.get().map(|t| t.snapshot()),
             answers: self.samples.taken(),
+            requests: std::mem::take(&mut s.traces),
             intended: s.intended,
             sent: s.sent,
             still_in_flight: s.in_flight,

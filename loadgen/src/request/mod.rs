@@ -25,6 +25,7 @@ pub(crate) mod http1;
 pub(crate) mod http2;
 pub(crate) mod template;
 pub(crate) mod ticks;
+pub(crate) mod trace;
 
 /// Each exchange's side of the run, whatever its protocol: where it is recorded, how its answer is classified,
 /// its timeout and the clock it counts from.
@@ -37,6 +38,8 @@ pub(crate) struct Run {
     pub(crate) origin: Instant,
     /// Where lanes and streams are spawned: the runtime `start` was called on.
     pub(crate) runtime: tokio::runtime::Handle,
+    /// The trace id and deadline every request carries when the run correlates.
+    pub(crate) tracing: Option<trace::Tracing>,
 }
 
 impl Run {
@@ -59,7 +62,7 @@ impl Run {
     }
 
     /// Records the outcome of the arrival due at `intended`: when the generator was ready to send it, when it
-    /// went (if it did) and when it ended.
+    /// went (if it did), when it ended, and the trace id it carried in a correlated run.
     pub(crate) fn completed(
         &self,
         outcome: Outcome,
@@ -67,14 +70,16 @@ impl Run {
         ready: Instant,
         actual: Option<Instant>,
         done: Instant,
+        trace: Option<u128>,
     ) {
         let from_origin = |t: Instant| t.saturating_duration_since(self.origin);
-        self.recorder.completed(
+        self.recorder.completed_traced(
             outcome,
             intended,
             from_origin(ready),
             actual.map(from_origin),
             from_origin(done),
+            trace,
         );
     }
 }

@@ -12,6 +12,7 @@ use hyper::Method;
 use rand::Rng;
 
 use crate::request::template::{check_renders, header, parse_path, render_path, PathPart, Weights};
+use crate::request::trace::Tracing;
 use crate::spec::RequestTemplate;
 use crate::target::Target;
 use crate::LoadError;
@@ -144,6 +145,35 @@ impl Mix {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.templates.len()
+    }
+}
+
+impl Wire {
+    /// The request with a correlated run's headers for arrival `index` (its trace id, and the deadline from the
+    /// load's timeout) put right after its request line, and that trace id.
+    pub(crate) fn traced(&self, tracing: &Tracing, index: u64) -> (Wire, u128) {
+        let (value, trace) = tracing.value(index);
+        let line = self
+            .bytes
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(self.bytes.len(), |p| p + 2);
+        let mut out = BytesMut::with_capacity(self.bytes.len() + 128);
+        out.put_slice(&self.bytes[..line]);
+        put_header(&mut out, tracing.header().as_bytes(), value.as_bytes());
+        put_header(
+            &mut out,
+            tracing.deadline_header().as_bytes(),
+            tracing.deadline_ms.to_string().as_bytes(),
+        );
+        out.put_slice(&self.bytes[line..]);
+        (
+            Wire {
+                bytes: out.freeze(),
+                head: self.head,
+            },
+            trace,
+        )
     }
 }
 

@@ -39,6 +39,8 @@ struct Job {
     /// The timeout counts from dispatch, so an arrival waiting for a lane times out like one waiting for the
     /// server, and every arrival ends by its deadline.
     deadline: Instant,
+    /// The trace id it carries, in a correlated run.
+    trace: Option<u128>,
 }
 
 /// The arrivals waiting for a lane, and the lanes waiting for arrivals.
@@ -134,6 +136,7 @@ impl<T: Transport> Issue for Exchanges<T> {
             return;
         }
         let request = given.unwrap_or_else(|| self.mix.render(index, rng));
+        let (request, trace) = self.traced(request, index);
         let now = self.run.sent(intended);
         self.submit(Job {
             request,
@@ -141,6 +144,7 @@ impl<T: Transport> Issue for Exchanges<T> {
             dispatched: now,
             behind_busy_lanes: false,
             deadline: now.max(self.run.origin + intended) + self.run.timeout,
+            trace,
         });
     }
 
@@ -161,7 +165,7 @@ impl<T: Transport> Issue for Exchanges<T> {
                 break;
             }
             let intended = now.saturating_duration_since(self.run.origin);
-            let request = self.mix.render(index, &mut rng);
+            let (request, trace) = self.traced(self.mix.render(index, &mut rng), index);
             self.run.recorder.sent(intended, intended);
             let job = Job {
                 request,
@@ -169,6 +173,7 @@ impl<T: Transport> Issue for Exchanges<T> {
                 dispatched: now,
                 behind_busy_lanes: false,
                 deadline: now + self.run.timeout,
+                trace,
             };
             self.serve(&mut lane, job).await;
             index += u64::from(users);
@@ -181,6 +186,17 @@ impl<T: Transport> Issue for Exchanges<T> {
 }
 
 impl<T: Transport> Exchanges<T> {
+    /// `request` as arrival `index` sends it: with its trace id and deadline in a correlated run.
+    fn traced(&self, request: Wire, index: u64) -> (Wire, Option<u128>) {
+        match &self.run.tracing {
+            Some(t) => {
+                let (request, trace) = request.traced(t, index);
+                (request, Some(trace))
+            }
+            None => (request, None),
+        }
+    }
+
     /// Hands an arrival to an idle lane, or opens a lane if fewer than `connections` exist; otherwise it waits in
     /// the queue for the first lane to finish. Never blocks.
     fn submit(self: &Arc<Self>, mut job: Job) {
@@ -244,8 +260,14 @@ impl<T: Transport> Exchanges<T> {
         let now = Instant::now();
         if now >= job.deadline {
             // It waited for a lane past its deadline: never sent, charged its whole wait.
-            self.run
-                .completed(Outcome::Timeout, job.intended, job.dispatched, None, now);
+            self.run.completed(
+                Outcome::Timeout,
+                job.intended,
+                job.dispatched,
+                None,
+                now,
+                job.trace,
+            );
             return;
         }
         let actual = now;
@@ -280,7 +302,7 @@ impl<T: Transport> Exchanges<T> {
             Some(Ok(answer)) => self.run.classifier.classify(answer),
         };
         self.run
-            .completed(outcome, job.intended, ready, Some(actual), done);
+            .completed(outcome, job.intended, ready, Some(actual), done, job.trace);
     }
 }
 

@@ -14,6 +14,7 @@ use rand::Rng;
 
 use super::grpc_message::{self, Body};
 use crate::request::template::{check_renders, header, parse_path, render_path, PathPart, Weights};
+use crate::request::trace::Tracing;
 use crate::spec::RequestTemplate;
 use crate::target::Target;
 use crate::LoadError;
@@ -164,6 +165,34 @@ impl Mix {
             deadline: t.deadline,
             template: which,
         }
+    }
+}
+
+impl Call {
+    /// Puts a correlated run's headers for arrival `index` on the call: its trace id, and its deadline from the
+    /// load's timeout (`grpc-timeout` on a gRPC call, unless its template's own deadline is shorter). Returns the
+    /// trace id.
+    pub(super) fn trace(&mut self, tracing: &Tracing, index: u64) -> u128 {
+        let (value, trace) = tracing.value(index);
+        let headers = self.request.headers_mut();
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::try_from(tracing.header()),
+            HeaderValue::try_from(value),
+        ) {
+            headers.insert(name, value);
+        }
+        let timeout = Duration::from_millis(tracing.deadline_ms);
+        if self.grpc {
+            if self.deadline.is_none_or(|d| d > timeout) {
+                headers.insert(
+                    HeaderName::from_static("grpc-timeout"),
+                    grpc_timeout(timeout),
+                );
+            }
+        } else if let Ok(name) = HeaderName::try_from(tracing.deadline_header()) {
+            headers.insert(name, HeaderValue::from(tracing.deadline_ms));
+        }
+        trace
     }
 }
 

@@ -182,7 +182,15 @@ impl Streams {
 
     /// Sends `call` on a stream of slot `slot` (claimed by the caller, released here) and records its outcome;
     /// the client's timeout counts from the later of the intended time and `now`, when it was handed over.
-    async fn call(&self, slot: usize, call: Call, intended: Duration, now: Instant) {
+    async fn call(
+        &self,
+        slot: usize,
+        mut call: Call,
+        index: u64,
+        intended: Duration,
+        now: Instant,
+    ) {
+        let trace = self.run.tracing.as_ref().map(|t| call.trace(t, index));
         // Its slot was claimed at hand-over, so nothing here waits on the service before it runs: any delay
         // until then is the generator's own.
         let ready = Instant::now();
@@ -204,8 +212,14 @@ impl Streams {
         };
         self.slots[slot].active.fetch_sub(1, Ordering::AcqRel);
         let done = Instant::now();
-        self.run
-            .completed(outcome, intended, ready, Some(actual.unwrap_or(now)), done);
+        self.run.completed(
+            outcome,
+            intended,
+            ready,
+            Some(actual.unwrap_or(now)),
+            done,
+            trace,
+        );
     }
 }
 
@@ -238,7 +252,7 @@ impl Issue for Streams {
         let this = self.clone();
         self.run
             .runtime
-            .spawn(async move { this.call(slot, call, intended, now).await });
+            .spawn(async move { this.call(slot, call, index, intended, now).await });
     }
 
     /// Each user on a stream of its own, the streams spread over the connections as the open model spreads them.
@@ -265,7 +279,7 @@ impl Issue for Streams {
             let intended = now.saturating_duration_since(self.run.origin);
             let call = self.mix.render(index, &mut rng);
             self.run.recorder.sent(intended, intended);
-            self.call(slot, call, intended, now).await;
+            self.call(slot, call, index, intended, now).await;
             index += u64::from(users);
         }
     }
