@@ -3,22 +3,23 @@
 //! deadline (`x-request-timeout`, the remaining budget in whole milliseconds).
 //!
 //! Not for the OpenTelemetry SDK: the demo records no spans, it only passes the context on, and `traceparent` is
-//! four fixed-width hex fields, read and written here in a few lines rather than with a tracing stack in the
-//! build. Not for enforcing the deadline either: the timeout layer caps each attempt at it, the retry and hedge
-//! layers send nothing once it has passed, and the clients write it on the wire.
+//! four fixed-width hex fields, read with the parser loadgen and faultd share (`faultline_units::trace`) rather
+//! than with a tracing stack in the build. Not for enforcing the deadline either: the timeout layer caps each
+//! attempt at it, the retry and hedge layers send nothing once it has passed, and the clients write it on the
+//! wire.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use axum::http::HeaderMap;
+use faultline_units::trace;
 use tokio::time::Instant;
 
-/// The W3C Trace Context header.
-pub const TRACEPARENT: &str = "traceparent";
+pub use faultline_units::trace::TRACEPARENT;
 
 /// The deadline header read from the caller and sent to the dependency: the remaining budget in whole
 /// milliseconds (what loadgen sends when the load has a `timeout:`).
-pub const DEADLINE_HEADER: &str = "x-request-timeout";
+pub const DEADLINE_HEADER: &str = trace::DEFAULT_DEADLINE_HEADER;
 
 /// A parsed `traceparent`: `00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,28 +33,17 @@ pub struct TraceParent {
 }
 
 impl TraceParent {
-    /// Reads a `traceparent` value. Versions other than `00` are read by their first four fields, as the
-    /// specification asks of a reader; `ff`, upper-case hex and all-zero ids are refused.
+    /// Reads a `traceparent` value as loadgen and faultd do (`faultline_units::trace`): versions other than `00`
+    /// by their first four fields, as the specification asks of a reader; `ff`, upper-case hex and all-zero ids are
+    /// refused.
     pub fn parse(value: &str) -> Option<TraceParent> {
-        let mut fields = value.trim().split('-');
-        let version = fields.next()?;
-        let (trace, span, flags) = (fields.next()?, fields.next()?, fields.next()?);
-        let lower_hex = |s: &str, len: usize| {
-            s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
-        };
-        let sizes = [(version, 2), (trace, 32), (span, 16), (flags, 2)];
-        if !sizes.iter().all(|&(s, len)| lower_hex(s, len)) || version == "ff" {
-            return None;
-        }
-        if version == "00" && fields.next().is_some() {
-            return None;
-        }
-        let parent = TraceParent {
-            trace_id: u128::from_str_radix(trace, 16).ok()?,
-            span_id: u64::from_str_radix(span, 16).ok()?,
-            flags: u8::from_str_radix(flags, 16).ok()?,
-        };
-        (parent.trace_id != 0 && parent.span_id != 0).then_some(parent)
+        let (trace_id, span_id) = trace::parse_traceparent(value.as_bytes())?;
+        let flags = u8::from_str_radix(value.trim().get(53..55)?, 16).ok()?;
+        Some(TraceParent {
+            trace_id,
+            span_id,
+            flags,
+        })
     }
 
     /// The context of one call made on this trace's behalf: the same trace id and flags, a new random span id.
@@ -101,9 +91,7 @@ impl CallContext {
             .and_then(TraceParent::parse);
         let budget = headers
             .get(DEADLINE_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_millis);
+            .and_then(|v| trace::parse_deadline_ms(v.as_bytes()));
         CallContext {
             trace,
             deadline: budget.filter(|_| propagate_deadline).map(|b| arrival + b),
