@@ -144,6 +144,27 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["stays-closed"],
         only_these: false,
     },
+    // no_backoff's retries, sent the moment the 503 arrives, are not jittered either: their spacing's spread is the
+    // scheduler's, measured between 8% and 60% of its sub-millisecond mean, so `jittered` fails in some runs. A
+    // consequence of the same mistake; only `spacing` is its proof (no_jitter fails `jittered` alone, tested below).
+    Entry {
+        file: "retry-lockstep.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["spacing"],
+        only_these: false,
+    },
+    Entry {
+        file: "deadline-brownout.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["wasted-work", "deadline"],
+        only_these: true,
+    },
+    Entry {
+        file: "hedging.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["cancelled"],
+        only_these: true,
+    },
 ];
 
 fn scenarios_dir() -> PathBuf {
@@ -394,6 +415,43 @@ fn grpc_goaway_storm_loses_only_the_streams_in_flight_and_a_bare_count_breaker_o
 #[test]
 fn overload_shedding_keeps_goodput_at_capacity_and_an_unbounded_queue_loses_it() {
     prove("overload-shedding.yaml");
+}
+
+#[test]
+fn retry_lockstep_spaces_each_retry_by_its_backoff_and_no_backoff_retries_at_once() {
+    prove("retry-lockstep.yaml");
+}
+
+#[test]
+fn retry_lockstep_without_jitter_fails_only_the_jitter_of_its_retries() {
+    let e = entry("retry-lockstep.yaml");
+    let dir = std::env::temp_dir().join(format!(
+        "faultline-library-{}-no-jitter",
+        std::process::id()
+    ));
+    let out = Command::new(env!("CARGO_BIN_EXE_faultline"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["run", "scenarios/retry-lockstep.yaml"])
+        .args(["--mistake", "no_jitter", "--time-scale", e.scale])
+        .arg("--report-dir")
+        .arg(&dir)
+        .output()
+        .expect("faultline runs");
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{summary}");
+    let jittered = BTreeSet::from(["jittered".to_string()]);
+    assert_eq!(failing_ids(&dir.join("result.json")), jittered, "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn deadline_brownout_ends_calls_with_their_caller_and_without_propagation_serves_nobody() {
+    prove("deadline-brownout.yaml");
+}
+
+#[test]
+fn hedging_cancels_the_losing_call_and_uncancelled_hedges_run_on() {
+    prove("hedging.yaml");
 }
 
 /// A redis-server on a free loopback port (no persistence, its folder in a temporary one), stopped and removed when

@@ -21,6 +21,7 @@
 pub mod admission;
 pub mod breaker;
 pub mod config;
+pub mod context;
 pub mod layers;
 pub mod observe;
 pub mod operation;
@@ -43,7 +44,9 @@ pub use breaker::BreakerState;
 pub use config::{DemoConfig, Mistake, Operations, Protocol};
 pub use observe::Transition;
 pub use operation::Operation;
-pub use settings::{BreakerConfig, Fallback, OperationConfig, RetryConfig};
+pub use settings::{
+    BreakerConfig, Fallback, HedgeAfter, HedgeConfig, OperationConfig, RetryConfig,
+};
 
 /// Why the demo could not be configured or started.
 #[derive(Debug, thiserror::Error)]

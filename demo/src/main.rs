@@ -41,11 +41,14 @@ A configuration file (every field optional; omitted operations are not called on
     reviews:  { timeout: 800ms, pool: 80, fallback: default }
     payments: { timeout: 2s, pool: 50, fallback: { unavailable: { retry_after: 5s } },
                 retries: { max: 2, backoff: 50ms, budget: 10% } }
+    account-read: { hedge: { after: p95, max: 1 } }
   mistakes: [ no_timeout ]
 
 Endpoints: GET /product/{id}, POST /checkout, GET /admin/report, GET|POST /account/{id}, GET /health, GET /metrics.
+Each dependency call carries the caller's traceparent (a new span id) and its remaining budget (x-request-timeout).
 Mistakes: no_timeout, count_4xx, bare_count, no_min_calls, unlimited_half_open, slowness_ignored, shared_breaker,
-unbudgeted_retries, close_on_first_success, instant_reconnect (see docs/demo.md).";
+unbudgeted_retries, close_on_first_success, instant_reconnect, no_backoff, no_jitter, no_deadline_propagation,
+uncancelled_hedges (see docs/demo.md).";
 
 /// A reference service under test: timeout, bulkhead, circuit breaker, retry budget and fallback per dependency
 /// call, with the classic breaker mistakes as switches.

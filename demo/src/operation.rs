@@ -134,6 +134,7 @@ impl Operation {
                 fallback: Fallback::Stale,
                 breaker: seed_000_breaker(),
                 retries: no_retries,
+                hedge: None,
             },
             // Seed 001's fix: 800 ms timeout, 30% over >= 20 calls, 30 s open, slow calls over 400 ms count
             // toward the 30%, a bulkhead of 80, the page served without reviews. Seed 003: 3 half-open probes.
@@ -153,6 +154,7 @@ impl Operation {
                     recovery_rate: None,
                 },
                 retries: no_retries,
+                hedge: None,
             },
             // Seed 004: timeout 2-3x p99, 50% over >= 10 calls, 30 s reset, 2 successes to close, retries
             // wrapped by the breaker; seed 000: a retry budget. Never a fake success: 503 + Retry-After.
@@ -168,6 +170,7 @@ impl Operation {
                     backoff: ms(50),
                     budget: share(10.0),
                 },
+                hedge: None,
             },
             // Seed 000's low-traffic admin endpoint: "a tight timeout and a single retry"; the breaker has the
             // seed's numbers so the per-instance volume floor can be shown.
@@ -183,6 +186,7 @@ impl Operation {
                     backoff: ms(100),
                     budget: share(10.0),
                 },
+                hedge: None,
             },
             // Seed 004's internal-service profile for the read side: more sensitive (30%), faster reset (10 s),
             // 3 successes to close; stale account data beats none.
@@ -202,6 +206,7 @@ impl Operation {
                     recovery_rate: None,
                 },
                 retries: no_retries,
+                hedge: None,
             },
             // Seed 004's separate write breaker: a failing write must not block reads, and vice versa.
             Operation::AccountWrite => OperationConfig {
@@ -212,6 +217,7 @@ impl Operation {
                 },
                 breaker: seed_004_breaker(ms(1_000)),
                 retries: no_retries,
+                hedge: None,
             },
             // A read from Redis answers in about a millisecond: a 100 ms timeout leaves room for a pause without
             // letting a slow server hold the pool; 20 connections (a common pool size) at seed 000's breaker; an
@@ -222,6 +228,7 @@ impl Operation {
                 fallback: Fallback::Default,
                 breaker: seed_000_breaker(),
                 retries: no_retries,
+                hedge: None,
             },
         }
     }

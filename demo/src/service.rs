@@ -22,13 +22,15 @@ use tower::ServiceExt;
 use crate::admission::{admit, Admission};
 use crate::breaker::{BreakerState, Policy};
 use crate::config::{DemoConfig, Mistake, Protocol};
+use crate::context::CallContext;
 use crate::layers::breaker::{BreakerCell, BreakerLayer};
 use crate::layers::bulkhead::BulkheadLayer;
 use crate::layers::client::DependencyClient;
 use crate::layers::fallback::FallbackLayer;
 use crate::layers::grpc::{GrpcChannel, GrpcClient};
+use crate::layers::hedge::{HedgeLayer, HedgePolicy};
 use crate::layers::redis::RedisClient;
-use crate::layers::retry::{RetryLayer, RetryPolicy};
+use crate::layers::retry::{RetryLayer, RetryPolicy, Spacing};
 use crate::layers::timeout::TimeoutLayer;
 use crate::layers::{stack, Answer, CallError, DepRequest, OperationStack, Reply};
 use crate::observe::{AttemptLabels, BreakerLabels, Journal, Metrics};
@@ -41,16 +43,22 @@ pub struct Instance {
     id: usize,
     stacks: Vec<Option<OperationStack>>,
     breakers: Vec<Option<Arc<BreakerCell>>>,
+    /// The `no_deadline_propagation` mistake: a call goes on after its caller has left.
+    detached: bool,
 }
 
 impl Instance {
-    /// Calls `op` for item `id` through its stack; `None` when the operation is not configured.
+    /// Calls `op` for item `id` through its stack, on behalf of a caller with `context`; `None` when the
+    /// operation is not configured. The call ends when the caller leaves (its future is dropped with the
+    /// request's), except with the `no_deadline_propagation` mistake, where it runs in a task of its own to the
+    /// end of its own timeouts and retries.
     async fn call(
         &self,
         op: Operation,
         id: &str,
         body: Bytes,
         idempotency_key: Option<String>,
+        context: CallContext,
     ) -> Option<Answer> {
         let stack = self.stacks[op.index()].clone()?;
         let req = DepRequest {
@@ -59,8 +67,14 @@ impl Instance {
             body,
             key: id.to_string(),
             idempotency_key,
+            context,
         };
-        match stack.oneshot(req).await {
+        let answer = if self.detached {
+            tokio::spawn(stack.oneshot(req)).await.ok()?
+        } else {
+            stack.oneshot(req).await
+        };
+        match answer {
             Ok(answer) => Some(answer),
             Err(never) => match never {},
         }
@@ -76,6 +90,8 @@ pub struct App {
     /// Distinguishes this process's idempotency keys from an earlier run's.
     run_id: u64,
     writes: AtomicU64,
+    /// Off with the `no_deadline_propagation` mistake.
+    propagate_deadline: bool,
 }
 
 impl App {
@@ -120,7 +136,13 @@ impl App {
                         retry_attempts,
                         retries_denied,
                     )
-                    .reconnecting_at_once(config.has(Mistake::InstantReconnect));
+                    .reconnecting_at_once(config.has(Mistake::InstantReconnect))
+                    .spaced(spacing(config));
+                    let hedges = metrics.attempts.get_or_create(&attempts("hedge")).clone();
+                    let hedge = c.hedge.map(|h| {
+                        HedgePolicy::new(h, timeout, retry.budget(), hedges)
+                            .uncancelled(config.has(Mistake::UncancelledHedges))
+                    });
                     // Each Redis operation of each instance has its own connection pool, as each has its own
                     // bulkhead; HTTP operations share the client's unbounded pool, gRPC ones the process's channel.
                     let dependency: Client = if op.is_redis() {
@@ -135,9 +157,7 @@ impl App {
                         Client::new(redis)
                     } else {
                         match &channel {
-                            Some(channel) => {
-                                Client::new(GrpcClient::new(channel.clone(), op, timeout))
-                            }
+                            Some(channel) => Client::new(GrpcClient::new(channel.clone(), op)),
                             None => {
                                 Client::new(DependencyClient::new(client.clone(), dependency_url))
                             }
@@ -151,6 +171,7 @@ impl App {
                             metrics.in_flight.get_or_create(&labels).clone(),
                         ),
                         RetryLayer::new(retry),
+                        HedgeLayer::new(hedge),
                         BreakerLayer::new(cell.clone(), labels),
                         FallbackLayer::new(op, c.fallback.clone(), metrics.clone(), i),
                     ));
@@ -160,6 +181,7 @@ impl App {
                     id: i,
                     stacks,
                     breakers,
+                    detached: config.has(Mistake::NoDeadlinePropagation),
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -170,6 +192,7 @@ impl App {
                 config.has(Mistake::UnboundedQueue),
                 metrics.admission.clone(),
             ),
+            propagate_deadline: !config.has(Mistake::NoDeadlinePropagation),
             instances,
             next: AtomicUsize::new(0),
             journal,
@@ -196,9 +219,29 @@ impl App {
         self.journal.metrics()
     }
 
+    /// The context of a request that arrives now with `headers`.
+    fn context(&self, headers: &HeaderMap) -> CallContext {
+        CallContext::from_headers(
+            headers,
+            tokio::time::Instant::now(),
+            self.propagate_deadline,
+        )
+    }
+
     fn idempotency_key(&self, instance: &Instance) -> String {
         let n = self.writes.fetch_add(1, Ordering::Relaxed);
         format!("demo-{:08x}-{}-{n}", self.run_id, instance.id)
+    }
+}
+
+/// When retries are sent: the `no_backoff` mistake wins over `no_jitter` when both are on.
+fn spacing(config: &DemoConfig) -> Spacing {
+    if config.has(Mistake::NoBackoff) {
+        Spacing::Immediate
+    } else if config.has(Mistake::NoJitter) {
+        Spacing::Lockstep
+    } else {
+        Spacing::Jittered
     }
 }
 
@@ -319,11 +362,16 @@ fn part(answer: &Answer) -> serde_json::Value {
     })
 }
 
-async fn product(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+async fn product(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let instance = app.pick();
+    let context = app.context(&headers);
     let (price, reviews) = tokio::join!(
-        instance.call(Operation::Pricing, &id, Bytes::new(), None),
-        instance.call(Operation::Reviews, &id, Bytes::new(), None),
+        instance.call(Operation::Pricing, &id, Bytes::new(), None, context),
+        instance.call(Operation::Reviews, &id, Bytes::new(), None, context),
     );
     // A client error (unknown item) or an unavailable part is the page's answer.
     for answer in [&price, &reviews].into_iter().flatten() {
@@ -367,11 +415,17 @@ async fn product(State(app): State<Arc<App>>, Path(id): Path<String>) -> Respons
         .into_response()
 }
 
-async fn checkout(State(app): State<Arc<App>>, body: Bytes) -> Response {
+async fn checkout(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -> Response {
     let instance = app.pick();
     let key = app.idempotency_key(instance);
     match instance
-        .call(Operation::Payments, "", body, Some(key))
+        .call(
+            Operation::Payments,
+            "",
+            body,
+            Some(key),
+            app.context(&headers),
+        )
         .await
     {
         Some(answer) => respond(answer),
@@ -379,10 +433,16 @@ async fn checkout(State(app): State<Arc<App>>, body: Bytes) -> Response {
     }
 }
 
-async fn report(State(app): State<Arc<App>>) -> Response {
+async fn report(State(app): State<Arc<App>>, headers: HeaderMap) -> Response {
     let instance = app.pick();
     match instance
-        .call(Operation::Report, "report", Bytes::new(), None)
+        .call(
+            Operation::Report,
+            "report",
+            Bytes::new(),
+            None,
+            app.context(&headers),
+        )
         .await
     {
         Some(answer) => respond(answer),
@@ -390,10 +450,20 @@ async fn report(State(app): State<Arc<App>>) -> Response {
     }
 }
 
-async fn account_read(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+async fn account_read(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let instance = app.pick();
     match instance
-        .call(Operation::AccountRead, &id, Bytes::new(), None)
+        .call(
+            Operation::AccountRead,
+            &id,
+            Bytes::new(),
+            None,
+            app.context(&headers),
+        )
         .await
     {
         Some(answer) => respond(answer),
@@ -404,12 +474,19 @@ async fn account_read(State(app): State<Arc<App>>, Path(id): Path<String>) -> Re
 async fn account_write(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let instance = app.pick();
     let key = app.idempotency_key(instance);
     match instance
-        .call(Operation::AccountWrite, &id, body, Some(key))
+        .call(
+            Operation::AccountWrite,
+            &id,
+            body,
+            Some(key),
+            app.context(&headers),
+        )
         .await
     {
         Some(answer) => respond(answer),
@@ -417,10 +494,16 @@ async fn account_write(
     }
 }
 
-async fn cart(State(app): State<Arc<App>>, Path(id): Path<String>) -> Response {
+async fn cart(State(app): State<Arc<App>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
     let instance = app.pick();
     match instance
-        .call(Operation::Cart, &id, Bytes::new(), None)
+        .call(
+            Operation::Cart,
+            &id,
+            Bytes::new(),
+            None,
+            app.context(&headers),
+        )
         .await
     {
         Some(answer) => respond(answer),

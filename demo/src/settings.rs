@@ -24,6 +24,67 @@ pub struct OperationConfig {
     pub breaker: BreakerConfig,
     /// Retries (max 0: none), wrapped by the breaker (seed 004).
     pub retries: RetryConfig,
+    /// Hedged calls; off unless set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hedge: Option<HedgeConfig>,
+}
+
+/// Hedging: when a call has not answered after `after`, another is sent (up to `max` extra); the first answer
+/// wins and the others are cancelled. Each hedge takes one retry from the operation's retry budget.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HedgeConfig {
+    /// How long to wait for an answer before the next hedge: `p95` (the running 95th percentile of the
+    /// operation's recent call latencies) or a duration (`100ms`).
+    #[schemars(with = "String")]
+    pub after: HedgeAfter,
+    /// Extra calls at most per attempt.
+    pub max: u32,
+}
+
+/// When a hedge is sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HedgeAfter {
+    /// The running p95 of the operation's recent call latencies.
+    P95,
+    /// A fixed delay.
+    Fixed(Dur),
+}
+
+impl std::str::FromStr for HedgeAfter {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "p95" => Ok(HedgeAfter::P95),
+            other => other
+                .parse::<Dur>()
+                .map(HedgeAfter::Fixed)
+                .map_err(|e| format!("expected p95 or a duration (100ms): {e}")),
+        }
+    }
+}
+
+impl std::fmt::Display for HedgeAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HedgeAfter::P95 => f.write_str("p95"),
+            HedgeAfter::Fixed(d) => write!(f, "{d}"),
+        }
+    }
+}
+
+impl Serialize for HedgeAfter {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HedgeAfter {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 /// The circuit breaker's parameters, in Resilience4j's vocabulary.

@@ -6,4 +6,5 @@ mod cli;
 mod e2e_faultd;
 mod grpc;
 mod https;
+mod propagation;
 mod service;

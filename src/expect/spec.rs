@@ -141,7 +141,7 @@ pub struct ExpectationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wasted_work_below: Option<Share>,
     /// Per SUT request (`true`): every call carried a deadline at most the caller's remaining budget at its
-    /// arrival (plus 5 ms for clocks and transit).
+    /// arrival (plus 10 ms for transit and a loaded host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deadline_propagated: Option<bool>,
     /// Per SUT request: the most calls of one request in flight at once, minus one, stay at or under this.

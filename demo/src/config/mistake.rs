@@ -53,11 +53,23 @@ pub enum Mistake {
     /// bound, instead of refusing the excess at once (admission control): the queue grows as long as the overload
     /// lasts, and once the wait passes the callers' timeout nothing useful is served.
     UnboundedQueue,
+    /// Seed 000's retry storm: a failed call is retried at once, so a request's calls come milliseconds apart
+    /// and hit the dependency while it is still failing.
+    NoBackoff,
+    /// Seed 000: retries wait exactly the backoff, with no randomness, so every caller who failed together
+    /// retries together, in lockstep.
+    NoJitter,
+    /// Seed 000 / 001: the caller's deadline is neither honoured nor sent on; each call keeps its own timeout
+    /// (and retries) after the caller has left, so the dependency serves answers nobody waits for.
+    NoDeadlinePropagation,
+    /// Seed 000's extra load at the worst moment, from hedges: a hedged call's losers are not cancelled, they run
+    /// to their end, doubling the load on a slow dependency.
+    UncancelledHedges,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 11] = [
+    pub const ALL: [Mistake; 15] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -69,6 +81,10 @@ impl Mistake {
         Mistake::CloseOnFirstSuccess,
         Mistake::InstantReconnect,
         Mistake::UnboundedQueue,
+        Mistake::NoBackoff,
+        Mistake::NoJitter,
+        Mistake::NoDeadlinePropagation,
+        Mistake::UncancelledHedges,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -85,6 +101,10 @@ impl Mistake {
             Mistake::CloseOnFirstSuccess => "close_on_first_success",
             Mistake::InstantReconnect => "instant_reconnect",
             Mistake::UnboundedQueue => "unbounded_queue",
+            Mistake::NoBackoff => "no_backoff",
+            Mistake::NoJitter => "no_jitter",
+            Mistake::NoDeadlinePropagation => "no_deadline_propagation",
+            Mistake::UncancelledHedges => "uncancelled_hedges",
         }
     }
 }

@@ -25,8 +25,9 @@ pub use overrides::{BreakerOverrides, OperationOverrides, RetryOverrides};
 
 use crate::admission::{AdmissionConfig, MAX_MAX_IN_FLIGHT};
 use crate::operation::Operation;
-use crate::settings::Fallback;
+use crate::settings::{Fallback, HedgeAfter, HedgeConfig};
 use crate::DemoError;
+use faultline_units::Dur;
 
 /// The whole demo configuration (the `sut: { demo: ... }` section of a scenario, or `--config demo.yaml`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -100,6 +101,9 @@ impl Default for DemoConfig {
 /// The most instances one process runs: each has its own pools and breakers, and 1,000 already covers seed 000's
 /// 60-instance example many times over.
 pub const MAX_INSTANCES: usize = 1_000;
+
+/// The most hedges one attempt may send: each is a whole extra call on the dependency.
+pub const MAX_HEDGES: u32 = 4;
 
 impl DemoConfig {
     /// Parses a YAML document (the demo section on its own) and validates it. `file` names the source in
@@ -227,6 +231,17 @@ impl DemoConfig {
                     "must be above 0s when retries.max > 0".into(),
                 );
             }
+            if let Some(h) = &c.hedge {
+                if h.max == 0 || h.max > MAX_HEDGES {
+                    return invalid(
+                        at("hedge.max"),
+                        format!("must be between 1 and {MAX_HEDGES}, got {}", h.max),
+                    );
+                }
+                if h.after == HedgeAfter::Fixed(Dur::ZERO) {
+                    return invalid(at("hedge.after"), "must be above 0s (or p95)".into());
+                }
+            }
         }
         Ok(())
     }
@@ -245,6 +260,13 @@ impl DemoConfig {
                 c.breaker.open_for = c.breaker.open_for.scaled(factor);
                 c.breaker.slow_call_duration = c.breaker.slow_call_duration.scaled(factor);
                 c.retries.backoff = c.retries.backoff.scaled(factor);
+                if let Some(HedgeConfig {
+                    after: HedgeAfter::Fixed(after),
+                    ..
+                }) = &mut c.hedge
+                {
+                    *after = after.scaled(factor);
+                }
                 if let Fallback::Unavailable { retry_after } = &mut c.fallback {
                     *retry_after = retry_after.scaled(factor);
                 }

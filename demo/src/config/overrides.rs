@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::operation::Operation;
-use crate::settings::{Fallback, OperationConfig};
+use crate::settings::{Fallback, HedgeConfig, OperationConfig};
 
 /// An operation as written: every field optional, the rest taken from the operation's recommended settings.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -24,6 +24,8 @@ pub struct OperationOverrides {
     pub breaker: Option<BreakerOverrides>,
     /// Overrides some retry parameters.
     pub retries: Option<RetryOverrides>,
+    /// Hedges the operation's calls (off unless set).
+    pub hedge: Option<HedgeConfig>,
 }
 
 /// A breaker as written: every field optional.
@@ -91,6 +93,9 @@ impl OperationOverrides {
             c.retries.max = r.max.unwrap_or(c.retries.max);
             c.retries.backoff = r.backoff.unwrap_or(c.retries.backoff);
             c.retries.budget = r.budget.unwrap_or(c.retries.budget);
+        }
+        if let Some(h) = self.hedge {
+            c.hedge = Some(h);
         }
         c
     }

@@ -4,7 +4,7 @@
 use faultline_units::{Dur, Share};
 
 use super::*;
-use crate::settings::RetryConfig;
+use crate::settings::{HedgeAfter, HedgeConfig, RetryConfig};
 
 fn ms(v: u64) -> Dur {
     Dur::from_millis(v)
@@ -234,4 +234,48 @@ fn the_json_schema_lists_every_operation_and_mistake() {
     for m in Mistake::ALL {
         assert!(schema.contains(m.name()), "{}", m.name());
     }
+}
+
+#[test]
+fn hedging_is_off_unless_set_and_reads_p95_or_a_duration() {
+    let c = DemoConfig::from_yaml("operations: { pricing: {} }", "d.yaml").unwrap();
+    assert_eq!(c.operations.pricing.unwrap().hedge, None);
+    let yaml = "operations: { pricing: { hedge: { after: p95, max: 1 } }, reviews: { hedge: { after: 100ms, max: 2 } } }";
+    let mut c = DemoConfig::from_yaml(yaml, "d.yaml").unwrap();
+    let hedge = |c: &DemoConfig, op| c.operations.get(op).unwrap().hedge.unwrap();
+    assert_eq!(
+        hedge(&c, Operation::Pricing),
+        HedgeConfig {
+            after: HedgeAfter::P95,
+            max: 1
+        }
+    );
+    assert_eq!(
+        hedge(&c, Operation::Reviews).after,
+        HedgeAfter::Fixed(ms(100))
+    );
+    c.scale_time(2.0);
+    assert_eq!(
+        hedge(&c, Operation::Reviews).after,
+        HedgeAfter::Fixed(ms(200))
+    );
+    assert_eq!(hedge(&c, Operation::Pricing).after, HedgeAfter::P95);
+    for (bad, field) in [
+        ("{ after: p95, max: 0 }", "operations.pricing.hedge.max"),
+        ("{ after: p95, max: 5 }", "operations.pricing.hedge.max"),
+        ("{ after: 0s, max: 1 }", "operations.pricing.hedge.after"),
+    ] {
+        let yaml = format!("operations: {{ pricing: {{ hedge: {bad} }} }}");
+        let err = DemoConfig::from_yaml(&yaml, "d.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field), "{bad}: {err}");
+    }
+    let err = DemoConfig::from_yaml(
+        "operations: { pricing: { hedge: { after: p99, max: 1 } } }",
+        "d.yaml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("expected p95 or a duration"), "{err}");
 }

@@ -215,21 +215,13 @@ where
 mod tests {
     use super::*;
     use crate::config::Mistake;
-    use crate::layers::mock::{ok, status, Dependency};
+    use crate::layers::mock::{get_price, ok, status, Dependency};
     use crate::observe::Metrics;
     use crate::operation::Operation;
-    use axum::http::Method;
-    use bytes::Bytes;
     use std::collections::BTreeSet;
 
     fn req() -> DepRequest {
-        DepRequest {
-            method: Method::GET,
-            path: "/price/1".into(),
-            body: Bytes::new(),
-            key: "1".into(),
-            idempotency_key: None,
-        }
+        get_price()
     }
 
     fn cell(journal: &Arc<Journal>) -> Arc<BreakerCell> {

@@ -112,6 +112,7 @@ mod tests {
             body: Bytes::new(),
             key: "1".into(),
             idempotency_key: None,
+            context: Default::default(),
         }
     }
 

@@ -1,6 +1,9 @@
 //! The innermost service: one HTTP call to the dependency with reqwest, its answer read in full, over cleartext or
 //! TLS (an `https://` dependency, trusted through the CA the demo is given).
 //!
+//! Each call carries the caller's trace id in a `traceparent` of its own (a new span id) and, when the caller's
+//! deadline is propagated, the attempt's remaining budget in `x-request-timeout` (see `context`).
+//!
 //! Not a limit of any kind: the connection pool is unbounded (idle connections kept per host without a cap), so
 //! the bulkhead is the only bound on calls in flight, as the seeds' arithmetic assumes.
 //!
@@ -21,6 +24,7 @@ use rustls::pki_types::CertificateDer;
 use tower::Service;
 
 use super::{CallError, DepRequest, Reply};
+use crate::context::{deadline_header, DEADLINE_HEADER, TRACEPARENT};
 use crate::DemoError;
 
 /// A reqwest client sized for the demo: no proxy (the dependency is on loopback), no cap on connections per
@@ -109,6 +113,12 @@ impl Service<DepRequest> for DependencyClient {
         }
         if let Some(key) = &req.idempotency_key {
             builder = builder.header("Idempotency-Key", key.as_str());
+        }
+        if let Some(parent) = req.context.child_traceparent() {
+            builder = builder.header(TRACEPARENT, parent);
+        }
+        if let Some(budget) = req.context.call_budget(tokio::time::Instant::now()) {
+            builder = builder.header(DEADLINE_HEADER, deadline_header(budget));
         }
         Box::pin(async move {
             let response = builder

@@ -196,6 +196,7 @@ mod tests {
             body: Bytes::new(),
             key: id.into(),
             idempotency_key: None,
+            context: Default::default(),
         }
     }
 

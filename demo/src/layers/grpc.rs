@@ -15,8 +15,10 @@
 //! the bulkhead bounds the calls in flight; a stream past the dependency's SETTINGS_MAX_CONCURRENT_STREAMS waits
 //! inside h2 for a free one, and the timeout layer bounds that wait.
 //!
-//! Each call carries `grpc-timeout` set to the operation's timeout, so a dependency that honours deadlines ends
-//! the call with DEADLINE_EXCEEDED when the demo stops waiting for it.
+//! Each call carries `grpc-timeout` set to the attempt's deadline (the operation's timeout, or the caller's
+//! remaining budget when that is shorter), so a dependency that honours deadlines ends the call with
+//! DEADLINE_EXCEEDED when the demo stops waiting for it; none with the `no_deadline_propagation` mistake. It
+//! carries the caller's trace id in a `traceparent` of its own, as every call does.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -212,17 +214,15 @@ impl GrpcChannel {
 pub struct GrpcClient {
     channel: GrpcChannel,
     method: &'static str,
-    deadline: Option<HeaderValue>,
 }
 
 impl GrpcClient {
-    /// Calls `op`'s method; `timeout` (the operation's, `None` with the `no_timeout` mistake) is sent as the
-    /// call's deadline.
-    pub fn new(channel: GrpcChannel, op: Operation, timeout: Option<Duration>) -> Self {
+    /// Calls `op`'s method; each call's deadline is the one the timeout layer set for the attempt (none with the
+    /// `no_timeout` mistake).
+    pub fn new(channel: GrpcChannel, op: Operation) -> Self {
         GrpcClient {
             channel,
             method: method(op),
-            deadline: timeout.map(grpc_timeout),
         }
     }
 
@@ -231,8 +231,11 @@ impl GrpcClient {
         let mut builder = Request::post(uri)
             .header(CONTENT_TYPE, "application/grpc")
             .header(TE, "trailers");
-        if let Some(d) = &self.deadline {
-            builder = builder.header("grpc-timeout", d.clone());
+        if let Some(budget) = req.context.call_budget(tokio::time::Instant::now()) {
+            builder = builder.header("grpc-timeout", grpc_timeout(budget));
+        }
+        if let Some(parent) = req.context.child_traceparent() {
+            builder = builder.header(crate::context::TRACEPARENT, parent);
         }
         if let Some(key) = &req.idempotency_key {
             builder = builder.header("idempotency-key", key.as_str());
@@ -382,6 +385,37 @@ mod tests {
         assert_eq!(
             status_of(&HeaderMap::new(), &HeaderMap::new()).0,
             GrpcCode::INTERNAL
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_carries_the_callers_trace_id_and_the_attempts_remaining_deadline() {
+        let client = GrpcClient::new(GrpcChannel::new("127.0.0.1:9"), Operation::Pricing);
+        let parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let now = tokio::time::Instant::now();
+        let mut req = DepRequest {
+            method: axum::http::Method::GET,
+            path: "/price/1".into(),
+            body: Bytes::new(),
+            key: "1".into(),
+            idempotency_key: None,
+            context: crate::context::CallContext {
+                trace: crate::context::TraceParent::parse(parent),
+                deadline: Some(now + Duration::from_millis(400)),
+                attempt_deadline: Some(now + Duration::from_millis(120)),
+                send_deadline: true,
+            },
+        };
+        let sent = client.request(&req).unwrap();
+        assert_eq!(sent.headers()["grpc-timeout"], "120m");
+        let child = sent.headers()["traceparent"].to_str().unwrap();
+        assert_eq!(&child[..36], &parent[..36], "same version and trace id");
+        assert_ne!(&child[36..52], &parent[36..52], "a span id of its own");
+        req.context.send_deadline = false;
+        let sent = client.request(&req).unwrap();
+        assert!(
+            !sent.headers().contains_key("grpc-timeout"),
+            "no deadline with no_deadline_propagation"
         );
     }
 }

@@ -1,11 +1,12 @@
 //! The resilience layers around each dependency call, as tower layers (linkerd2-proxy's shape): each does one
 //! thing, is tested alone against a mock service, and the stack is composed in one place ([`stack`]).
 //!
-//! Outermost first: fallback -> breaker -> retry (with budget) -> bulkhead -> timeout -> client (HTTP, gRPC, or
-//! Redis through its connection pool). The breaker wraps the retries (seed 004: "circuit breaker wraps retry
+//! Outermost first: fallback -> breaker -> retry (with budget) -> hedge -> bulkhead -> timeout -> client (HTTP,
+//! gRPC, or Redis through its connection pool). The breaker wraps the retries (seed 004: "circuit breaker wraps retry
 //! logic, not vice versa"), so one user call is one breaker outcome however many attempts it took; every attempt
 //! takes a bulkhead slot and has its own timeout, because every attempt holds a connection (or a stream) to the
-//! dependency.
+//! dependency. A hedge is an attempt too: the hedge layer sits under the retries, so each retry may be hedged and
+//! each hedge takes its own slot and timeout.
 //!
 //! Not for HTTP routing or page assembly (that is `service`), and not for the breaker's decisions (that is
 //! `breaker`, pure logic): the breaker layer only asks and reports.
@@ -15,6 +16,7 @@ pub mod bulkhead;
 pub mod client;
 pub mod fallback;
 pub mod grpc;
+pub mod hedge;
 pub mod redis;
 pub mod retry;
 pub mod timeout;
@@ -40,6 +42,8 @@ pub struct DepRequest {
     /// Sent as `Idempotency-Key` on every attempt, so a retried write can be de-duplicated by the dependency
     /// (seed 000: at-least-once delivery produces duplicates).
     pub idempotency_key: Option<String>,
+    /// The caller's trace context and deadline, passed on to the dependency.
+    pub context: crate::context::CallContext,
 }
 
 /// What the dependency answered (2xx to 4xx: a 5xx is a [`CallError::Status`]).
@@ -157,6 +161,7 @@ pub fn stack<C>(
     timeout: timeout::TimeoutLayer,
     bulkhead: bulkhead::BulkheadLayer,
     retry: retry::RetryLayer,
+    hedge: hedge::HedgeLayer,
     breaker: breaker::BreakerLayer,
     fallback: fallback::FallbackLayer,
 ) -> OperationStack
@@ -172,6 +177,7 @@ where
         .layer(fallback)
         .layer(breaker)
         .layer(retry)
+        .layer(hedge)
         .layer(bulkhead)
         .layer(timeout)
         .service(client);
@@ -208,6 +214,18 @@ pub(crate) mod mock {
             body: Bytes::from_static(body.as_bytes()),
             content_type: None,
         })
+    }
+
+    /// `GET /price/1`, with no context from a caller.
+    pub fn get_price() -> DepRequest {
+        DepRequest {
+            method: Method::GET,
+            path: "/price/1".into(),
+            body: Bytes::new(),
+            key: "1".into(),
+            idempotency_key: None,
+            context: Default::default(),
+        }
     }
 
     pub fn status(code: u16) -> Result<Reply, CallError> {

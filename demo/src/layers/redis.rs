@@ -121,6 +121,7 @@ mod tests {
             body: Bytes::new(),
             key: "1".into(),
             idempotency_key: None,
+            context: Default::default(),
         };
         let err = client.call(req).await.unwrap_err();
         assert!(matches!(err, CallError::Transport(_)), "{err:?}");

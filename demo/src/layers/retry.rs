@@ -3,8 +3,13 @@
 //!
 //! Not for 4xx (the request is wrong, repeating it will not help), a full bulkhead or a breaker refusal, and not
 //! for deduplication: a retried write carries the same `Idempotency-Key`, and the dependency must honour it.
+//! No retry is sent once the caller's deadline has passed, or would pass during the backoff: it would be work for
+//! nobody (with the `no_deadline_propagation` mistake the demo does not know the deadline, and retries anyway).
+//! The budget is shared with the hedge layer: a hedge is an extra call like a retry, and takes one from it.
+//!
 //! The `unbudgeted_retries` mistake retries every retryable failure up to `max`, whatever the budget says. The
-//! `instant_reconnect` mistake retries a failed TLS handshake at once, [`INSTANT_RECONNECTS`] times, before the
+//! `no_backoff` mistake retries at once; `no_jitter` waits exactly the backoff, so callers who failed together
+//! retry together (seed 000's lockstep). The `instant_reconnect` mistake retries a failed TLS handshake at once, [`INSTANT_RECONNECTS`] times, before the
 //! policy is even asked: no backoff, no budget, whatever `max` says.
 
 use std::future::Future;
@@ -68,13 +73,45 @@ pub fn backoff(base: Duration, retry: u32, jitter: f64) -> Duration {
     exponential.mul_f64(jitter.clamp(0.5, 1.0))
 }
 
+/// One operation's retry budget, shared by its retry and hedge layers.
+pub type SharedBudget = Arc<Mutex<RetryBudget>>;
+
+/// Takes one extra call (a retry or a hedge) from `budget`, if it has one.
+pub fn withdraw(budget: &SharedBudget) -> bool {
+    budget.lock().map(|mut b| b.try_withdraw()).unwrap_or(false)
+}
+
+/// The retry mistakes that change when a retry is sent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Spacing {
+    /// Exponential backoff with jitter in [50%, 100%] of it (recommended).
+    #[default]
+    Jittered,
+    /// Exactly the backoff: the `no_jitter` mistake.
+    Lockstep,
+    /// At once: the `no_backoff` mistake.
+    Immediate,
+}
+
+impl Spacing {
+    /// The wait before retry number `retry`.
+    pub fn delay(self, base: Duration, retry: u32) -> Duration {
+        match self {
+            Spacing::Jittered => backoff(base, retry, rand::rng().random_range(0.5..=1.0)),
+            Spacing::Lockstep => backoff(base, retry, 1.0),
+            Spacing::Immediate => Duration::ZERO,
+        }
+    }
+}
+
 /// The retry settings and counters shared by every clone of one operation's retry service.
 #[derive(Debug)]
 pub struct RetryPolicy {
     max: u32,
     base: Duration,
-    budget: Mutex<RetryBudget>,
+    budget: SharedBudget,
     unbudgeted: bool,
+    spacing: Spacing,
     instant_reconnect: bool,
     first: Counter,
     retried: Counter,
@@ -94,8 +131,9 @@ impl RetryPolicy {
         RetryPolicy {
             max: config.max,
             base: config.backoff.get(),
-            budget: Mutex::new(RetryBudget::new(config.budget.fraction())),
+            budget: Arc::new(Mutex::new(RetryBudget::new(config.budget.fraction()))),
             unbudgeted,
+            spacing: Spacing::Jittered,
             instant_reconnect: false,
             first,
             retried,
@@ -109,6 +147,17 @@ impl RetryPolicy {
         self
     }
 
+    /// With the `no_backoff` or `no_jitter` mistake: when retries are sent.
+    pub fn spaced(mut self, spacing: Spacing) -> Self {
+        self.spacing = spacing;
+        self
+    }
+
+    /// The operation's budget, for the hedge layer to share; `None` with `unbudgeted_retries`, which ignores it.
+    pub fn budget(&self) -> Option<SharedBudget> {
+        (!self.unbudgeted).then(|| self.budget.clone())
+    }
+
     fn deposit(&self) {
         if let Ok(mut b) = self.budget.lock() {
             b.deposit();
@@ -119,11 +168,7 @@ impl RetryPolicy {
         if self.unbudgeted {
             return true;
         }
-        let allowed = self
-            .budget
-            .lock()
-            .map(|mut b| b.try_withdraw())
-            .unwrap_or(false);
+        let allowed = withdraw(&self.budget);
         if !allowed {
             self.denied.inc();
         }
@@ -188,11 +233,14 @@ where
                     Err(e) if e.is_retryable() => {}
                     _ => break,
                 }
+                let delay = policy.spacing.delay(policy.base, retry);
+                if req.context.given_up_by(tokio::time::Instant::now() + delay) {
+                    break;
+                }
                 if !policy.may_retry() {
                     break;
                 }
-                let jitter = rand::rng().random_range(0.5..=1.0);
-                tokio::time::sleep(backoff(policy.base, retry, jitter)).await;
+                tokio::time::sleep(delay).await;
                 policy.retried.inc();
                 result = attempt(inner.clone(), &req, &policy).await;
             }
@@ -235,6 +283,7 @@ mod tests {
             body: Bytes::from_static(b"{}"),
             key: String::new(),
             idempotency_key: Some("k-1".into()),
+            context: Default::default(),
         }
     }
 
@@ -447,5 +496,80 @@ mod tests {
         let _ = layer.layer(dep.clone()).oneshot(req()).await;
         assert_eq!(dep.calls(), 3);
         assert_eq!(retried.get(), 2);
+    }
+
+    fn spaced(spacing: Spacing) -> RetryLayer {
+        RetryLayer::new(
+            RetryPolicy::new(
+                &config(2, 1.0),
+                false,
+                Counter::default(),
+                Counter::default(),
+                Counter::default(),
+            )
+            .spaced(spacing),
+        )
+    }
+
+    /// How long one request takes against a dependency failing every call in 10 ms, with two retries.
+    async fn failing_request(layer: &RetryLayer, req: DepRequest) -> (Duration, usize) {
+        let dep = Dependency::new(|_| (Duration::from_millis(10), status(503)));
+        let start = tokio::time::Instant::now();
+        let _ = layer.layer(dep.clone()).oneshot(req).await;
+        (start.elapsed(), dep.calls())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_backoff_retries_the_moment_a_call_fails() {
+        let (elapsed, calls) = failing_request(&spaced(Spacing::Immediate), req()).await;
+        assert_eq!(calls, 3);
+        assert_eq!(
+            elapsed,
+            Duration::from_millis(30),
+            "three 10 ms calls back to back"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_jitter_retries_exactly_at_the_backoff_so_every_request_keeps_the_same_step() {
+        for _ in 0..20 {
+            let (elapsed, calls) = failing_request(&spaced(Spacing::Lockstep), req()).await;
+            assert_eq!(calls, 3);
+            assert_eq!(elapsed, Duration::from_millis(30 + 50 + 100));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn jittered_retries_spread_between_half_and_all_of_the_backoff() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..20 {
+            let (elapsed, _) = failing_request(&spaced(Spacing::Jittered), req()).await;
+            assert!(
+                elapsed >= Duration::from_millis(30 + 25 + 50)
+                    && elapsed <= Duration::from_millis(30 + 50 + 100),
+                "{elapsed:?}"
+            );
+            seen.insert(elapsed);
+        }
+        assert!(
+            seen.len() > 10,
+            "20 requests, {} distinct timings",
+            seen.len()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_retry_is_sent_that_would_start_after_the_caller_gave_up() {
+        let with_deadline = |ms: u64| {
+            let mut r = req();
+            r.context.deadline = Some(tokio::time::Instant::now() + Duration::from_millis(ms));
+            r
+        };
+        // 10 ms call + a 50 ms backoff ends at 60 ms, within 100 ms; the second retry would start at 170 ms.
+        let (_, calls) = failing_request(&spaced(Spacing::Lockstep), with_deadline(100)).await;
+        assert_eq!(calls, 2);
+        // 10 ms call + at least 25 ms of backoff passes a 30 ms deadline: no retry at all.
+        let (elapsed, calls) = failing_request(&spaced(Spacing::Jittered), with_deadline(30)).await;
+        assert_eq!((calls, elapsed), (1, Duration::from_millis(10)));
     }
 }

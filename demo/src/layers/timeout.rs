@@ -1,8 +1,12 @@
 //! Timeout layer: bounds one attempt at the dependency, so a slow dependency turns into a failure the breaker can
 //! count instead of a wait that holds a pool slot (seed 000: "a call with no timeout never produces a failure").
 //!
+//! Each attempt also ends when the caller's deadline does (its `x-request-timeout`, see `context`): an answer
+//! after the caller has gone is work for nobody, and an attempt that would start after it is not sent at all.
+//! The attempt's own deadline, the earlier of the two, is what the client sends to the dependency.
+//!
 //! Not for the whole user request (retries each get their own timeout) and not for connect tuning. With the
-//! `no_timeout` mistake the layer passes calls through unbounded.
+//! `no_timeout` mistake the layer passes calls through unbounded, whatever the caller's deadline.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -56,17 +60,21 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: DepRequest) -> Self::Future {
+    fn call(&mut self, mut req: DepRequest) -> Self::Future {
         let inner = self.inner.clone();
-        let limit = self.limit;
+        let Some(own) = self.limit else {
+            return Box::pin(inner.oneshot(req));
+        };
+        let now = tokio::time::Instant::now();
+        let limit = req.context.remaining(now).map_or(own, |left| left.min(own));
+        req.context.attempt_deadline = Some(now + limit);
         Box::pin(async move {
-            let attempt = inner.oneshot(req);
-            match limit {
-                None => attempt.await,
-                Some(limit) => tokio::time::timeout(limit, attempt)
-                    .await
-                    .unwrap_or(Err(CallError::Timeout(limit))),
+            if limit.is_zero() {
+                return Err(CallError::Timeout(limit));
             }
+            tokio::time::timeout(limit, inner.oneshot(req))
+                .await
+                .unwrap_or(Err(CallError::Timeout(limit)))
         })
     }
 }
@@ -74,18 +82,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layers::mock::{ok, Dependency};
-    use axum::http::Method;
+    use crate::layers::mock::{get_price, ok, Dependency};
     use bytes::Bytes;
 
     fn req() -> DepRequest {
-        DepRequest {
-            method: Method::GET,
-            path: "/price/1".into(),
-            body: Bytes::new(),
-            key: "1".into(),
-            idempotency_key: None,
-        }
+        get_price()
     }
 
     #[tokio::test(start_paused = true)]
@@ -106,6 +107,52 @@ mod tests {
             svc.oneshot(req()).await.unwrap().body,
             Bytes::from_static(b"on time")
         );
+    }
+
+    fn with_deadline(ms: u64) -> DepRequest {
+        let mut r = req();
+        r.context.deadline = Some(tokio::time::Instant::now() + Duration::from_millis(ms));
+        r.context.send_deadline = true;
+        r
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_ends_with_the_callers_deadline_when_it_comes_first_and_carries_it() {
+        let dep = Dependency::new(|_| (Duration::from_secs(2), ok("late")));
+        let svc = TimeoutLayer::new(Some(Duration::from_millis(250))).layer(dep.clone());
+        let start = tokio::time::Instant::now();
+        let result = svc.oneshot(with_deadline(100)).await;
+        assert_eq!(result, Err(CallError::Timeout(Duration::from_millis(100))));
+        assert_eq!(start.elapsed(), Duration::from_millis(100));
+        let sent = dep.seen.lock().unwrap()[0].context;
+        assert_eq!(
+            sent.call_budget(start),
+            Some(Duration::from_millis(100)),
+            "the dependency is told the caller's remaining budget"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_own_timeout_is_sent_when_it_is_shorter_than_the_callers_budget() {
+        let dep = Dependency::new(|_| (Duration::from_millis(1), ok("fast")));
+        let svc = TimeoutLayer::new(Some(Duration::from_millis(250))).layer(dep.clone());
+        let start = tokio::time::Instant::now();
+        svc.oneshot(with_deadline(1_000)).await.unwrap();
+        let sent = dep.seen.lock().unwrap()[0].context;
+        assert_eq!(sent.call_budget(start), Some(Duration::from_millis(250)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn no_attempt_starts_once_the_caller_has_given_up() {
+        let dep = Dependency::new(|_| (Duration::from_millis(1), ok("nobody waits")));
+        let svc = TimeoutLayer::new(Some(Duration::from_millis(250))).layer(dep.clone());
+        let r = with_deadline(50);
+        tokio::time::advance(Duration::from_millis(60)).await;
+        assert_eq!(
+            svc.oneshot(r).await,
+            Err(CallError::Timeout(Duration::ZERO))
+        );
+        assert_eq!(dep.calls(), 0);
     }
 
     #[tokio::test(start_paused = true)]

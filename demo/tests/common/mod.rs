@@ -23,6 +23,10 @@ pub struct Route {
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
     pub keys: Mutex<Vec<String>>,
+    /// Per call: its `traceparent` and `x-request-timeout`, as received.
+    pub propagated: Mutex<Vec<(Option<String>, Option<String>)>>,
+    /// Per call, once it ended: how long it lasted and whether it was answered (not abandoned by the demo).
+    pub ended: Mutex<Vec<(Duration, bool)>>,
 }
 
 #[derive(Default)]
@@ -55,11 +59,24 @@ impl Fake {
     }
 }
 
-struct Leave<'a>(&'a AtomicUsize);
+struct Leave<'a> {
+    route: &'a Route,
+    start: std::time::Instant,
+    answered: bool,
+}
 impl Drop for Leave<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        self.route.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let entry = (self.start.elapsed(), self.answered);
+        self.route.ended.lock().unwrap().push(entry);
     }
+}
+
+fn header(req: &Request, name: &str) -> Option<String> {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> axum::response::Response {
@@ -84,13 +101,23 @@ async fn handle(State(fake): State<Arc<Fake>>, req: Request) -> axum::response::
     {
         route.keys.lock().unwrap().push(key.to_string());
     }
+    let propagated = (
+        header(&req, "traceparent"),
+        header(&req, "x-request-timeout"),
+    );
+    route.propagated.lock().unwrap().push(propagated);
     route.calls.fetch_add(1, Ordering::SeqCst);
     let now = route.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     route.max_in_flight.fetch_max(now, Ordering::SeqCst);
-    let _leave = Leave(&route.in_flight);
+    let mut leave = Leave {
+        route,
+        start: std::time::Instant::now(),
+        answered: false,
+    };
     let delay = *route.delay.lock().unwrap();
     let status = *route.status.lock().unwrap();
     tokio::time::sleep(delay).await;
+    leave.answered = true;
     let body = Bytes::from(format!("{{\"path\":\"{path}\"}}"));
     (
         StatusCode::from_u16(status).unwrap(),

@@ -310,8 +310,11 @@ fn deadlines(followed: &Calls<'_>, timeout: Duration) -> Judged {
         .iter()
         .filter(|(_, calls)| !calls.is_empty())
         .map(|(f, calls)| {
-            // The caller's deadline: its due time plus the budget its deadline header gave.
-            let due = ms(f.request.intended.get()) + ms(timeout);
+            // The caller's deadline: the budget its deadline header gave, counted from when loadgen sent it (its
+            // timer starts there, so its own lateness in sending is not the SUT's to propagate).
+            let intended = f.request.intended.get();
+            let start = f.request.sent.map_or(intended, |s| s.get().max(intended));
+            let due = ms(start) + ms(timeout);
             let mut broken = 0usize;
             let mut what = format!("{} calls, each within its caller's budget", calls.len());
             for c in calls {

@@ -19,8 +19,9 @@ use crate::correlate::{Followed, Join};
 use crate::record::RunRecord;
 use figures::Judged;
 
-/// The tolerance of `deadline_propagated` for the clocks and the transit between the SUT and faultd.
-pub const DEADLINE_TOLERANCE_MS: f64 = 5.0;
+/// The tolerance of `deadline_propagated`: the transit from loadgen to the SUT and from the SUT to faultd, which a
+/// loaded host stretches to a few milliseconds, is no SUT's to subtract from the budget it passes on.
+pub const DEADLINE_TOLERANCE_MS: f64 = 10.0;
 
 /// How many of the worst requests a verdict names.
 const WORST: usize = 5;

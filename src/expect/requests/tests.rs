@@ -238,6 +238,19 @@ fn deadline_propagated_fails_on_a_missing_deadline_or_one_over_the_budget_left()
         resolve_error("{ dependency: pricing, deadline_propagated: false }")
             .contains("takes `true`")
     );
+    // loadgen sent it 30 ms late and its timer starts there: a deadline of 985 ms at 40 ms from the due time is
+    // within the 990 ms left of its budget, though 55 ms over what was left from the due time.
+    let (late, mut late_calls) = retried(3, 10_000.0, 900.0, &[40.0], 10.0);
+    let late = RequestTrace {
+        sent: Some(faultline_units::Dur(s(10.030))),
+        ..late
+    };
+    late_calls[0].deadline = Some(faultline_units::Dur(Duration::from_millis(985)));
+    let v = judged(
+        "{ dependency: pricing, deadline_propagated: true }",
+        &run(vec![(late, late_calls)]),
+    );
+    assert_outcome(&v, Outcome::Pass);
 }
 
 /// Request `trace` with a first call from 0 to `first_end` and a hedge from `hedge_at` to `hedge_end` (ms from
