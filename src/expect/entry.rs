@@ -10,6 +10,7 @@ use faultline_units::{Dur, GrpcCode, Rate, Share};
 
 use super::breaker::BreakerCheck;
 use super::dependency::{Counted, DependencyCheck};
+use super::instances::InstanceEntry;
 use super::spec::{ExpectationSpec, Names, WhileOpen};
 use super::sut::{Percentile, ShareOf, SutCheck};
 use super::{Check, Expectation};
@@ -41,6 +42,18 @@ pub const CHECKS: &[(&str, &[&str])] = &[
         "handshakes_per_request_at_most",
         &["dependency", "during", "over"],
     ),
+    (
+        "ejected_within",
+        &["dependency", "instance", "after", "share_below", "over"],
+    ),
+    (
+        "returned_within",
+        &["dependency", "instance", "after", "share_above", "over"],
+    ),
+    (
+        "healthy_in_flight_below",
+        &["dependency", "instance", "during"],
+    ),
     ("sut_latency", &["below", "during", "while_open", "over"]),
     ("sut_share", &["above", "below", "during", "over"]),
     ("unmatched_calls_at_most", &[]),
@@ -57,6 +70,8 @@ pub enum Entry<'a> {
     Sut(SutEntry<'a>),
     /// Calls on no route of the dependency, at most this many.
     Unmatched(u64),
+    /// The instances of a dependency route (`instances: N`).
+    Instances(InstanceEntry<'a>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -202,6 +217,9 @@ impl<'a> Entry<'a> {
         if let Some(at_most) = spec.unmatched_calls_at_most {
             return Ok(Entry::Unmatched(at_most));
         }
+        if let Some(entry) = InstanceEntry::read(spec) {
+            return entry.map(Entry::Instances);
+        }
         if let Some(route) = &spec.dependency {
             return dependency(spec).map(|d| Entry::Dependency(route, d));
         }
@@ -219,6 +237,9 @@ impl<'a> Entry<'a> {
             Entry::Unmatched(at_most) => {
                 Ok(Check::Dependency(DependencyCheck::Unmatched { at_most }))
             }
+            Entry::Instances(i) => i
+                .resolve(&|f, n| r.route(f, n), &|f, n| r.phase(f, n))
+                .map(Check::Instances),
         }
     }
 }
@@ -334,9 +355,11 @@ fn check_window(spec: &ExpectationSpec) -> Result<(), String> {
         && spec.sut_latency.is_none()
         && spec.sut_share.is_none()
         && spec.handshakes_per_request_at_most.is_none()
+        && spec.ejected_within.is_none()
+        && spec.returned_within.is_none()
     {
         return Err(
-            "`over` (a sliding window) applies to `sut_latency`, `sut_share` and `handshakes_per_request_at_most` only".into(),
+            "`over` (a sliding window) applies to `sut_latency`, `sut_share`, `handshakes_per_request_at_most`, `ejected_within` and `returned_within` only".into(),
         );
     }
     match spec.over {

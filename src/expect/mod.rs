@@ -7,7 +7,8 @@
 //!
 //! One file per family: `breaker` (when it opens and closes, how it flaps, how many probes it lets through),
 //! `dependency` (calls in flight, the call rate while open, retry amplification, TLS handshakes per request) and
-//! `sut` (latency percentiles and outcome shares, whole or over sliding windows). `spec` is the format as written,
+//! `sut` (latency percentiles and outcome shares, whole or over sliding windows), `instances` (an instance of a
+//! route ejected and returned, the healthy instances' calls in flight). `spec` is the format as written,
 //! `entry` the one check an entry holds and its resolution. An [`Expectation`] carries its id, its abort flag and
 //! its check, and judges itself: [`Expectation::evaluate`] on a finished run, [`Expectation::decide`] while the run
 //! goes on.
@@ -15,6 +16,7 @@
 pub mod breaker;
 pub mod dependency;
 pub mod entry;
+pub mod instances;
 mod probes;
 pub mod spec;
 pub mod sut;
@@ -29,6 +31,7 @@ use crate::record::{PhaseSpan, RunRecord};
 
 pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
+pub use instances::InstanceCheck;
 pub use spec::{ExpectationSpec, Names, WhileOpen};
 pub use sut::{Percentile, ShareOf, SutCheck};
 pub use words::{ms, secs};
@@ -52,6 +55,7 @@ pub enum Check {
     Breaker(BreakerCheck),
     Dependency(DependencyCheck),
     Sut(SutCheck),
+    Instances(InstanceCheck),
 }
 
 impl Check {
@@ -61,6 +65,7 @@ impl Check {
             Check::Breaker(c) => c.name(),
             Check::Dependency(c) => c.name(),
             Check::Sut(c) => c.name(),
+            Check::Instances(c) => c.name(),
         }
     }
 
@@ -70,6 +75,7 @@ impl Check {
             Check::Breaker(c) => c.decidable_live(),
             Check::Dependency(c) => c.decidable_live(),
             Check::Sut(c) => c.decidable_live(),
+            Check::Instances(c) => c.decidable_live(),
         }
     }
 
@@ -78,6 +84,7 @@ impl Check {
             Check::Breaker(c) => c.evaluate(name, record),
             Check::Dependency(c) => c.evaluate(name, record),
             Check::Sut(c) => c.evaluate(name, record),
+            Check::Instances(c) => c.evaluate(name, record),
         }
     }
 
@@ -86,6 +93,7 @@ impl Check {
             Check::Breaker(c) => c.decide(name, record),
             Check::Dependency(c) => c.decide(name, record),
             Check::Sut(c) => c.decide(name, record),
+            Check::Instances(c) => c.decide(name, record),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! Not for what an entry means: `entry` reads it as the one check it holds and resolves its names into an
 //! [`Expectation`](super::Expectation), which evaluates itself on a recording.
 
-use faultline_units::{Dur, GrpcCode, Rate};
+use faultline_units::{Dur, GrpcCode, Rate, Share};
 use serde::{Deserialize, Serialize};
 
 /// One entry of the scenario's `expect:` list, as written. Exactly one subject (`breaker`, `dependency`,
@@ -95,6 +95,29 @@ pub struct ExpectationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshakes_per_request_at_most: Option<f64>,
 
+    /// With `dependency`: the instance (numbered from 1) of a route served by several (`instances: N`) that
+    /// `ejected_within` and `returned_within` judge, or that `healthy_in_flight_below` leaves out (the sick one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<u32>,
+    /// The instance's share of the instances' calls falls below `share_below` over some window (`over`, 1s by
+    /// default) that ends within this long after the phase named by `after` begins: it was ejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ejected_within: Option<Dur>,
+    /// The instance's share rises above `share_above` over some window that ends within this long after the phase
+    /// named by `after` begins: it came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned_within: Option<Dur>,
+    /// With `ejected_within`: the share of the calls below which the instance counts as ejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_below: Option<Share>,
+    /// With `returned_within`: the share of the calls above which the instance counts as back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_above: Option<Share>,
+    /// Calls in flight at each instance of the route (but `instance`, if given) stay below this in the phase named
+    /// by `during` (or the run): the healthy instances absorb a sick one's share within their capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_in_flight_below: Option<u64>,
+
     /// Upper bound for `sut_latency` (a duration) or `sut_share` (a share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub below: Option<String>,
@@ -154,6 +177,8 @@ impl ExpectationSpec {
         for d in [
             &mut self.opens_within,
             &mut self.closes_within,
+            &mut self.ejected_within,
+            &mut self.returned_within,
             &mut self.over,
         ]
         .into_iter()
