@@ -162,6 +162,13 @@ impl Scenario {
                     .filter_map(|d| d.redis.as_ref())
                     .map(|v| ("sut.demo.redis", v)),
             )
+            .chain(
+                sut.demo
+                    .iter()
+                    .flat_map(|d| d.operations.configured())
+                    .flat_map(|(_, c)| c.endpoints.iter())
+                    .map(|v| ("sut.demo.operations", v)),
+            )
             .collect();
         for (field, value) in &texts {
             if let Err(name) = Placeholders::check(value, &known) {

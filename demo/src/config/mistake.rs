@@ -49,11 +49,14 @@ pub enum Mistake {
     /// attempt, with no backoff and no budget, so an expired certificate is met with a handful of new handshakes for
     /// every call.
     InstantReconnect,
+    /// Seed 002 / 001: calls are balanced over an operation's `endpoints` with no outlier ejection, so one sick
+    /// instance of three fails a third of the calls and opens the breaker over the whole dependency for everyone.
+    NoOutlierEjection,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 10] = [
+    pub const ALL: [Mistake; 11] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -64,6 +67,7 @@ impl Mistake {
         Mistake::UnbudgetedRetries,
         Mistake::CloseOnFirstSuccess,
         Mistake::InstantReconnect,
+        Mistake::NoOutlierEjection,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -79,6 +83,7 @@ impl Mistake {
             Mistake::UnbudgetedRetries => "unbudgeted_retries",
             Mistake::CloseOnFirstSuccess => "close_on_first_success",
             Mistake::InstantReconnect => "instant_reconnect",
+            Mistake::NoOutlierEjection => "no_outlier_ejection",
         }
     }
 }
