@@ -4,7 +4,7 @@
 //! without their calls in flight passing a bound.
 //!
 //! A share is measured over sliding windows of whole recorded buckets (`over`, 1 s unless written): the instance's
-//! arrivals over all the instances' arrivals in the window. Every figure is counted by faultd at the instances'
+//! arrivals over all the instances' arrivals in the window, in windows of at least [`MIN_WINDOW_CALLS`] calls. Every figure is counted by faultd at the instances'
 //! listeners. Not for the route as a whole (`dependency`) nor for what the SUT says of its balancer.
 
 use std::time::Duration;
@@ -19,6 +19,10 @@ use crate::record::{DependencyBucket, RunRecord};
 
 /// The window a share is measured over when the entry does not say (`over`).
 pub const DEFAULT_WINDOW: Duration = Duration::from_secs(1);
+
+/// The fewest calls at the instances that make a window's share count: a window with a handful (the last calls
+/// before a breaker opened, a half-open probe) says nothing about how the calls are spread.
+pub const MIN_WINDOW_CALLS: u64 = 10;
 
 /// A check on the instances of one route.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -215,7 +219,7 @@ impl ShareCrossing {
         let mut best: Option<f64> = None;
         for start in first..=last_end.saturating_sub(width) {
             let total: u64 = all.iter().map(|s| arrivals(s, start, start + width)).sum();
-            if total == 0 {
+            if total < MIN_WINDOW_CALLS {
                 continue;
             }
             let share = arrivals(mine, start, start + width) as f64 / total as f64;
@@ -256,7 +260,7 @@ impl ShareCrossing {
         }
         let Some(share) = best else {
             let text = format!(
-                "no call reached {}'s instances in any {} window within {} after {} began",
+                "fewer than {MIN_WINDOW_CALLS} calls reached {}'s instances in every {} window within {} after {} began",
                 self.route,
                 secs(window),
                 secs(within),
