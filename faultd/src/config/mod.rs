@@ -248,6 +248,40 @@ impl Serialize for PhaseRoute {
     }
 }
 
+/// A key of a phase route's map: `instance`, or one of the behaviour's.
+enum Key<T> {
+    Instance,
+    Other(T),
+}
+
+/// Reads a key, handing every key but `instance` to the behaviour's seed (kept until then).
+struct KeySeed<'s, K>(&'s mut Option<K>);
+
+impl<'de, K: serde::de::DeserializeSeed<'de>> serde::de::DeserializeSeed<'de> for KeySeed<'_, K> {
+    type Value = Key<K::Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de, K: serde::de::DeserializeSeed<'de>> serde::de::Visitor<'de> for KeySeed<'_, K> {
+    type Value = Key<K::Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a field name")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        if v == "instance" {
+            return Ok(Key::Instance);
+        }
+        let seed = self.0.take().ok_or_else(|| E::custom("a key read twice"))?;
+        seed.deserialize(serde::de::value::StrDeserializer::<E>::new(v))
+            .map(Key::Other)
+    }
+}
+
 /// A phase route's map with its `instance` key taken out as it passes, so that the behaviour reads the rest
 /// straight from the input (its errors keep their place in the file).
 struct WithoutInstance<'a, A> {
@@ -262,17 +296,14 @@ impl<'de, A: serde::de::MapAccess<'de>> serde::de::MapAccess<'de> for WithoutIns
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, A::Error> {
+        // The key goes through the input's own key reading, so that a path-tracking reader (the control API's)
+        // still names an unknown field; `instance` is taken out there, and the seed kept for the next key.
+        let mut seed = Some(seed);
         loop {
-            match self.map.next_key::<String>()? {
+            match self.map.next_key_seed(KeySeed(&mut seed))? {
                 None => return Ok(None),
-                Some(key) if key == "instance" => {
-                    *self.instance = Some(self.map.next_value()?);
-                }
-                Some(key) => {
-                    return seed
-                        .deserialize(serde::de::value::StringDeserializer::new(key))
-                        .map(Some)
-                }
+                Some(Key::Instance) => *self.instance = Some(self.map.next_value()?),
+                Some(Key::Other(key)) => return Ok(Some(key)),
             }
         }
     }
