@@ -92,35 +92,19 @@ pub fn advance(
     let upper_bound = dependency.in_flight_max_is_upper_bound;
     record.dependency_replicas = dependency.replicas.max(1);
     let mut routes = BTreeMap::new();
+    let mut instances = BTreeMap::new();
     for (name, route) in &dependency.routes {
-        let series: Vec<DependencyBucket> = (0..n)
-            .map(|i| {
-                route
-                    .buckets
-                    .get(i)
-                    .map(|b| DependencyBucket {
-                        arrivals: b.arrivals,
-                        in_flight_max: b.in_flight_max,
-                        in_flight_max_at_least: upper_bound
-                            .then(|| b.in_flight_max_lower_bound.unwrap_or(b.in_flight_max)),
-                        first_arrivals: b
-                            .first_arrivals_us
-                            .iter()
-                            .map(|us| Duration::from_micros(u64::from(*us)))
-                            .collect(),
-                        first_held: b
-                            .first_held_us
-                            .iter()
-                            .map(|us| us.map(|us| Duration::from_micros(u64::from(us))))
-                            .collect(),
-                        grpc_status: b.grpc_status.clone(),
-                    })
-                    .unwrap_or_default()
-            })
-            .collect();
-        routes.insert(name.clone(), series);
+        routes.insert(name.clone(), series(route, n, upper_bound));
+        if !route.instances.is_empty() {
+            let each = route.instances.iter();
+            instances.insert(
+                name.clone(),
+                each.map(|i| series(i, n, upper_bound)).collect(),
+            );
+        }
     }
     record.dependency = routes;
+    record.instances = instances;
     record.unmatched = dependency.unmatched;
     record.unmatched_paths = dependency.unmatched_paths.clone();
     record.handshakes = dependency.tls.as_ref().map(|tls| {
@@ -136,6 +120,35 @@ pub fn advance(
             })
             .collect()
     });
+}
+
+/// A route's (or an instance's) recording as `n` buckets of the run.
+fn series(route: &faultd::RouteRecording, n: usize, upper_bound: bool) -> Vec<DependencyBucket> {
+    (0..n)
+        .map(|i| {
+            route
+                .buckets
+                .get(i)
+                .map(|b| DependencyBucket {
+                    arrivals: b.arrivals,
+                    in_flight_max: b.in_flight_max,
+                    in_flight_max_at_least: upper_bound
+                        .then(|| b.in_flight_max_lower_bound.unwrap_or(b.in_flight_max)),
+                    first_arrivals: b
+                        .first_arrivals_us
+                        .iter()
+                        .map(|us| Duration::from_micros(u64::from(*us)))
+                        .collect(),
+                    first_held: b
+                        .first_held_us
+                        .iter()
+                        .map(|us| us.map(|us| Duration::from_micros(u64::from(us))))
+                        .collect(),
+                    grpc_status: b.grpc_status.clone(),
+                })
+                .unwrap_or_default()
+        })
+        .collect()
 }
 
 /// Phase spans from their start times, each ending where the next begins; phases that never began are left out.

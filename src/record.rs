@@ -142,6 +142,9 @@ pub struct RunRecord {
     pub sut_latency: Vec<Histogram<u64>>,
     /// Per dependency route.
     pub dependency: BTreeMap<String, Vec<DependencyBucket>>,
+    /// Per dependency route served by instances (`instances: N`), one series per instance in order (the first is
+    /// instance 1); each instance's calls are its route's too. Routes of one listener are absent.
+    pub instances: BTreeMap<String, Vec<Vec<DependencyBucket>>>,
     /// How many faultd replicas served the dependency (1: one faultd, whose maxima in flight are exact).
     pub dependency_replicas: u32,
     /// Per breaker, the finest timeline of its sources: what verdicts time transitions with.
@@ -207,6 +210,7 @@ impl RunRecord {
             sut: Vec::new(),
             sut_latency: Vec::new(),
             dependency: BTreeMap::new(),
+            instances: BTreeMap::new(),
             dependency_replicas: 1,
             breakers: BTreeMap::new(),
             evidence: BTreeMap::new(),

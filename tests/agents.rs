@@ -11,7 +11,6 @@ use crate::hardening;
 use crate::peers;
 
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -28,38 +27,17 @@ fn nginx() -> Peer {
         "nginx",
         |dir: &Scratch, port: u16| {
             let d = dir.0.display();
-            let conf = format!(
-                r#"daemon off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-user nobody nogroup;
-events {{ worker_connections 4096; }}
-http {{
-  access_log {d}/access.log;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fastcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
+            let http = format!(
+                r#"  access_log {d}/access.log;
   keepalive_requests 1000000;
   server {{
     listen 127.0.0.1:{port} backlog=4096;
     location = /health {{ access_log off; return 200 "ok\n"; }}
     location / {{ return 200 "ok\n"; }}
   }}
-}}
 "#
             );
-            std::fs::write(dir.path("nginx.conf"), conf).unwrap();
-            vec![
-                OsString::from("-p"),
-                dir.0.clone().into(),
-                OsString::from("-c"),
-                dir.path("nginx.conf").into(),
-                OsString::from("-e"),
-                dir.path("early.log").into(),
-            ]
+            peers::nginx_args(dir, 4096, &http)
         },
         "/health",
     )

@@ -321,9 +321,9 @@ fn behaviour<'a>(
     phase: usize,
     route: &str,
 ) -> &'a faultd::Behaviour {
-    match &v.scenario.dependency.phases[phase].routes[route] {
-        faultd::config::PhaseRoute::Set(b) => b,
-        faultd::config::PhaseRoute::Healthy => panic!("phase {phase} leaves {route} healthy"),
+    match v.scenario.dependency.phases[phase].routes[route].set() {
+        Some(b) => b,
+        None => panic!("phase {phase} leaves {route} healthy"),
     }
 }
 

@@ -251,6 +251,7 @@ fn fixture(buckets: usize) -> Fixture {
             latency,
             late: BTreeMap::new(),
             matched: BTreeMap::new(),
+            instances: Vec::new(),
         },
     );
     let dependency = faultd::Recording {

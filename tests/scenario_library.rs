@@ -165,6 +165,14 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["cancelled"],
         only_these: true,
     },
+    // Without ejection the breaker opens on the third of the calls that fail; its fallback then serves everyone,
+    // which no other expectation judges.
+    Entry {
+        file: "one-sick-instance.yaml",
+        scale: "0.5",
+        fails_with_mistake: &["ejected", "breaker-closed"],
+        only_these: true,
+    },
 ];
 
 fn scenarios_dir() -> PathBuf {
@@ -339,6 +347,11 @@ fn slow_dependency_pool_fills_without_a_timeout() {
         );
         assert!(sentence.ends_with("expected below 200: FAIL"), "{sentence}");
     });
+}
+
+#[test]
+fn one_sick_instance_is_ejected_and_without_ejection_the_breaker_opens() {
+    prove("one-sick-instance.yaml");
 }
 
 #[test]

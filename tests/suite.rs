@@ -38,6 +38,7 @@ mod input_caps;
 mod interrupts;
 mod k8s_manifests;
 mod metrics_endpoint;
+mod outlier_peers;
 mod overload;
 mod own_service_grpc;
 mod own_service_node;

@@ -10,7 +10,7 @@ use std::fmt;
 use axum::http::Method;
 use faultline_units::{Dur, Share};
 
-use crate::settings::{BreakerConfig, Fallback, OperationConfig, RetryConfig};
+use crate::settings::{BreakerConfig, Fallback, OperationConfig, OutlierConfig, RetryConfig};
 
 /// One kind of call to the dependency. Each has its own breaker (per-operation breakers, seeds 001 and 004),
 /// unless the `shared_breaker` mistake is switched on.
@@ -129,6 +129,8 @@ impl Operation {
             // Seed 000: 250 ms timeout (3x the 80 ms p99), a 200-connection pool, 50% over 10 s with at least 20
             // calls, open 30 s, a single probe whose success closes, the last cached price as fallback.
             Operation::Pricing => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
                 timeout: ms(250),
                 pool: 200,
                 fallback: Fallback::Stale,
@@ -139,6 +141,8 @@ impl Operation {
             // Seed 001's fix: 800 ms timeout, 30% over >= 20 calls, 30 s open, slow calls over 400 ms count
             // toward the 30%, a bulkhead of 80, the page served without reviews. Seed 003: 3 half-open probes.
             Operation::Reviews => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
                 timeout: ms(800),
                 pool: 80,
                 fallback: Fallback::Default,
@@ -159,6 +163,8 @@ impl Operation {
             // Seed 004: timeout 2-3x p99, 50% over >= 10 calls, 30 s reset, 2 successes to close, retries
             // wrapped by the breaker; seed 000: a retry budget. Never a fake success: 503 + Retry-After.
             Operation::Payments => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
                 timeout: ms(2_000),
                 pool: 50,
                 fallback: Fallback::Unavailable {
@@ -175,6 +181,8 @@ impl Operation {
             // Seed 000's low-traffic admin endpoint: "a tight timeout and a single retry"; the breaker has the
             // seed's numbers so the per-instance volume floor can be shown.
             Operation::Report => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
                 timeout: ms(1_000),
                 pool: 20,
                 fallback: Fallback::Unavailable {
@@ -191,6 +199,8 @@ impl Operation {
             // Seed 004's internal-service profile for the read side: more sensitive (30%), faster reset (10 s),
             // 3 successes to close; stale account data beats none.
             Operation::AccountRead => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
                 timeout: ms(500),
                 pool: 100,
                 fallback: Fallback::Stale,
@@ -210,6 +220,8 @@ impl Operation {
             },
             // Seed 004's separate write breaker: a failing write must not block reads, and vice versa.
             Operation::AccountWrite => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
                 timeout: ms(2_000),
                 pool: 50,
                 fallback: Fallback::Unavailable {
@@ -223,6 +235,8 @@ impl Operation {
             // letting a slow server hold the pool; 20 connections (a common pool size) at seed 000's breaker; an
             // empty cart beats an error page.
             Operation::Cart => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
                 timeout: ms(100),
                 pool: 20,
                 fallback: Fallback::Default,

@@ -23,6 +23,7 @@ use crate::admission::{admit, Admission};
 use crate::breaker::{BreakerState, Policy};
 use crate::config::{DemoConfig, Mistake, Protocol};
 use crate::context::CallContext;
+use crate::layers::balance::Balancer;
 use crate::layers::breaker::{BreakerCell, BreakerLayer};
 use crate::layers::bulkhead::BulkheadLayer;
 use crate::layers::client::DependencyClient;
@@ -158,9 +159,15 @@ impl App {
                     } else {
                         match &channel {
                             Some(channel) => Client::new(GrpcClient::new(channel.clone(), op)),
-                            None => {
+                            None if c.endpoints.is_empty() => {
                                 Client::new(DependencyClient::new(client.clone(), dependency_url))
                             }
+                            // Several endpoints: round robin, with outlier ejection unless it is the mistake.
+                            None => Client::new(Balancer::new(
+                                endpoints(op, &c.endpoints, &client)?,
+                                (!config.has(Mistake::NoOutlierEjection))
+                                    .then(|| c.outlier.clone()),
+                            )),
                         }
                     };
                     stacks[op.index()] = Some(stack(
@@ -247,6 +254,25 @@ fn spacing(config: &DemoConfig) -> Spacing {
 
 /// The innermost service of a stack, whichever protocol it speaks: HTTP, gRPC or Redis.
 type Client = BoxCloneSyncService<DepRequest, Reply, CallError>;
+
+/// One client per endpoint of `op`, each a base URL (checked here: a scenario writes them as placeholders).
+fn endpoints(
+    op: Operation,
+    urls: &[String],
+    client: &reqwest::Client,
+) -> Result<Vec<DependencyClient>, DemoError> {
+    urls.iter()
+        .map(|url| match reqwest::Url::parse(url) {
+            Ok(u) if u.scheme().starts_with("http") => {
+                Ok(DependencyClient::new(client.clone(), url))
+            }
+            _ => Err(DemoError::Invalid {
+                field: format!("operations.{}.endpoints", op.key()),
+                message: format!("{url:?} is not a base URL such as http://127.0.0.1:9001"),
+            }),
+        })
+        .collect()
+}
 
 /// `host:port` of an http:// URL (validated before the service is built), port 80 when it has none.
 fn authority(url: &str) -> String {

@@ -27,6 +27,13 @@ pub struct OperationConfig {
     /// Hedged calls; off unless set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hedge: Option<HedgeConfig>,
+    /// The dependency's endpoints (base URLs) this operation balances over, round robin; the dependency's one URL
+    /// when empty. HTTP operations only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<String>,
+    /// Outlier ejection over `endpoints`.
+    #[serde(default)]
+    pub outlier: OutlierConfig,
 }
 
 /// Hedging: when a call has not answered after `after`, another is sent (up to `max` extra); the first answer
@@ -84,6 +91,48 @@ impl<'de> Deserialize<'de> for HedgeAfter {
         String::deserialize(d)?
             .parse()
             .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Outlier ejection over a dependency's endpoints, in Envoy's vocabulary (`outlier_detection`): an endpoint is
+/// taken out of rotation after `consecutive_failures` failures in a row, or when at least `failure_rate` of its
+/// calls in an `interval` failed (once it had `min_calls`), for `base_ejection` times the number of times it was
+/// ejected (at most `max_ejection`); at most `max_ejected` of the endpoints are out at once, and one always serves.
+/// A failure is a 5xx, a transport or handshake failure, or an attempt that timed out; a 4xx is not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutlierConfig {
+    /// Failures in a row that eject an endpoint (Envoy's `consecutive_5xx`); 0: never on a count.
+    pub consecutive_failures: u32,
+    /// The share of an interval's calls whose failure ejects an endpoint; none: never on a rate.
+    #[serde(default)]
+    pub failure_rate: Option<Share>,
+    /// Calls an endpoint must have had in the interval before its failure rate counts.
+    pub min_calls: u32,
+    /// The interval over which failure rates are counted (Envoy's `interval`).
+    pub interval: Dur,
+    /// How long a first ejection lasts; the n-th lasts n times this (Envoy's `base_ejection_time`).
+    pub base_ejection: Dur,
+    /// The longest an ejection lasts (Envoy's `max_ejection_time`).
+    pub max_ejection: Dur,
+    /// At most this share of the endpoints out of rotation at once (Envoy's `max_ejection_percent`).
+    pub max_ejected: Share,
+}
+
+impl Default for OutlierConfig {
+    /// Envoy's defaults but a shorter first ejection (5 s instead of 30 s): 5 failures in a row, or half the
+    /// calls of a 10 s interval once it had 10; ejections grow 5 s at a time up to 60 s; at most half the
+    /// endpoints out.
+    fn default() -> Self {
+        OutlierConfig {
+            consecutive_failures: 5,
+            failure_rate: Some(Share::from_fraction(0.5)),
+            min_calls: 10,
+            interval: Dur::from_millis(10_000),
+            base_ejection: Dur::from_millis(5_000),
+            max_ejection: Dur::from_millis(60_000),
+            max_ejected: Share::from_fraction(0.5),
+        }
     }
 }
 

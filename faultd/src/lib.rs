@@ -140,6 +140,8 @@ pub struct Faultd {
     data_addr: SocketAddr,
     control_addr: Option<SocketAddr>,
     toxiproxy_addr: Option<SocketAddr>,
+    /// The listeners of each route served by instances, by route name, in instance order.
+    instances: std::collections::BTreeMap<String, Vec<SocketAddr>>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     /// The schedule of the TCP routes' toxics, once started.
@@ -176,6 +178,18 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
     // Every listener is bound before any upstream is checked: an upstream naming one of them (its port known
     // only now when 0 was asked for) would send faultd's calls back to itself.
     let data = bind(options.listen, options.backlog)?;
+    // Each instance of a route listens on the data plane's host, on a port of its own.
+    let mut instance_listeners = Vec::new();
+    for (name, route) in config.http_routes() {
+        for number in 1..=route.instances.unwrap_or(0) {
+            let (listener, addr) = bind(SocketAddr::new(data.1.ip(), 0), options.backlog)?;
+            let of = http::InstanceOf {
+                route: name.clone(),
+                number,
+            };
+            instance_listeners.push((listener, addr, of));
+        }
+    }
     let control = options.control.map(|a| bind(a, 1024)).transpose()?;
     let toxiproxy = options.toxiproxy_api.map(|a| bind(a, 1024)).transpose()?;
     let data_addr = data.1;
@@ -193,6 +207,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         faultd_listeners: [Some(data_addr), control_addr, toxiproxy_addr]
             .into_iter()
             .flatten()
+            .chain(instance_listeners.iter().map(|(_, a, _)| *a))
             .collect(),
     }));
     let tls = match &config.tls {
@@ -242,9 +257,21 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
     let mut tasks = vec![tokio::spawn(http::serve(
         data.0,
         shared.clone(),
+        None,
         options.max_connections,
         shutdown_rx.clone(),
     ))];
+    let mut instances = std::collections::BTreeMap::<String, Vec<SocketAddr>>::new();
+    for (listener, addr, of) in instance_listeners {
+        instances.entry(of.route.clone()).or_default().push(addr);
+        tasks.push(tokio::spawn(http::serve(
+            listener,
+            shared.clone(),
+            Some(Arc::new(of)),
+            options.max_connections,
+            shutdown_rx.clone(),
+        )));
+    }
     if let Some((listener, _)) = control {
         let router = control::router(shared.clone(), options.token.clone())
             .layer(axum::Extension(tcp.clone()));
@@ -269,6 +296,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         data_addr,
         control_addr,
         toxiproxy_addr,
+        instances,
         shutdown,
         tasks,
         tcp_schedule: std::sync::Mutex::new(None),
@@ -290,6 +318,25 @@ impl Faultd {
     /// The data plane's address.
     pub fn data_addr(&self) -> SocketAddr {
         self.data_addr
+    }
+
+    /// Where each instance of route `route` listens, in instance order (the first is instance 1); empty for a
+    /// route without `instances`.
+    pub fn instance_addrs(&self, route: &str) -> &[SocketAddr] {
+        self.instances.get(route).map_or(&[], Vec::as_slice)
+    }
+
+    /// The base URL of each instance of route `route` (`https://` when the data plane speaks TLS), in order.
+    pub fn instance_urls(&self, route: &str) -> Vec<String> {
+        let scheme = if self.shared.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        self.instance_addrs(route)
+            .iter()
+            .map(|a| format!("{scheme}://{a}"))
+            .collect()
     }
 
     /// The control API's address, if it was asked for.

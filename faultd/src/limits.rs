@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::behaviours::{Matched, Response, MAX_HISTOGRAM_BINS};
-use crate::config::{Config, PhaseRoute};
+use crate::config::Config;
 use crate::invalid::Invalid;
 
 /// The most routes (HTTP and TCP together) one configuration holds, and the most TCP routes (proxies) the
@@ -144,12 +144,12 @@ fn check_healthy_bodies(config: &Config) -> Result<(), Invalid> {
                 continue;
             };
             // Each route a phase names is compiled again, its behaviour laid over the base field by field.
-            let (response, matched) = match set {
-                PhaseRoute::Set(b) => (
+            let (response, matched) = match set.set() {
+                Some(b) => (
                     b.response.as_ref().or(route.response.as_ref()),
                     b.matched.as_ref().or(route.matched.as_ref()),
                 ),
-                PhaseRoute::Healthy => (route.response.as_ref(), route.matched.as_ref()),
+                None => (route.response.as_ref(), route.matched.as_ref()),
             };
             add(
                 size(response) + entries(matched),

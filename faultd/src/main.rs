@@ -409,6 +409,12 @@ fn announce(faultd: &faultd::Faultd, cli: &Cli) {
         faultd.data_addr(),
         faultd.seed()
     );
+    for (route, _) in faultd.config().http_routes() {
+        let urls = faultd.instance_urls(route);
+        if !urls.is_empty() {
+            eprintln!("faultd: route {route}'s instances on {}", urls.join(", "));
+        }
+    }
     if let Some(path) = &cli.ca_out {
         if faultd.ca_pem().is_some() {
             eprintln!("faultd: the run's CA is in {}", path.display());

@@ -171,6 +171,8 @@ pub struct RouteRecorder {
     histograms: Mutex<BTreeMap<Arc<str>, PhaseHistograms>>,
     /// The counts of each matched entry by name, shared with the compiled entries that count into them.
     entries: Mutex<BTreeMap<String, Arc<EntryTally>>>,
+    /// The recorders of the route's instances, in order, created on first use.
+    instances: Mutex<Vec<Arc<RouteRecorder>>>,
 }
 
 /// A phase's served latency and faultd's own lateness (which only calls with a due instant have).
@@ -292,17 +294,7 @@ impl Recorder {
         };
         routes
             .entry(name.to_string())
-            .or_insert_with(|| {
-                Arc::new(RouteRecorder {
-                    name: Arc::from(name),
-                    bucket_ns: self.bucket_ns(),
-                    cells: Buckets::new(),
-                    in_flight: AtomicU64::new(0),
-                    max_in_flight: AtomicU64::new(0),
-                    histograms: Mutex::new(BTreeMap::new()),
-                    entries: Mutex::new(BTreeMap::new()),
-                })
-            })
+            .or_insert_with(|| Arc::new(RouteRecorder::new(Arc::from(name), self.bucket_ns())))
             .clone()
     }
 
@@ -364,24 +356,11 @@ impl Recorder {
         arrival: Instant,
     ) -> CallGuard {
         let t = self.time_ns(arrival);
-        let level = route.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
-        route.max_in_flight.fetch_max(level, Ordering::Relaxed);
-        let b = route.bucket_ns;
-        let cell = route.cells.at((t / b) as usize);
-        let nth = cell.arrivals.fetch_add(1, Ordering::Relaxed) as usize;
-        let timed = cell.first.get(nth).map(|slot| {
-            slot.store(
-                ((t % b) / 1_000).min(u64::from(u32::MAX)) as u32,
-                Ordering::Relaxed,
-            );
-            ((t / b) as usize, nth)
-        });
-        cell.arrival_residual
-            .fetch_add(b - t % b, Ordering::Relaxed);
-        cell.in_flight_max.fetch_max(level, Ordering::Relaxed);
+        let timed = route.arrive(t);
         CallGuard {
             recorder: self.clone(),
             route,
+            instance: None,
             phase,
             arrival,
             timed,
@@ -395,6 +374,22 @@ impl Recorder {
     /// The calls of a correlating configuration so far, one by one in the order they ended (empty otherwise).
     pub fn traced_calls(&self) -> Vec<TracedCall> {
         self.traced.all()
+    }
+
+    /// [`Recorder::arrive_at`] for a call that reached `instance` of `route` (one of the route's instance
+    /// recorders): recorded on both, so the route's series is the sum of its instances'.
+    pub fn arrive_on_instance(
+        self: &Arc<Self>,
+        route: Arc<RouteRecorder>,
+        instance: Arc<RouteRecorder>,
+        phase: Arc<str>,
+        arrival: Instant,
+    ) -> CallGuard {
+        let t = self.time_ns(arrival);
+        let timed = instance.arrive(t);
+        let mut guard = self.arrive_at(route, phase, arrival);
+        guard.instance = Some((instance, timed));
+        guard
     }
 
     /// Calls in flight now, over all routes.
@@ -484,6 +479,52 @@ impl Recorder {
 }
 
 impl RouteRecorder {
+    fn new(name: Arc<str>, bucket_ns: u64) -> RouteRecorder {
+        RouteRecorder {
+            name,
+            bucket_ns,
+            cells: Buckets::new(),
+            in_flight: AtomicU64::new(0),
+            max_in_flight: AtomicU64::new(0),
+            histograms: Mutex::new(BTreeMap::new()),
+            entries: Mutex::new(BTreeMap::new()),
+            instances: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The recorder of the route's instance `number` (from 1), created with those before it on first use.
+    pub fn instance(&self, number: u32) -> Arc<RouteRecorder> {
+        let mut instances = self.instances.lock().unwrap_or_else(|p| p.into_inner());
+        while instances.len() < number as usize {
+            instances.push(Arc::new(RouteRecorder::new(
+                self.name.clone(),
+                self.bucket_ns,
+            )));
+        }
+        instances[(number.max(1) - 1) as usize].clone()
+    }
+
+    /// Counts an arrival `t` ns after the origin; the bucket and slot that timed it, when it was among its
+    /// bucket's first.
+    fn arrive(&self, t: u64) -> Option<(usize, usize)> {
+        let level = self.in_flight.fetch_add(1, Ordering::AcqRel) + 1;
+        self.max_in_flight.fetch_max(level, Ordering::Relaxed);
+        let b = self.bucket_ns;
+        let cell = self.cells.at((t / b) as usize);
+        let nth = cell.arrivals.fetch_add(1, Ordering::Relaxed) as usize;
+        let timed = cell.first.get(nth).map(|slot| {
+            slot.store(
+                ((t % b) / 1_000).min(u64::from(u32::MAX)) as u32,
+                Ordering::Relaxed,
+            );
+            ((t / b) as usize, nth)
+        });
+        cell.arrival_residual
+            .fetch_add(b - t % b, Ordering::Relaxed);
+        cell.in_flight_max.fetch_max(level, Ordering::Relaxed);
+        timed
+    }
+
     /// Calls in flight on this route now.
     pub fn in_flight(&self) -> u64 {
         self.in_flight.load(Ordering::Relaxed)
@@ -622,6 +663,14 @@ impl RouteRecorder {
             latency,
             late,
             matched: self.matched(),
+            instances: self
+                .instances
+                .lock()
+                .map(|i| i.clone())
+                .unwrap_or_default()
+                .iter()
+                .map(|i| i.snapshot(now_ns, current))
+                .collect(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod grpc_clients;
 mod hang;
 mod http2;
 mod http2_bad_input;
+mod instances;
 mod loops;
 mod matched;
 mod real_postgres;

@@ -7,14 +7,16 @@
 //!
 //! One file per family: `breaker` (when it opens and closes, how it flaps, how many probes it lets through),
 //! `dependency` (calls in flight, the call rate while open, retry amplification, TLS handshakes per request), `sut`
-//! (latency percentiles, outcome shares and goodput, whole or over sliding windows) and `metric` (any series of the
-//! SUT's own metrics). `spec` is the format as written, `entry` the one check an entry holds and its resolution.
-//! An [`Expectation`] carries its id, its abort flag and its check, and judges itself: [`Expectation::evaluate`] on
-//! a finished run, [`Expectation::decide`] while the run goes on.
+//! (latency percentiles, outcome shares and goodput, whole or over sliding windows), `metric` (any series of the
+//! SUT's own metrics), `requests` (each SUT request and the calls it caused) and `instances` (an instance of a route
+//! ejected and returned, the healthy instances' calls in flight). `spec` is the format as written, `entry` the one
+//! check an entry holds and its resolution. An [`Expectation`] carries its id, its abort flag and its check, and
+//! judges itself: [`Expectation::evaluate`] on a finished run, [`Expectation::decide`] while the run goes on.
 
 pub mod breaker;
 pub mod dependency;
 pub mod entry;
+pub mod instances;
 pub mod metric;
 mod probes;
 pub mod requests;
@@ -31,6 +33,7 @@ use crate::record::{PhaseSpan, RunRecord};
 
 pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
+pub use instances::InstanceCheck;
 pub use metric::{MetricBound, MetricCheck};
 pub use requests::{PerRequest, RequestsCheck};
 pub use spec::{ExpectationSpec, Names, WhileOpen};
@@ -58,6 +61,7 @@ pub enum Check {
     Sut(SutCheck),
     Metric(MetricCheck),
     Requests(RequestsCheck),
+    Instances(InstanceCheck),
 }
 
 impl Check {
@@ -69,6 +73,7 @@ impl Check {
             Check::Sut(c) => c.name(),
             Check::Metric(c) => c.name(),
             Check::Requests(c) => c.name(),
+            Check::Instances(c) => c.name(),
         }
     }
 
@@ -80,6 +85,7 @@ impl Check {
             Check::Sut(c) => c.decidable_live(),
             Check::Metric(c) => c.decidable_live(),
             Check::Requests(c) => c.decidable_live(),
+            Check::Instances(c) => c.decidable_live(),
         }
     }
 
@@ -90,6 +96,7 @@ impl Check {
             Check::Sut(c) => c.evaluate(name, record),
             Check::Metric(c) => c.evaluate(name, record),
             Check::Requests(c) => c.evaluate(name, record),
+            Check::Instances(c) => c.evaluate(name, record),
         }
     }
 
@@ -101,6 +108,7 @@ impl Check {
             Check::Metric(c) => c.decide(name, record),
             // Judged on the whole join, after the run.
             Check::Requests(_) => None,
+            Check::Instances(c) => c.decide(name, record),
         }
     }
 }

@@ -151,6 +151,28 @@ pub struct ExpectationSpec {
     /// answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hedges_cancelled_within: Option<Dur>,
+    /// With `dependency`: the instance (numbered from 1) of a route served by several (`instances: N`) that
+    /// `ejected_within` and `returned_within` judge, or that `healthy_in_flight_below` leaves out (the sick one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<u32>,
+    /// The instance's share of the instances' calls falls below `share_below` over some window (`over`, 1s by
+    /// default) that ends within this long after the phase named by `after` begins: it was ejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ejected_within: Option<Dur>,
+    /// The instance's share rises above `share_above` over some window that ends within this long after the phase
+    /// named by `after` begins: it came back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub returned_within: Option<Dur>,
+    /// With `ejected_within`: the share of the calls below which the instance counts as ejected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_below: Option<Share>,
+    /// With `returned_within`: the share of the calls above which the instance counts as back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_above: Option<Share>,
+    /// Calls in flight at each instance of the route (but `instance`, if given) stay below this in the phase named
+    /// by `during` (or the run): the healthy instances absorb a sick one's share within their capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_in_flight_below: Option<u64>,
 
     /// Upper bound for `sut_latency` (a duration) or `sut_share` (a share).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -225,6 +247,8 @@ impl ExpectationSpec {
         for d in [
             &mut self.opens_within,
             &mut self.closes_within,
+            &mut self.ejected_within,
+            &mut self.returned_within,
             &mut self.over,
             &mut self.retry_spacing_at_least,
             &mut self.hedges_cancelled_within,

@@ -16,7 +16,7 @@ fn s(secs: f64) -> Duration {
     Duration::from_secs_f64(secs)
 }
 
-fn phases() -> Vec<PhaseSpan> {
+pub(super) fn phases() -> Vec<PhaseSpan> {
     vec![
         PhaseSpan {
             name: "healthy".into(),
@@ -92,6 +92,7 @@ fn record_with(
         sut,
         sut_latency: hist,
         dependency: BTreeMap::from([("pricing".to_string(), dependency)]),
+        instances: BTreeMap::new(),
         dependency_replicas: 1,
         breakers: BTreeMap::from([("pricing".to_string(), timeline)]),
         evidence: BTreeMap::new(),
@@ -118,7 +119,7 @@ fn names() -> (Vec<String>, Vec<String>, Vec<String>) {
     )
 }
 
-fn resolve(spec: &str) -> Result<Expectation, String> {
+pub(super) fn resolve(spec: &str) -> Result<Expectation, String> {
     let spec: ExpectationSpec = serde_saphyr::from_str(spec).map_err(|e| e.to_string())?;
     let (phases, breakers, routes) = names();
     let routes_of = |b: &str| (b == "pricing").then(|| "pricing".to_string());

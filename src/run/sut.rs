@@ -59,6 +59,21 @@ impl Sut {
                 scale,
             };
             cfg.redis = cfg.redis.map(|r| p.render(&r));
+            // A dependency of several instances: `endpoints: "{faultd.routes.pricing.instances}"`.
+            for op in demo::operation::Operation::ALL {
+                if let Some(c) = cfg.operations.get_mut(op) {
+                    c.endpoints = (c.endpoints.iter())
+                        .flat_map(|u| {
+                            p.render(u)
+                                .split(',')
+                                .map(str::to_string)
+                                .collect::<Vec<_>>()
+                        })
+                        .map(|u| u.trim().to_string())
+                        .filter(|u| !u.is_empty())
+                        .collect();
+                }
+            }
             let d = demo::start(
                 cfg,
                 demo::Options {

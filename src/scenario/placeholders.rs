@@ -44,6 +44,14 @@ impl Placeholders {
             .collect()
     }
 
+    /// The placeholders of HTTP route `route` served by `count` instances: `faultd.routes.NAME.instances`, the
+    /// comma-separated base URLs of all of them, and `faultd.routes.NAME.instance.N.url` (from 1) of each.
+    pub fn instance_names(route: &str, count: u32) -> Vec<String> {
+        std::iter::once(format!("faultd.routes.{route}.instances"))
+            .chain((1..=count).map(|n| format!("faultd.routes.{route}.instance.{n}.url")))
+            .collect()
+    }
+
     /// `faultline sweep`'s parameters as placeholders: `param.NAME`, the value as written, and for a value that is
     /// a duration `param.NAME.ms`, `param.NAME.secs` and `param.NAME.dur`, scaled by `scale` as `{ms:..}`,
     /// `{secs:..}` and `{dur:..}` are.
@@ -193,6 +201,13 @@ mod tests {
         let mut known = Placeholders::names();
         known.extend(Placeholders::tcp_route_names("db"));
         assert!(Placeholders::check("redis://{faultd.routes.db.addr}/0", &known).is_ok());
+        known.extend(Placeholders::instance_names("pricing", 3));
+        assert!(Placeholders::check("--to={faultd.routes.pricing.instances}", &known).is_ok());
+        assert!(Placeholders::check("{faultd.routes.pricing.instance.3.url}", &known).is_ok());
+        assert_eq!(
+            Placeholders::check("{faultd.routes.pricing.instance.4.url}", &known),
+            Err("faultd.routes.pricing.instance.4.url".into())
+        );
         assert_eq!(
             Placeholders::check("{faultd.routes.cache.port}", &known),
             Err("faultd.routes.cache.port".into())

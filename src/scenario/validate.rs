@@ -136,6 +136,14 @@ impl Scenario {
         for (name, _) in self.dependency.tcp_routes() {
             known.extend(Placeholders::tcp_route_names(name));
         }
+        // The instances' listeners are the embedded faultd's.
+        if self.faultd.is_none() {
+            for (name, route) in self.dependency.http_routes() {
+                if let Some(n) = route.instances {
+                    known.extend(Placeholders::instance_names(name, n));
+                }
+            }
+        }
         // The run's CA exists only when the embedded faultd terminates TLS with certificates it mints.
         if self.faultd.is_none() && self.dependency.tls.as_ref().is_some_and(|t| t.mints_ca()) {
             known.push(Placeholders::CA.to_string());
@@ -153,6 +161,13 @@ impl Scenario {
                     .iter()
                     .filter_map(|d| d.redis.as_ref())
                     .map(|v| ("sut.demo.redis", v)),
+            )
+            .chain(
+                sut.demo
+                    .iter()
+                    .flat_map(|d| d.operations.configured())
+                    .flat_map(|(_, c)| c.endpoints.iter())
+                    .map(|v| ("sut.demo.operations", v)),
             )
             .collect();
         for (field, value) in &texts {

@@ -131,6 +131,28 @@ impl Drop for Peer {
     }
 }
 
+/// nginx's arguments to run unprivileged from `dir`: one worker with `worker_connections`, its pid, logs and
+/// temporary files in the scratch folder, and `http` (the directives of its `http` block) written there as
+/// nginx.conf.
+pub fn nginx_args(dir: &Scratch, worker_connections: u32, http: &str) -> Vec<OsString> {
+    let d = dir.0.display();
+    let conf = format!(
+        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
+         user nobody nogroup;\nevents {{ worker_connections {worker_connections}; }}\nhttp {{\n\
+         client_body_temp_path {d}/body;\nproxy_temp_path {d}/proxy;\nfastcgi_temp_path {d}/fastcgi;\n\
+         uwsgi_temp_path {d}/uwsgi;\nscgi_temp_path {d}/scgi;\n{http}}}\n"
+    );
+    std::fs::write(dir.path("nginx.conf"), conf).unwrap();
+    vec![
+        OsString::from("-p"),
+        dir.0.clone().into(),
+        OsString::from("-c"),
+        dir.path("nginx.conf").into(),
+        OsString::from("-e"),
+        dir.path("early.log").into(),
+    ]
+}
+
 /// `text` as a URL query value: everything but the unreserved characters percent-encoded.
 pub fn query_value(text: &str) -> String {
     text.bytes()

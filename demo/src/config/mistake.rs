@@ -65,11 +65,14 @@ pub enum Mistake {
     /// Seed 000's extra load at the worst moment, from hedges: a hedged call's losers are not cancelled, they run
     /// to their end, doubling the load on a slow dependency.
     UncancelledHedges,
+    /// Seed 002 / 001: calls are balanced over an operation's `endpoints` with no outlier ejection, so one sick
+    /// instance of three fails a third of the calls and opens the breaker over the whole dependency for everyone.
+    NoOutlierEjection,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 15] = [
+    pub const ALL: [Mistake; 16] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -85,6 +88,7 @@ impl Mistake {
         Mistake::NoJitter,
         Mistake::NoDeadlinePropagation,
         Mistake::UncancelledHedges,
+        Mistake::NoOutlierEjection,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -105,6 +109,7 @@ impl Mistake {
             Mistake::NoJitter => "no_jitter",
             Mistake::NoDeadlinePropagation => "no_deadline_propagation",
             Mistake::UncancelledHedges => "uncancelled_hedges",
+            Mistake::NoOutlierEjection => "no_outlier_ejection",
         }
     }
 }

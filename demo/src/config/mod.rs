@@ -167,6 +167,25 @@ impl DemoConfig {
             if c.timeout.get().is_zero() {
                 return invalid(at("timeout"), "must be above 0s".into());
             }
+            if !c.endpoints.is_empty() && (op.is_redis() || self.protocol == Protocol::Grpc) {
+                return invalid(
+                    at("endpoints"),
+                    "endpoints are balanced over HTTP only (not Redis or gRPC)".into(),
+                );
+            }
+            let o = &c.outlier;
+            if o.interval.get().is_zero() || o.base_ejection.get().is_zero() {
+                return invalid(
+                    at("outlier"),
+                    "interval and base_ejection must be above 0s".into(),
+                );
+            }
+            if o.max_ejection < o.base_ejection {
+                return invalid(
+                    at("outlier.max_ejection"),
+                    format!("must be at least base_ejection ({})", o.base_ejection),
+                );
+            }
             if c.pool == 0 || c.pool > 100_000 {
                 return invalid(
                     at("pool"),
@@ -267,6 +286,10 @@ impl DemoConfig {
                 {
                     *after = after.scaled(factor);
                 }
+                let o = &mut c.outlier;
+                o.interval = o.interval.scaled(factor);
+                o.base_ejection = o.base_ejection.scaled(factor);
+                o.max_ejection = o.max_ejection.scaled(factor);
                 if let Fallback::Unavailable { retry_after } = &mut c.fallback {
                     *retry_after = retry_after.scaled(factor);
                 }

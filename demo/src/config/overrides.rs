@@ -26,6 +26,56 @@ pub struct OperationOverrides {
     pub retries: Option<RetryOverrides>,
     /// Hedges the operation's calls (off unless set).
     pub hedge: Option<HedgeConfig>,
+    /// The dependency's endpoints to balance over, as base URLs: a list, or one string of them separated by
+    /// commas (`"{faultd.routes.pricing.instances}"`).
+    pub endpoints: Option<Endpoints>,
+    /// Overrides some outlier ejection parameters.
+    pub outlier: Option<OutlierOverrides>,
+}
+
+/// Endpoints as written: a list of base URLs, or one string of them separated by commas.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Endpoints {
+    /// `"http://a:1,http://b:2"`.
+    Joined(String),
+    /// `[http://a:1, http://b:2]`.
+    List(Vec<String>),
+}
+
+impl Endpoints {
+    /// Each base URL, trimmed, empty ones left out.
+    pub fn urls(self) -> Vec<String> {
+        let all = match self {
+            Endpoints::Joined(s) => vec![s],
+            Endpoints::List(l) => l,
+        };
+        all.iter()
+            .flat_map(|s| s.split(','))
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+}
+
+/// Outlier ejection as written: every field optional.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutlierOverrides {
+    /// Failures in a row that eject an endpoint.
+    pub consecutive_failures: Option<u32>,
+    /// The failure rate over an interval that ejects an endpoint.
+    pub failure_rate: Option<Share>,
+    /// Calls in the interval before the rate counts.
+    pub min_calls: Option<u32>,
+    /// The interval of the failure rate.
+    pub interval: Option<Dur>,
+    /// The first ejection's length.
+    pub base_ejection: Option<Dur>,
+    /// The longest ejection.
+    pub max_ejection: Option<Dur>,
+    /// The most endpoints out at once, as a share.
+    pub max_ejected: Option<Share>,
 }
 
 /// A breaker as written: every field optional.
@@ -88,6 +138,19 @@ impl OperationOverrides {
             t.slow_call_duration = b.slow_call_duration.unwrap_or(t.slow_call_duration);
             t.slow_call_rate = b.slow_call_rate.unwrap_or(t.slow_call_rate);
             t.recovery_rate = b.recovery_rate.or(t.recovery_rate);
+        }
+        if let Some(e) = self.endpoints {
+            c.endpoints = e.urls();
+        }
+        if let Some(o) = self.outlier {
+            let t = &mut c.outlier;
+            t.consecutive_failures = o.consecutive_failures.unwrap_or(t.consecutive_failures);
+            t.failure_rate = o.failure_rate.or(t.failure_rate);
+            t.min_calls = o.min_calls.unwrap_or(t.min_calls);
+            t.interval = o.interval.unwrap_or(t.interval);
+            t.base_ejection = o.base_ejection.unwrap_or(t.base_ejection);
+            t.max_ejection = o.max_ejection.unwrap_or(t.max_ejection);
+            t.max_ejected = o.max_ejected.unwrap_or(t.max_ejected);
         }
         if let Some(r) = self.retries {
             c.retries.max = r.max.unwrap_or(c.retries.max);

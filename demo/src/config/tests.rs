@@ -184,6 +184,10 @@ fn scale_time_multiplies_every_duration_and_keeps_counts_and_shares() {
     assert_eq!(p.breaker.open_for, ms(3_000));
     assert_eq!(p.breaker.slow_call_duration, ms(120));
     assert_eq!(p.retries.backoff, ms(5));
+    assert_eq!(p.outlier.base_ejection, ms(500));
+    assert_eq!(p.outlier.interval, ms(1_000));
+    assert_eq!(p.outlier.max_ejection, ms(6_000));
+    assert_eq!(p.outlier.consecutive_failures, 5);
     assert_eq!(
         p.fallback,
         Fallback::Unavailable {
@@ -195,6 +199,28 @@ fn scale_time_multiplies_every_duration_and_keeps_counts_and_shares() {
     assert_eq!(p.breaker.half_open_calls, 2);
     assert_eq!(p.retries.budget, Share::from_fraction(0.1));
     assert_eq!(c.operations.pricing.as_ref().unwrap().timeout, ms(25));
+}
+
+#[test]
+fn endpoints_read_as_one_joined_string_or_a_list_and_outlier_overrides_merge() {
+    let c = DemoConfig::from_yaml(
+        "operations: { pricing: { endpoints: \"http://a:1, http://b:2,\", outlier: { consecutive_failures: 3 } }, reviews: { endpoints: [ http://c:3 ] } }",
+        "demo.yaml",
+    )
+    .unwrap();
+    let pricing = c.operations.pricing.as_ref().unwrap();
+    assert_eq!(pricing.endpoints, ["http://a:1", "http://b:2"]);
+    assert_eq!(pricing.outlier.consecutive_failures, 3);
+    assert_eq!(pricing.outlier.base_ejection, ms(5_000));
+    assert_eq!(
+        c.operations.reviews.as_ref().unwrap().endpoints,
+        ["http://c:3"]
+    );
+    let grpc = DemoConfig::from_yaml(
+        "protocol: grpc\noperations: { pricing: { endpoints: \"http://a:1\" } }",
+        "demo.yaml",
+    );
+    assert!(grpc.unwrap_err().to_string().contains("endpoints"));
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! thing, is tested alone against a mock service, and the stack is composed in one place ([`stack`]).
 //!
 //! Outermost first: fallback -> breaker -> retry (with budget) -> hedge -> bulkhead -> timeout -> client (HTTP,
-//! gRPC, or Redis through its connection pool). The breaker wraps the retries (seed 004: "circuit breaker wraps retry
+//! gRPC, or Redis through its connection pool; over several endpoints of one dependency, the `balance` layer in
+//! front of one HTTP client per endpoint). The breaker wraps the retries (seed 004: "circuit breaker wraps retry
 //! logic, not vice versa"), so one user call is one breaker outcome however many attempts it took; every attempt
 //! takes a bulkhead slot and has its own timeout, because every attempt holds a connection (or a stream) to the
 //! dependency. A hedge is an attempt too: the hedge layer sits under the retries, so each retry may be hedged and
@@ -11,6 +12,7 @@
 //! Not for HTTP routing or page assembly (that is `service`), and not for the breaker's decisions (that is
 //! `breaker`, pure logic): the breaker layer only asks and reports.
 
+pub mod balance;
 pub mod breaker;
 pub mod bulkhead;
 pub mod client;

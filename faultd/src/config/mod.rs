@@ -93,6 +93,11 @@ macro_rules! route_from_list {
             /// an upstream through the route's `toxics`. A TCP route has no `path`, `method` or HTTP behaviour.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub tcp: Option<TcpEndpoint>,
+            /// How many instances serve the route, each on a listener of its own (`instances: 3`); the data
+            /// plane's address serves the route too. A phase changes one instance with `instance: N` (numbered
+            /// from 1) or all of them without. HTTP routes only.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub instances: Option<u32>,
             $(
                 /// Base behaviour:
                 $(#[$doc])*
@@ -188,6 +193,9 @@ pub enum PhaseRoute {
     Healthy,
     /// This behaviour laid over the route's base.
     Set(Box<Behaviour>),
+    /// This behaviour laid over the route's base on one of its instances (numbered from 1), the others keeping
+    /// what they had; written `{ instance: 2, errors: [...] }`.
+    Instance(u32, Box<Behaviour>),
 }
 
 impl PhaseRoute {
@@ -195,9 +203,40 @@ impl PhaseRoute {
     pub fn resolve(&self, base: &Behaviour) -> Behaviour {
         match self {
             PhaseRoute::Healthy => base.clone(),
-            PhaseRoute::Set(b) => b.over(base),
+            PhaseRoute::Set(b) | PhaseRoute::Instance(_, b) => b.over(base),
         }
     }
+
+    /// The behaviour it sets, on the whole route or one instance; none for `healthy`.
+    pub fn set(&self) -> Option<&Behaviour> {
+        match self {
+            PhaseRoute::Healthy => None,
+            PhaseRoute::Set(b) | PhaseRoute::Instance(_, b) => Some(b),
+        }
+    }
+
+    /// [`PhaseRoute::set`], to change.
+    pub fn set_mut(&mut self) -> Option<&mut Behaviour> {
+        match self {
+            PhaseRoute::Healthy => None,
+            PhaseRoute::Set(b) | PhaseRoute::Instance(_, b) => Some(b),
+        }
+    }
+
+    /// Whether it acts on instance `instance` (numbered from 1) of a route: every instance but for an
+    /// [`PhaseRoute::Instance`] naming another.
+    pub fn acts_on(&self, instance: u32) -> bool {
+        !matches!(self, PhaseRoute::Instance(n, _) if *n != instance)
+    }
+}
+
+/// What a phase sets on one instance, as written (the schema's and the serialiser's shape).
+#[derive(Serialize, JsonSchema)]
+struct InstanceSet<'a> {
+    /// The instance, numbered from 1.
+    instance: u32,
+    #[serde(flatten)]
+    behaviour: std::borrow::Cow<'a, Behaviour>,
 }
 
 impl Serialize for PhaseRoute {
@@ -205,7 +244,80 @@ impl Serialize for PhaseRoute {
         match self {
             PhaseRoute::Healthy => s.serialize_str("healthy"),
             PhaseRoute::Set(b) => b.serialize(s),
+            PhaseRoute::Instance(n, b) => InstanceSet {
+                instance: *n,
+                behaviour: std::borrow::Cow::Borrowed(b),
+            }
+            .serialize(s),
         }
+    }
+}
+
+/// A key of a phase route's map: `instance`, or one of the behaviour's.
+enum Key<T> {
+    Instance,
+    Other(T),
+}
+
+/// Reads a key, handing every key but `instance` to the behaviour's seed (kept until then).
+struct KeySeed<'s, K>(&'s mut Option<K>);
+
+impl<'de, K: serde::de::DeserializeSeed<'de>> serde::de::DeserializeSeed<'de> for KeySeed<'_, K> {
+    type Value = Key<K::Value>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_identifier(self)
+    }
+}
+
+impl<'de, K: serde::de::DeserializeSeed<'de>> serde::de::Visitor<'de> for KeySeed<'_, K> {
+    type Value = Key<K::Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a field name")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        if v == "instance" {
+            return Ok(Key::Instance);
+        }
+        let seed = self.0.take().ok_or_else(|| E::custom("a key read twice"))?;
+        seed.deserialize(serde::de::value::StrDeserializer::<E>::new(v))
+            .map(Key::Other)
+    }
+}
+
+/// A phase route's map with its `instance` key taken out as it passes, so that the behaviour reads the rest
+/// straight from the input (its errors keep their place in the file).
+struct WithoutInstance<'a, A> {
+    map: A,
+    instance: &'a mut Option<u32>,
+}
+
+impl<'de, A: serde::de::MapAccess<'de>> serde::de::MapAccess<'de> for WithoutInstance<'_, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        // The key goes through the input's own key reading, so that a path-tracking reader (the control API's)
+        // still names an unknown field; `instance` is taken out there, and the seed kept for the next key.
+        let mut seed = Some(seed);
+        loop {
+            match self.map.next_key_seed(KeySeed(&mut seed))? {
+                None => return Ok(None),
+                Some(Key::Instance) => *self.instance = Some(self.map.next_value()?),
+                Some(Key::Other(key)) => return Ok(Some(key)),
+            }
+        }
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: V,
+    ) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
     }
 }
 
@@ -231,8 +343,18 @@ impl<'de> Deserialize<'de> for PhaseRoute {
                 self,
                 map: A,
             ) -> Result<PhaseRoute, A::Error> {
-                Behaviour::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(|b| PhaseRoute::Set(Box::new(b)))
+                let mut instance = None;
+                let map = WithoutInstance {
+                    map,
+                    instance: &mut instance,
+                };
+                let b = Box::new(Behaviour::deserialize(
+                    serde::de::value::MapAccessDeserializer::new(map),
+                )?);
+                Ok(match instance {
+                    Some(n) => PhaseRoute::Instance(n, b),
+                    None => PhaseRoute::Set(b),
+                })
             }
         }
         d.deserialize_any(V)
@@ -245,9 +367,10 @@ impl JsonSchema for PhaseRoute {
     }
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let behaviour = generator.subschema_for::<Behaviour>();
+        let instance = generator.subschema_for::<InstanceSet<'static>>();
         schemars::json_schema!({
-            "description": "`healthy` (the route's base behaviour) or a behaviour laid over the base",
-            "oneOf": [ { "const": "healthy" }, behaviour ],
+            "description": "`healthy` (the route's base behaviour), a behaviour laid over the base, or one laid over it on one instance (`instance: N`)",
+            "oneOf": [ { "const": "healthy" }, behaviour, instance ],
         })
     }
 }
@@ -346,10 +469,8 @@ impl Config {
         for phase in &mut self.phases {
             phase.at = phase.at.scaled(factor);
             phase.ramp = phase.ramp.map(|r| r.scaled(factor));
-            for set in phase.routes.values_mut() {
-                if let PhaseRoute::Set(b) = set {
-                    b.scale_time(factor);
-                }
+            for b in phase.routes.values_mut().filter_map(PhaseRoute::set_mut) {
+                b.scale_time(factor);
             }
         }
         if let Some(tls) = &mut self.tls {
@@ -412,7 +533,7 @@ impl Config {
         for p in &self.phases {
             let set = match p.routes.get(route) {
                 Some(PhaseRoute::Healthy) => Some(base.clone()),
-                Some(PhaseRoute::Set(b)) => b.toxics.clone(),
+                Some(set) => set.set().and_then(|b| b.toxics.clone()),
                 None => None,
             };
             toxics.push(p.at.get(), p.ramp.map(|r| r.get()), set);
@@ -452,10 +573,13 @@ impl Config {
         for route in config.routes.values_mut() {
             route.set_base(route.base().inlined());
         }
-        for set in config.phases.iter_mut().flat_map(|p| p.routes.values_mut()) {
-            if let PhaseRoute::Set(b) = set {
-                **b = b.inlined();
-            }
+        for b in config
+            .phases
+            .iter_mut()
+            .flat_map(|p| p.routes.values_mut())
+            .filter_map(PhaseRoute::set_mut)
+        {
+            *b = b.inlined();
         }
         config
     }
@@ -474,18 +598,13 @@ fn check_proxy_not_own(b: &Behaviour, own: &[std::net::SocketAddr]) -> Result<()
 impl PhaseRoute {
     /// Refuses a behaviour that proxies to one of faultd's own listeners, as [`Config::check_not_own`] does.
     pub fn check_not_own(&self, own: &[std::net::SocketAddr]) -> Result<(), Invalid> {
-        match self {
-            PhaseRoute::Healthy => Ok(()),
-            PhaseRoute::Set(b) => check_proxy_not_own(b, own),
-        }
+        self.set().map_or(Ok(()), |b| check_proxy_not_own(b, own))
     }
 
     /// Reads the files a phase's behaviour names, as [`Config::read_files`] does; `route_path` is its route's path.
     pub fn read_files(&mut self, files: &Files, route_path: Option<&str>) -> Result<(), Invalid> {
-        match self {
-            PhaseRoute::Healthy => Ok(()),
-            PhaseRoute::Set(b) => b.read_files(files, route_path),
-        }
+        self.set_mut()
+            .map_or(Ok(()), |b| b.read_files(files, route_path))
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 use super::actions;
 use super::grpc::{self, GrpcCall};
 use super::http2::Streams;
-use super::shared::Shared;
+use super::shared::{InstanceOf, Shared};
 use super::takeover::{Held, Takeover, TakeoverRequest};
 use super::unmatched;
 use crate::behaviours::{
@@ -23,13 +23,14 @@ use crate::behaviours::{
 };
 use crate::deadlines;
 use crate::draw::CallDraws;
-use crate::recorder::Outcome;
+use crate::recorder::{CallGuard, Outcome};
 use crate::schedule::{Plan, Resolved};
 
 /// Handles one call: an HTTP/1.1 request, or an HTTP/2 stream (`h2` holds its connection's stream counts).
 /// `counts` holds the connection's counts of the calls matched entries took.
 pub(super) async fn call(
     shared: Arc<Shared>,
+    instance: Option<Arc<InstanceOf>>,
     takeover: Arc<TakeoverRequest>,
     h2: Option<Arc<Streams>>,
     counts: Arc<ConnectionCounts>,
@@ -37,7 +38,7 @@ pub(super) async fn call(
 ) -> Result<Response<DataBody>, Held> {
     let now = Instant::now();
     let stream_number = h2.as_ref().map(|s| s.opened());
-    let (plan, route, mut resolved) = match route(&shared, &request, now) {
+    let (plan, route, mut resolved) = match route(&shared, instance.as_deref(), &request, now) {
         Ok(found) => found,
         Err(plan) => return Ok(unmatched::answer(&shared, &plan, request).await),
     };
@@ -56,16 +57,10 @@ pub(super) async fn call(
         };
     }
     let grpc = GrpcCall::of(&request);
-    let plan_route = &plan.routes[route];
-    let mut guard =
-        shared
-            .recorder
-            .arrive_at(plan_route.recorder.clone(), resolved.phase.clone(), now);
+    let (mut guard, draws) = arrive(&shared, &plan, route, instance.as_deref(), &resolved, now);
     if let Some(keys) = &plan.keys {
         guard.set_key(keys.read(request.headers(), grpc.and_then(|g| g.timeout)));
     }
-    let n = plan_route.calls.fetch_add(1, Ordering::Relaxed);
-    let draws = CallDraws::new(plan.seed, plan_route.key, n);
     let decision = decide(
         resolved.from.as_deref(),
         &resolved.to,
@@ -167,17 +162,66 @@ pub(super) async fn call(
     })
 }
 
+/// Records the call's arrival, on its route and on the instance it reached if it came to one, with the draws of
+/// its fate (an instance draws its own, so that its calls' faults do not depend on the other instances').
+fn arrive(
+    shared: &Shared,
+    plan: &Plan,
+    route: usize,
+    instance: Option<&InstanceOf>,
+    resolved: &Resolved,
+    now: Instant,
+) -> (CallGuard, CallDraws) {
+    let plan_route = &plan.routes[route];
+    let on_instance = instance.and_then(|i| {
+        plan_route
+            .instances
+            .get((i.number as usize).checked_sub(1)?)
+    });
+    match on_instance {
+        None => (
+            shared
+                .recorder
+                .arrive_at(plan_route.recorder.clone(), resolved.phase.clone(), now),
+            CallDraws::new(
+                plan.seed,
+                plan_route.key,
+                plan_route.calls.fetch_add(1, Ordering::Relaxed),
+            ),
+        ),
+        Some(on) => (
+            shared.recorder.arrive_on_instance(
+                plan_route.recorder.clone(),
+                on.recorder.clone(),
+                resolved.phase.clone(),
+                now,
+            ),
+            CallDraws::new(plan.seed, on.key, on.calls.fetch_add(1, Ordering::Relaxed)),
+        ),
+    }
+}
+
 /// The route of `request` with the behaviour it gets at `now`, and the plan it was found in; the plan alone
-/// when no route matches.
+/// when no route matches. On an instance's listener only that instance of its route matches.
 fn route(
     shared: &Shared,
+    instance: Option<&InstanceOf>,
     request: &Request<Incoming>,
     now: Instant,
 ) -> Result<(Arc<Plan>, usize, Resolved), Arc<Plan>> {
     let live = shared.live();
     let plan = live.plan.clone();
-    match plan.table.find(request.method(), request.uri().path()) {
-        Some(route) => Ok((plan, route, live.resolve(route, now))),
+    let found = plan.table.find(request.method(), request.uri().path());
+    let on = match (found, instance) {
+        (Some(route), None) => Some((route, None)),
+        (Some(route), Some(i)) => (plan.routes[route].name == i.route
+            && i.number >= 1
+            && (i.number as usize) <= plan.routes[route].instances.len())
+        .then(|| (route, Some(i.number as usize - 1))),
+        (None, _) => None,
+    };
+    match on {
+        Some((route, index)) => Ok((plan, route, live.resolve_on(route, index, now))),
         // The read guard ends here: an unmatched call may be forwarded, and awaits.
         None => Err(plan),
     }

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use super::call::call;
 use super::http2::{self, Streams};
 use super::io::{LockedStream, SharedStream};
-use super::shared::Shared;
+use super::shared::{InstanceOf, Shared};
 use super::takeover::{hold, Held, ResetStream, Takeover, TakeoverRequest};
 use super::timeouts::{self, Timeouts};
 use crate::behaviours::{ConnectionCounts, MALFORMED_BYTES};
@@ -32,9 +32,12 @@ use crate::tls::{HandshakeContext, Terminator};
 /// Accepts connections until `shutdown` turns true. With `max_connections`, a connection accepted while that many
 /// are open is shed: answered `503 Service Unavailable` with `connection: close` and counted (the recorder's
 /// `shed`), so an overloaded faultd says so at once instead of leaving callers waiting in the kernel's backlog.
+///
+/// A listener of one route's instance (`instance`) serves that route alone, as that instance.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
+    instance: Option<Arc<InstanceOf>>,
     max_connections: Option<usize>,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -51,10 +54,10 @@ pub async fn serve(
             },
             None => None,
         };
-        let shared = shared.clone();
+        let (shared, instance) = (shared.clone(), instance.clone());
         let shutdown = shutdown.clone();
         tokio::spawn(async move {
-            connection(tcp, shared, shutdown).await;
+            connection(tcp, shared, instance, shutdown).await;
             drop(permit);
         });
     }
@@ -108,6 +111,7 @@ async fn serve_tls(
     tls: Arc<Terminator>,
     tcp: Arc<TcpStream>,
     shared: Arc<Shared>,
+    instance: Option<Arc<InstanceOf>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Option<Takeover> {
     // Boxed like `serve_http`, so the handshake's state does not size this future for as long as a hung call
@@ -134,7 +138,13 @@ async fn serve_tls(
         Some((stream, true)) => {
             shared.recorder.connection_is_http2();
             let stream = Arc::new(Mutex::new(stream));
-            let action = Box::pin(serve_h2(LockedStream(stream.clone()), shared, shutdown)).await;
+            let action = Box::pin(serve_h2(
+                LockedStream(stream.clone()),
+                shared,
+                instance,
+                shutdown,
+            ))
+            .await;
             match (action, Arc::into_inner(stream)) {
                 (Some(Takeover::GoAway(code)), Some(stream)) => {
                     if let Ok(mut stream) = stream.into_inner() {
@@ -150,12 +160,17 @@ async fn serve_tls(
                 (action, _) => action,
             }
         }
-        Some((stream, false)) => Box::pin(serve_http(stream, shared, shutdown)).await,
+        Some((stream, false)) => Box::pin(serve_http(stream, shared, instance, shutdown)).await,
         None => None,
     }
 }
 
-async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+async fn connection(
+    tcp: TcpStream,
+    shared: Arc<Shared>,
+    instance: Option<Arc<InstanceOf>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
     let _open = shared.recorder.connection_opened();
     let _ = tcp.set_nodelay(true);
     let tcp = Arc::new(tcp);
@@ -177,14 +192,14 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
             let io = SharedStream(tcp.clone());
             if h2 {
                 shared.recorder.connection_is_http2();
-                Box::pin(serve_h2(io, shared, &mut shutdown)).await
+                Box::pin(serve_h2(io, shared, instance, &mut shutdown)).await
             } else {
-                Box::pin(serve_http(io, shared, &mut shutdown)).await
+                Box::pin(serve_http(io, shared, instance, &mut shutdown)).await
             }
         }
         // TLS: its own boxed future, so that the TLS stream and the handshake do not size the task of every
         // connection, cleartext ones included, for as long as a hung call holds it.
-        Some(tls) => Box::pin(serve_tls(tls, tcp.clone(), shared, &mut shutdown)).await,
+        Some(tls) => Box::pin(serve_tls(tls, tcp.clone(), shared, instance, &mut shutdown)).await,
     };
     // hyper's connection (and the call's future) are dropped by now, so the socket is ours alone below.
     let socket = socket2::SockRef::from(&*tcp);
@@ -226,6 +241,7 @@ async fn connection(tcp: TcpStream, shared: Arc<Shared>, mut shutdown: watch::Re
 async fn serve_http<I>(
     io: I,
     shared: Arc<Shared>,
+    instance: Option<Arc<InstanceOf>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Option<Takeover>
 where
@@ -239,6 +255,7 @@ where
         service_fn(move |request| {
             let call = call(
                 shared.clone(),
+                instance.clone(),
                 takeover.clone(),
                 None,
                 counts.clone(),
@@ -269,6 +286,7 @@ where
 async fn serve_h2<I>(
     io: I,
     shared: Arc<Shared>,
+    instance: Option<Arc<InstanceOf>>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> Option<Takeover>
 where
@@ -291,6 +309,7 @@ where
             // costs its guard, not the call's largest state.
             let call = Box::pin(call(
                 shared.clone(),
+                instance.clone(),
                 takeover.clone(),
                 Some(streams.clone()),
                 counts.clone(),

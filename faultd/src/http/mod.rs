@@ -20,4 +20,4 @@ pub mod timeouts;
 pub mod unmatched;
 
 pub use listener::serve;
-pub use shared::Shared;
+pub use shared::{InstanceOf, Shared};

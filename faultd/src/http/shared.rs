@@ -47,3 +47,13 @@ impl Shared {
         self.live.write().unwrap_or_else(|p| p.into_inner())
     }
 }
+
+/// The route instance a listener serves (`instances: N`): its calls reach that instance of that route, and any
+/// other call is unmatched there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceOf {
+    /// The route's name.
+    pub route: String,
+    /// The instance, numbered from 1.
+    pub number: u32,
+}

@@ -19,14 +19,19 @@ impl Drop for ConnectionGuard {
     }
 }
 
+/// The bucket and slot that timed a call's arrival on one recorder, when it was among its bucket's first.
+pub(super) type Timed = Option<(usize, usize)>;
+
 /// Held by a call from arrival to departure; dropping it records the departure with the outcome set last.
 pub struct CallGuard {
     pub(super) recorder: Arc<Recorder>,
     pub(super) route: Arc<RouteRecorder>,
+    /// The instance of the route the call reached, with its own timed slot, when it came to an instance.
+    pub(super) instance: Option<(Arc<RouteRecorder>, Timed)>,
     pub(super) phase: Arc<str>,
     pub(super) arrival: Instant,
     /// The bucket and slot that timed the call's arrival, when it was among its bucket's first.
-    pub(super) timed: Option<(usize, usize)>,
+    pub(super) timed: Timed,
     pub(super) outcome: Outcome,
     pub(super) grpc_status: Option<GrpcCode>,
     pub(super) due: Option<Instant>,
@@ -72,10 +77,19 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         let now = Instant::now();
         let t = self.recorder.time_ns(now);
-        let route = &self.route;
+        self.depart(&self.route, self.timed, now, t);
+        if let Some((instance, timed)) = &self.instance {
+            self.depart(instance, *timed, now, t);
+        }
+    }
+}
+
+impl CallGuard {
+    /// Records the call's departure from `route`, `t` ns after the origin.
+    fn depart(&self, route: &RouteRecorder, timed: Timed, now: Instant, t: u64) {
         let b = route.bucket_ns;
         let cell = route.cells.at((t / b) as usize);
-        if let Some((bucket, nth)) = self.timed {
+        if let Some((bucket, nth)) = timed {
             let held = now.saturating_duration_since(self.arrival).as_micros();
             if let Some(slot) = route.cells.at(bucket).held.get(nth) {
                 slot.store(

@@ -169,7 +169,16 @@ fn add_route(
         mine.taken += counts.taken;
     }
     add_histograms(&mut into.latency, &other.latency, name)?;
-    add_histograms(&mut into.late, &other.late, name)
+    add_histograms(&mut into.late, &other.late, name)?;
+    // Instance i of one replica and instance i of another are the dependency's instance i behind one address.
+    if into.instances.len() < other.instances.len() {
+        into.instances
+            .resize_with(other.instances.len(), RouteRecording::default);
+    }
+    for (mine, theirs) in into.instances.iter_mut().zip(&other.instances) {
+        add_route(mine, theirs, name)?;
+    }
+    Ok(())
 }
 
 /// Adds `other`'s histograms into `into`'s, phase by phase.

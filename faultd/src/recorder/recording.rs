@@ -79,6 +79,12 @@ pub struct RouteRecording {
     /// conditions and the calls it took. Absent when no entry matched a call, and in older recordings.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub matched: BTreeMap<String, MatchCounts>,
+    /// Per instance of a route served by several (`instances: N`), in instance order (the first is instance 1):
+    /// what reached each instance's own listener. Every such call is the route's too, so the instances' counts
+    /// and histograms add up to their part of the route's, and the route's in-flight series is the sum of
+    /// theirs, its maxima measured on that sum. Absent for a route of one listener.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<RouteRecording>,
 }
 
 /// What one matched entry counted.

@@ -21,7 +21,8 @@ mod plan;
 pub mod routing;
 mod rules;
 
-pub use plan::{Plan, PlanPhase, PlanRoute, Resolved};
+pub use plan::{Plan, PlanInstance, PlanPhase, PlanRoute, Resolved};
+pub use rules::MAX_INSTANCES;
 
 /// The phase label of calls before the first phase begins (and of every call when there are no phases).
 pub const BEFORE_FIRST_PHASE: &str = "before-start";
@@ -82,22 +83,36 @@ pub struct Live {
     /// The clock.
     pub clock: Clock,
     overrides: Vec<Option<Override>>,
+    /// Per route, per instance: an override of the route reaches every instance, one of an instance only it.
+    instance_overrides: Vec<Vec<Option<Override>>>,
+}
+
+/// No override on any route or instance of `plan`.
+fn no_overrides(plan: &Plan) -> (Vec<Option<Override>>, Vec<Vec<Option<Override>>>) {
+    (
+        vec![None; plan.routes.len()],
+        plan.routes
+            .iter()
+            .map(|r| vec![None; r.instances.len()])
+            .collect(),
+    )
 }
 
 impl Live {
     /// A fresh state for `plan`, not started.
     pub fn new(plan: Arc<Plan>) -> Live {
-        let overrides = vec![None; plan.routes.len()];
+        let (overrides, instance_overrides) = no_overrides(&plan);
         Live {
             plan,
             clock: Clock::NotStarted,
             overrides,
+            instance_overrides,
         }
     }
 
     /// Swaps in a new plan (a replaced configuration), keeping the clock and dropping overrides.
     pub fn replace_plan(&mut self, plan: Arc<Plan>) {
-        self.overrides = vec![None; plan.routes.len()];
+        (self.overrides, self.instance_overrides) = no_overrides(&plan);
         self.plan = plan;
     }
 
@@ -108,6 +123,12 @@ impl Live {
 
     /// The behaviour of `route` for a call arriving at `now`.
     pub fn resolve(&self, route: usize, now: Instant) -> Resolved {
+        self.resolve_on(route, None, now)
+    }
+
+    /// The behaviour of `route` for a call arriving at `now` on its own listener (`instance` `None`) or on
+    /// instance `instance` (index from 0).
+    pub fn resolve_on(&self, route: usize, instance: Option<usize>, now: Instant) -> Resolved {
         let Some(position) = self.position(now) else {
             return Resolved {
                 from: None,
@@ -116,7 +137,11 @@ impl Live {
                 phase: self.plan.healthy_reset.clone(),
             };
         };
-        if let Some(Some(o)) = self.overrides.get(route) {
+        let o = match instance {
+            None => self.overrides.get(route),
+            Some(i) => self.instance_overrides.get(route).and_then(|o| o.get(i)),
+        };
+        if let Some(Some(o)) = o {
             if o.phase == position.phase {
                 return Resolved {
                     from: None,
@@ -126,7 +151,10 @@ impl Live {
                 };
             }
         }
-        self.plan.resolve(route, position)
+        match instance {
+            None => self.plan.resolve(route, position),
+            Some(i) => self.plan.resolve_instance(route, i, position),
+        }
     }
 
     /// The name of the phase in force at `now`.
@@ -171,6 +199,10 @@ impl Live {
 
     fn clear_overrides(&mut self) {
         self.overrides.iter_mut().for_each(|o| *o = None);
+        self.instance_overrides
+            .iter_mut()
+            .flatten()
+            .for_each(|o| *o = None);
     }
 
     /// Sets `route`'s behaviour at run time (laid over its base), until the schedule moves to another phase.
@@ -195,10 +227,30 @@ impl Live {
         })
         .map_err(ConfigError::from)?;
         let phase = self.position(now).and_then(|p| p.phase);
-        self.overrides[route] = Some(Override {
+        let set_on = Some(Override {
             behaviour: Arc::new(compiled),
             phase,
         });
+        let instances = &mut self.instance_overrides[route];
+        match set {
+            PhaseRoute::Instance(n, _) => {
+                let count = instances.len();
+                let slot = (*n as usize)
+                    .checked_sub(1)
+                    .and_then(|i| instances.get_mut(i))
+                    .ok_or_else(|| {
+                        ConfigError::from(crate::invalid::Invalid::new(
+                            "instance",
+                            format!("route {name:?} has {count} instance(s), numbered from 1"),
+                        ))
+                    })?;
+                *slot = set_on;
+            }
+            _ => {
+                instances.iter_mut().for_each(|o| *o = set_on.clone());
+                self.overrides[route] = set_on;
+            }
+        }
         Ok(())
     }
 

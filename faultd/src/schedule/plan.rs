@@ -32,6 +32,20 @@ pub struct PlanRoute {
     pub calls: AtomicU64,
     /// Its behaviour before the first phase and once each phase (and any ramp) is complete.
     pub behaviour: Phased<Arc<CompiledBehaviour>>,
+    /// Its instances (`instances: N`), in order; none for a route of one listener.
+    pub instances: Vec<PlanInstance>,
+}
+
+/// One instance of a route: its own recorder, draws and behaviour over the phases.
+pub struct PlanInstance {
+    /// Where its calls are recorded (they are the route's too).
+    pub recorder: Arc<RouteRecorder>,
+    /// The key of its random draws.
+    pub key: u64,
+    /// Calls that arrived on this instance under this plan.
+    pub calls: AtomicU64,
+    /// Its behaviour: the route's, but for the phases that set one on this instance alone.
+    pub behaviour: Phased<Arc<CompiledBehaviour>>,
 }
 
 /// A phase as the schedule names it: its name, start and ramp (what it makes of each route is the route's).
@@ -97,12 +111,22 @@ impl Plan {
                 route_recorder.entry_tally(entry)
             })
             .map_err(at)?;
+            let base = Arc::new(base);
+            let instances = (1..=route.instances.unwrap_or(0))
+                .map(|n| PlanInstance {
+                    recorder: route_recorder.instance(n),
+                    key: route_key(&format!("{name}#{n}")),
+                    calls: AtomicU64::new(0),
+                    behaviour: Phased::new(base.clone()),
+                })
+                .collect();
             routes.push(PlanRoute {
                 name: name.clone(),
                 key: route_key(name),
                 recorder: route_recorder,
                 calls: AtomicU64::new(0),
-                behaviour: Phased::new(Arc::new(base)),
+                behaviour: Phased::new(base),
+                instances,
             });
         }
         let mut phases = Vec::new();
@@ -112,19 +136,33 @@ impl Plan {
             for (r, (name, route)) in config.http_routes().enumerate() {
                 let tallies = |entry: &str| routes[r].recorder.entry_tally(entry);
                 let set = match phase.routes.get(name) {
-                    Some(set) => Some(Arc::new(
-                        CompiledBehaviour::compile_with(
-                            &set.resolve(&route.base()),
-                            None,
-                            &tallies,
-                        )
-                        .map_err(|e| {
-                            ConfigError::from(e.at(&format!("phases[{i}].routes.{name}")))
-                        })?,
+                    Some(set) => Some((
+                        set,
+                        Arc::new(
+                            CompiledBehaviour::compile_with(
+                                &set.resolve(&route.base()),
+                                None,
+                                &tallies,
+                            )
+                            .map_err(|e| {
+                                ConfigError::from(e.at(&format!("phases[{i}].routes.{name}")))
+                            })?,
+                        ),
                     )),
                     None => None,
                 };
-                routes[r].behaviour.push(at, ramp, set);
+                // A phase that sets one instance leaves the route's own listener (and the other instances) as
+                // they were.
+                let whole = set.as_ref().filter(|(s, _)| s.acts_on(0));
+                routes[r]
+                    .behaviour
+                    .push(at, ramp, whole.map(|(_, b)| b.clone()));
+                for (n, instance) in (1..).zip(routes[r].instances.iter_mut()) {
+                    let own = set.as_ref().filter(|(s, _)| s.acts_on(n));
+                    instance
+                        .behaviour
+                        .push(at, ramp, own.map(|(_, b)| b.clone()));
+                }
             }
             let name: Arc<str> = Arc::from(phase.name.as_str());
             labels.push(at, ramp, Some(name.clone()));
@@ -164,6 +202,19 @@ impl Plan {
     /// The behaviour of `route` at `position`.
     pub fn resolve(&self, route: usize, position: Position) -> Resolved {
         let at = self.routes[route].behaviour.at(Some(position));
+        Resolved {
+            from: at.from.cloned(),
+            to: at.to.clone(),
+            weight: at.weight,
+            phase: self.label(position),
+        }
+    }
+
+    /// The behaviour of instance `instance` (index from 0) of `route` at `position`.
+    pub fn resolve_instance(&self, route: usize, instance: usize, position: Position) -> Resolved {
+        let at = self.routes[route].instances[instance]
+            .behaviour
+            .at(Some(position));
         Resolved {
             from: at.from.cloned(),
             to: at.to.clone(),

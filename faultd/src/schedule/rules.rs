@@ -46,6 +46,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
     for (name, route) in &config.routes {
         let at = |e: Invalid| ConfigError::from(e.at(&format!("routes.{name}")));
         check_name("routes", name)?;
+        check_instances(route).map_err(at)?;
         if let Some(tcp) = &route.tcp {
             if !route.path.is_empty() {
                 return Err(at(Invalid::new("path", "a TCP route has no path")));
@@ -144,7 +145,21 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                     ),
                 )));
             };
-            if let PhaseRoute::Set(b) = set {
+            if let PhaseRoute::Instance(n, _) = set {
+                let count = route.instances.unwrap_or(1);
+                if route.instances.is_none() || *n == 0 || *n > count {
+                    return Err(at(Invalid::new(
+                        format!("routes.{route_name}.instance"),
+                        match route.instances {
+                            None => format!(
+                                "route {route_name:?} has no instances (give it `instances: N`)"
+                            ),
+                            Some(_) => format!("route {route_name:?} has instances 1 to {count}"),
+                        },
+                    )));
+                }
+            }
+            if let Some(b) = set.set() {
                 check_kind(b, route.is_tcp())
                     .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
                 b.over(&route.base())
@@ -154,6 +169,25 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         }
     }
     Ok(())
+}
+
+/// The most instances a route may have: each is a listener of its own.
+pub const MAX_INSTANCES: u32 = 64;
+
+/// Checks a route's `instances`: 1 to [`MAX_INSTANCES`], on an HTTP route.
+fn check_instances(route: &crate::config::Route) -> Result<(), Invalid> {
+    match route.instances {
+        None => Ok(()),
+        Some(_) if route.is_tcp() => Err(Invalid::new(
+            "instances",
+            "instances serve HTTP routes (a TCP route is one listener)",
+        )),
+        Some(n) if n == 0 || n > MAX_INSTANCES => Err(Invalid::new(
+            "instances",
+            format!("{n} is outside 1..{MAX_INSTANCES}"),
+        )),
+        Some(_) => Ok(()),
+    }
 }
 
 /// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only, or (HTTP) none.

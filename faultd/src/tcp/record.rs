@@ -92,6 +92,7 @@ impl TcpRouteRecording {
             latency: BTreeMap::new(),
             late: BTreeMap::new(),
             matched: BTreeMap::new(),
+            instances: Vec::new(),
         }
     }
 }

@@ -64,6 +64,7 @@ fn route(buckets: Vec<RouteBucket>, max_in_flight: u64) -> RouteRecording {
         latency: BTreeMap::new(),
         late: BTreeMap::new(),
         matched: BTreeMap::new(),
+        instances: Vec::new(),
     }
 }
 

@@ -1,21 +1,24 @@
 //! An `expect:` entry read as the one check it holds: [`Entry`] has one variant per check, each with exactly the
 //! fields that check reads, its bounds parsed. A written entry becomes an `Entry` or an error that names the field:
 //! two checks in one entry, a field its check ignores, a missing bound. Only then are its names (phases,
-//! breakers, routes) resolved against the scenario, variant by variant, into a [`Check`].
+//! breakers, routes) resolved against the scenario (`resolver`), variant by variant, into a [`Check`].
 //!
 //! Not for the format as written (`spec`) nor for judging (each family's file). Adding an expectation means a field
 //! in `spec`, its line in [`CHECKS`], a variant here, and the check in its family's file.
 
 use faultline_units::{Dur, GrpcCode, Rate, Share};
 
-use super::breaker::BreakerCheck;
 use super::dependency::{Counted, DependencyCheck};
+use super::instances::InstanceEntry;
 use super::metric::{self, MetricCheck, MetricEntry};
 use super::requests::{RequestsCheck, RequestsEntry};
 use super::spec::{ExpectationSpec, Names, WhileOpen};
-use super::sut::{self, Percentile, ShareOf, SutCheck};
+use super::sut::{self, Percentile, ShareOf};
 use super::{Check, Expectation};
 use crate::record::OutcomeClass;
+use resolver::Resolver;
+
+mod resolver;
 
 /// Each check, by the field that names it, with the other fields it reads besides `id` and `abort_on_fail`. An
 /// entry holds exactly one of them; a field its check does not read is an error rather than silently ignored.
@@ -43,6 +46,18 @@ pub const CHECKS: &[(&str, &[&str])] = &[
     (
         "handshakes_per_request_at_most",
         &["dependency", "during", "over"],
+    ),
+    (
+        "ejected_within",
+        &["dependency", "instance", "after", "share_below", "over"],
+    ),
+    (
+        "returned_within",
+        &["dependency", "instance", "after", "share_above", "over"],
+    ),
+    (
+        "healthy_in_flight_below",
+        &["dependency", "instance", "during"],
     ),
     (
         "sut_latency",
@@ -79,6 +94,8 @@ pub enum Entry<'a> {
     Unmatched(u64),
     /// A dependency route, and what the calls each SUT request caused there must hold (`requests`).
     Requests(&'a str, RequestsEntry<'a>),
+    /// The instances of a dependency route (`instances: N`).
+    Instances(InstanceEntry<'a>),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -248,6 +265,9 @@ impl<'a> Entry<'a> {
         if let (Some(route), Some(r)) = (&spec.dependency, RequestsEntry::read(spec)) {
             return r.map(|r| Entry::Requests(route, r));
         }
+        if let Some(entry) = InstanceEntry::read(spec) {
+            return entry.map(Entry::Instances);
+        }
         if let Some(route) = &spec.dependency {
             return dependency(spec).map(|d| Entry::Dependency(route, d));
         }
@@ -274,6 +294,9 @@ impl<'a> Entry<'a> {
                 bound: e.bound,
                 during: r.during(e.during)?,
             })),
+            Entry::Instances(i) => i
+                .resolve(&|f, n| r.route(f, n), &|f, n| r.phase(f, n))
+                .map(Check::Instances),
         }
     }
 }
@@ -390,9 +413,11 @@ fn check_window(spec: &ExpectationSpec) -> Result<(), String> {
         && spec.sut_share.is_none()
         && spec.sut_goodput_at_least.is_none()
         && spec.handshakes_per_request_at_most.is_none()
+        && spec.ejected_within.is_none()
+        && spec.returned_within.is_none()
     {
         return Err(
-            "`over` (a sliding window) applies to `sut_latency`, `sut_share`, `sut_goodput_at_least` and `handshakes_per_request_at_most` only".into(),
+            "`over` (a sliding window) applies to `sut_latency`, `sut_share`, `sut_goodput_at_least`, `handshakes_per_request_at_most`, `ejected_within` and `returned_within` only".into(),
         );
     }
     match spec.over {
@@ -478,241 +503,4 @@ fn sut_share<'a>(spec: &'a ExpectationSpec, s: &str) -> Result<SutEntry<'a>, Str
         during: spec.during.as_deref(),
         over: spec.over,
     })
-}
-
-/// The scenario's names, asked for by the field that names them.
-struct Resolver<'n, 'a> {
-    names: &'n Names<'a>,
-}
-
-impl Resolver<'_, '_> {
-    fn phase(&self, field: &str, p: &str) -> Result<String, String> {
-        if self.names.phases.iter().any(|n| n == p) {
-            Ok(p.to_string())
-        } else {
-            Err(format!(
-                "`{field}` names phase `{p}`, which the scenario does not have (phases: {})",
-                list(self.names.phases)
-            ))
-        }
-    }
-
-    fn during(&self, p: Option<&str>) -> Result<Option<String>, String> {
-        p.map(|p| self.phase("during", p)).transpose()
-    }
-
-    fn after(&self, p: &str) -> Result<String, String> {
-        self.phase("after", p)
-    }
-
-    fn breaker(&self, b: &str) -> Result<String, String> {
-        if self.names.breakers.iter().any(|n| n == b) {
-            Ok(b.to_string())
-        } else {
-            Err(format!(
-                "`breaker` names `{b}`, which is not under `breakers:` (breakers: {})",
-                list(self.names.breakers)
-            ))
-        }
-    }
-
-    fn route(&self, field: &str, r: &str) -> Result<String, String> {
-        if self.names.routes.iter().any(|n| n == r) {
-            Ok(r.to_string())
-        } else {
-            Err(format!(
-                "`{field}` names route `{r}`, which is not under `dependency.routes` (routes: {})",
-                list(self.names.routes)
-            ))
-        }
-    }
-
-    /// The route a breaker check counts at: the one written under `route`, else the one the breaker guards.
-    fn guarded(&self, route: Option<&str>, breaker: &str) -> Result<Option<String>, String> {
-        match route {
-            Some(r) => self.route("route", r).map(Some),
-            None => Ok((self.names.breaker_routes)(breaker)),
-        }
-    }
-
-    fn while_open(&self, w: Option<&WhileOpen>) -> Result<Option<String>, String> {
-        match w {
-            None | Some(WhileOpen::Only(false)) => Ok(None),
-            Some(WhileOpen::Only(true)) => match self.names.breakers {
-                [only] => Ok(Some(only.clone())),
-                _ => Err("`while_open: true` needs exactly one breaker in the scenario; name the breaker instead".into()),
-            },
-            Some(WhileOpen::Breaker(b)) => self.breaker(b).map(Some),
-        }
-    }
-
-    fn breaker_check(&self, breaker: &str, b: BreakerEntry<'_>) -> Result<BreakerCheck, String> {
-        let breaker = self.breaker(breaker)?;
-        Ok(match b {
-            BreakerEntry::OpensWithin {
-                within,
-                after,
-                route,
-            } => BreakerCheck::OpensWithin {
-                within,
-                after: self.after(after)?,
-                route: self.guarded(route, &breaker)?,
-                breaker,
-            },
-            BreakerEntry::ClosesWithin {
-                within,
-                after,
-                route,
-            } => BreakerCheck::ClosesWithin {
-                within,
-                after: self.after(after)?,
-                route: self.guarded(route, &breaker)?,
-                breaker,
-            },
-            BreakerEntry::StaysClosed { during } => BreakerCheck::StaysClosed {
-                during: self.during(during)?,
-                breaker,
-            },
-            BreakerEntry::TransitionsAtMost {
-                at_most,
-                route,
-                during,
-            } => BreakerCheck::TransitionsAtMost {
-                at_most,
-                during: self.during(during)?,
-                route: self.guarded(route, &breaker)?,
-                breaker,
-            },
-            BreakerEntry::ProbesPerHalfOpenAtMost { at_most, route } => {
-                let route = self.guarded(route, &breaker)?.ok_or_else(|| format!("`probes_per_half_open_at_most` needs `route:` (the dependency route breaker `{breaker}` guards)"))?;
-                BreakerCheck::ProbesPerHalfOpenAtMost {
-                    breaker,
-                    route,
-                    at_most,
-                }
-            }
-        })
-    }
-
-    fn dependency_check(
-        &self,
-        route: &str,
-        d: DependencyEntry<'_>,
-    ) -> Result<DependencyCheck, String> {
-        let route = self.route("dependency", route)?;
-        Ok(match d {
-            DependencyEntry::MaxInFlight {
-                bound,
-                inclusive,
-                counted,
-                during,
-            } => DependencyCheck::MaxInFlight {
-                route,
-                bound,
-                inclusive,
-                during: self.during(during)?,
-                counted,
-            },
-            DependencyEntry::GrpcStatus {
-                code,
-                bound,
-                at_least,
-                during,
-            } => DependencyCheck::GrpcStatus {
-                route,
-                code,
-                bound,
-                at_least,
-                during: self.during(during)?,
-            },
-            DependencyEntry::RateWhileOpen {
-                below,
-                breaker,
-                while_open,
-            } => {
-                let breaker = match (breaker, self.while_open(while_open)?) {
-                    (Some(b), _) => self.breaker(b)?,
-                    (None, Some(b)) => b,
-                    (None, None) => {
-                        return Err("`rate_while_open_below` needs `while_open: <breaker>`".into())
-                    }
-                };
-                DependencyCheck::RateWhileOpen {
-                    route,
-                    breaker,
-                    below,
-                }
-            }
-            DependencyEntry::Amplification { at_most, during } => DependencyCheck::Amplification {
-                route,
-                at_most,
-                during: self.during(during)?,
-            },
-            DependencyEntry::HandshakeAmplification {
-                at_most,
-                during,
-                over,
-            } => {
-                if !self.names.tls {
-                    return Err("`handshakes_per_request_at_most` counts the TLS handshakes of the dependency, which does not speak TLS: add `tls: {}` under `dependency`".into());
-                }
-                DependencyCheck::HandshakeAmplification {
-                    route,
-                    at_most,
-                    during: self.during(during)?,
-                    over,
-                }
-            }
-        })
-    }
-
-    fn sut_check(&self, s: SutEntry<'_>) -> Result<SutCheck, String> {
-        Ok(match s {
-            SutEntry::Latency {
-                percentile,
-                below,
-                during,
-                while_open,
-                over,
-                class,
-            } => SutCheck::Latency {
-                percentile,
-                below,
-                during: self.during(during)?,
-                while_open: self.while_open(while_open)?,
-                over,
-                class,
-            },
-            SutEntry::Goodput {
-                at_least,
-                during,
-                over,
-            } => SutCheck::Goodput {
-                at_least,
-                during: self.during(during)?,
-                over,
-            },
-            SutEntry::Share {
-                of,
-                bound,
-                above,
-                during,
-                over,
-            } => SutCheck::Share {
-                of,
-                bound,
-                above,
-                during: self.during(during)?,
-                over,
-            },
-        })
-    }
-}
-
-fn list(names: &[String]) -> String {
-    if names.is_empty() {
-        "none".into()
-    } else {
-        names.join(", ")
-    }
 }
