@@ -54,6 +54,11 @@ fn an_opentelemetry_service_with_tenacity_is_followed_call_by_call_and_its_retri
         assert_eq!(v["outcome"], "pass", "{}", v["sentence"]);
         assert!(v["per_request"]["requests"].as_u64().unwrap() > 0, "{v}");
     }
+    // The join and the per-request figures are in result.json as docs/result-json.md says.
+    let schema = crate::report_files::documented_schema();
+    let mut errors = Vec::new();
+    crate::report_files::validate(&schema, &schema, &result, "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
     // The brownout made tenacity retry.
     let attempts = &result["verdicts"][0];
     assert!(attempts["measured"].as_f64().unwrap() >= 1.0, "{attempts}");

@@ -688,7 +688,13 @@ fn junit_is_well_formed_and_its_counts_match_the_verdicts() {
 
 /// The subset of JSON Schema 2020-12 that docs/result-json.md uses: type, const, enum, properties, required,
 /// additionalProperties, items, prefixItems, minItems, maxItems, minimum, oneOf and local `$ref`s.
-fn validate(schema: &Value, root: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
+pub(crate) fn validate(
+    schema: &Value,
+    root: &Value,
+    value: &Value,
+    at: &str,
+    errors: &mut Vec<String>,
+) {
     let Some(s) = schema.as_object() else { return };
     if let Some(r) = s.get("$ref").and_then(Value::as_str) {
         let target = r
@@ -804,7 +810,7 @@ fn validate(schema: &Value, root: &Value, value: &Value, at: &str, errors: &mut 
     }
 }
 
-fn documented_schema() -> Value {
+pub(crate) fn documented_schema() -> Value {
     let doc =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/result-json.md"))
             .unwrap();

@@ -96,7 +96,11 @@ fn a_services_own_counters_and_process_metrics_are_judged_and_a_wrong_name_is_in
         "{}",
         wrong_label["sentence"]
     );
-    // The series the verdicts read are in result.json and drawn in report.html.
+    // The series the verdicts read are in result.json, as docs/result-json.md says, and drawn in report.html.
+    let schema = crate::report_files::documented_schema();
+    let mut errors = Vec::new();
+    crate::report_files::validate(&schema, &schema, &result, "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
     let failures = &result["sut_metrics"][r#"pricing_breaker_events_total{event="failure"}"#];
     let points = failures["points"].as_array().unwrap();
     assert!(points.len() > 20, "a scrape every 100 ms: {failures}");

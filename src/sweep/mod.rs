@@ -41,6 +41,14 @@ pub enum SweepError {
     TooManyRuns { lists: String },
     #[error("--vary {name}: the demo's operations have no field `{name}`; vary one of: {fields} (as FIELD, OPERATION.FIELD, or the last part of a field's name, e.g. open_for)")]
     UnknownField { name: String, fields: String },
+    #[error(
+        "--vary {name}: `{last}` ends several fields ({candidates}); name the one to vary in full"
+    )]
+    AmbiguousField {
+        name: String,
+        last: String,
+        candidates: String,
+    },
     #[error("--vary {name}: the scenario's demo does not call `{operation}`; it calls {called}")]
     NotCalled {
         name: String,

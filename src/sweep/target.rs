@@ -170,7 +170,21 @@ fn is_operation(key: &str) -> bool {
     demo::Operation::ALL.iter().any(|op| op.key() == key)
 }
 
+/// An unknown field, or the last part of several (`min_calls`: the breaker's and outlier ejection's).
 fn unknown(name: &str, fields: &[String]) -> SweepError {
+    let last = name.rsplit('.').next().unwrap_or(name);
+    let candidates: Vec<&str> = fields
+        .iter()
+        .filter(|f| f.rsplit('.').next() == Some(last))
+        .map(String::as_str)
+        .collect();
+    if candidates.len() > 1 {
+        return SweepError::AmbiguousField {
+            name: name.to_string(),
+            last: last.to_string(),
+            candidates: candidates.join(", "),
+        };
+    }
     SweepError::UnknownField {
         name: name.to_string(),
         fields: fields.join(", "),
@@ -326,10 +340,17 @@ mod tests {
                 vary("timeout=1s"),
                 vary("open_for=5s"),
                 vary("pool=20"),
-                vary("min_calls=10"),
+                vary("breaker.min_calls=10"),
             ],
         )
         .unwrap();
+        // `min_calls` alone is the breaker's and outlier ejection's.
+        let both = Target::resolve(&one, &[vary("min_calls=10")]).unwrap_err();
+        assert!(
+            both.to_string()
+                .contains("`min_calls` ends several fields (breaker.min_calls, outlier.min_calls)"),
+            "{both}"
+        );
         let setting = |name: &str, value: &str| Setting {
             name: name.into(),
             value: value.into(),
@@ -338,7 +359,7 @@ mod tests {
             setting("timeout", "250ms"),
             setting("open_for", "5s"),
             setting("pool", "20"),
-            setting("min_calls", "10"),
+            setting("breaker.min_calls", "10"),
         ]);
         let o = t.overrides(&Overrides::default(), &c);
         assert_eq!(
