@@ -158,6 +158,7 @@ fn verdict(spec: &str, record: &RunRecord) -> Verdict {
         breaker_routes: &none,
         tls: false,
         metrics: &[],
+        instances: &|_| 3,
     })
     .unwrap()
     .evaluate(record)

@@ -134,6 +134,14 @@ impl<'a> InstanceEntry<'a> {
 }
 
 impl InstanceCheck {
+    /// The route and the instance the check names, if it names one.
+    pub(crate) fn instance(&self) -> (&str, Option<u32>) {
+        match self {
+            InstanceCheck::Share(c) => (&c.route, Some(c.instance)),
+            InstanceCheck::HealthyInFlight { route, except, .. } => (route, *except),
+        }
+    }
+
     /// A short name, for JUnit test cases and tables.
     pub fn name(&self) -> String {
         match self {

@@ -230,6 +230,8 @@ pub struct Names<'a> {
     pub tls: bool,
     /// The pages (paths or URLs) the breakers are scraped from, where `sut_metric` reads by default.
     pub metrics: &'a [String],
+    /// How many instances a route is served by (`instances: N`; 0 for a route without them).
+    pub instances: &'a dyn Fn(&str) -> u32,
 }
 
 impl ExpectationSpec {

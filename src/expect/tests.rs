@@ -130,7 +130,28 @@ pub(super) fn resolve(spec: &str) -> Result<Expectation, String> {
         breaker_routes: &routes_of,
         tls: true,
         metrics: &[],
+        instances: &|r| if r == "pricing" { 3 } else { 0 },
     })
+}
+
+#[test]
+fn an_instance_expectation_names_an_instance_its_route_has() {
+    let share = |route: &str, k: u32| {
+        format!("{{ dependency: {route}, instance: {k}, ejected_within: 2s, after: brownout, share_below: 5% }}")
+    };
+    assert!(resolve(&share("pricing", 3)).is_ok());
+    let over = resolve(&share("pricing", 4)).unwrap_err();
+    assert!(
+        over.contains("`instance: 4`: route pricing has 3 instances, numbered from 1"),
+        "{over}"
+    );
+    let none = resolve(&share("reviews", 1)).unwrap_err();
+    assert!(
+        none.contains("`dependency: reviews` has no instances"),
+        "{none}"
+    );
+    let healthy = "{ dependency: pricing, instance: 9, healthy_in_flight_below: 40 }";
+    assert!(resolve(healthy).unwrap_err().contains("`instance: 9`"));
 }
 
 pub(super) fn verdict(spec: &str, record: &RunRecord) -> Verdict {
@@ -626,6 +647,7 @@ fn handshakes_per_request_are_refused_for_a_dependency_without_tls() {
             breaker_routes: &routes_of,
             tls: false,
             metrics: &[],
+            instances: &|_| 3,
         })
         .unwrap_err();
     assert!(err.contains("add `tls: {}` under `dependency`"), "{err}");

@@ -348,7 +348,15 @@ impl Scenario {
             .collect();
         pages.sort();
         pages.dedup();
+        let instances = |route: &str| -> u32 {
+            self.dependency
+                .http_routes()
+                .find(|(name, _)| name.as_str() == route)
+                .and_then(|(_, r)| r.instances)
+                .unwrap_or(0)
+        };
         let names = Names {
+            instances: &instances,
             metrics: &pages,
             phases: &phases,
             breakers: &breaker_names,

@@ -294,9 +294,20 @@ impl<'a> Entry<'a> {
                 bound: e.bound,
                 during: r.during(e.during)?,
             })),
-            Entry::Instances(i) => i
-                .resolve(&|f, n| r.route(f, n), &|f, n| r.phase(f, n))
-                .map(Check::Instances),
+            Entry::Instances(i) => {
+                let check = i.resolve(&|f, n| r.route(f, n), &|f, n| r.phase(f, n))?;
+                let (route, instance) = check.instance();
+                let served_by = (r.names.instances)(route);
+                if served_by == 0 {
+                    return Err(format!("`dependency: {route}` has no instances: give the route `instances: N` to judge one of them"));
+                }
+                if let Some(k) = instance.filter(|k| *k == 0 || *k > served_by) {
+                    return Err(format!(
+                        "`instance: {k}`: route {route} has {served_by} instances, numbered from 1"
+                    ));
+                }
+                Ok(Check::Instances(check))
+            }
         }
     }
 }

@@ -392,6 +392,7 @@ fn resolve_error(spec: &str) -> String {
         breaker_routes: &|_| None,
         tls: false,
         metrics: &[],
+        instances: &|_| 3,
     })
     .unwrap_err()
 }
