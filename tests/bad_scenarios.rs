@@ -407,3 +407,54 @@ fn a_dependency_over_faultds_limits_is_refused_naming_the_field_and_the_limit() 
         }
     }
 }
+
+#[test]
+fn a_tcp_route_with_instances_gives_addresses_and_takes_instance_expectations() {
+    let with = |command: &str, expect: &str| {
+        GOOD.replacen(
+            "    pricing: { path: /price/*, latency: { p50: 40ms, p99: 80ms } }\n",
+            "    pricing: { path: /price/*, latency: { p50: 40ms, p99: 80ms } }\n    cache: { tcp: { upstream: 127.0.0.1:6379 }, instances: 2 }\n",
+            1,
+        )
+        .replacen(
+            "    - { name: brownout, at: 4s, routes: { pricing: { latency: { fixed: 2s } } } }\n",
+            "    - { name: brownout, at: 4s, routes: { pricing: { latency: { fixed: 2s } }, cache: { instance: 2, toxics: [ { type: latency, attributes: { latency: 500 } } ] } } }\n",
+            1,
+        )
+        .replacen(
+            "sut:\n  demo:\n    operations:\n      pricing: { timeout: 250ms, pool: 200, fallback: stale }\n",
+            &format!("sut:\n  command: [ ./my-service, {command} ]\n  url: \"http://127.0.0.1:{{sut.port}}\"\n"),
+            1,
+        )
+        .replacen(
+            "  - { dependency: pricing, max_in_flight_below: 200 }\n",
+            &format!("  - {expect}\n"),
+            1,
+        )
+    };
+    let ejected =
+        "{ dependency: cache, instance: 2, ejected_within: 2s, after: brownout, share_below: 5% }";
+    let good = with(
+        "\"--replicas={faultd.routes.cache.instances}\", \"--slow={faultd.routes.cache.instance.2.addr}\"",
+        ejected,
+    );
+    if let Err(e) = Scenario::parse(&good, "table.yaml", &Overrides::default()) {
+        panic!("{e}");
+    }
+    let url = with("\"{faultd.routes.cache.instance.2.url}\"", ejected);
+    let err = Scenario::parse(&url, "table.yaml", &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("faultd.routes.cache.instance.2.url"),
+        "a TCP instance has no URL: {err}"
+    );
+    let third = with(
+        "\"{faultd.routes.cache.instance.1.port}\"",
+        &ejected.replace("instance: 2", "instance: 3"),
+    );
+    let err = Scenario::parse(&third, "table.yaml", &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("route cache has 2 instances"), "{err}");
+}

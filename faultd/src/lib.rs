@@ -216,6 +216,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         )),
         None => None,
     };
+    let mut tcp_instances = std::collections::BTreeMap::<String, Vec<SocketAddr>>::new();
     for (name, route) in config.tcp_routes() {
         let endpoint = route.tcp.as_ref().expect("a TCP route has its endpoint");
         let failed = |source| FaultdError::TcpRoute {
@@ -228,10 +229,12 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
             &endpoint.upstream,
         ))
         .map_err(failed)?;
-        let toxics = tcp::schedule::toxics_at(&config.tcp_toxics(name), std::time::Duration::ZERO);
-        tcp.set_toxics(name, tcp::schedule::build(&toxics))
-            .map_err(failed)?;
+        if let Some(n) = route.instances {
+            let addrs = tcp.add_instances(name, n).map_err(failed)?;
+            tcp_instances.insert(name.clone(), addrs);
+        }
     }
+    tcp::schedule::apply(&tcp, &config.tcp_schedules(), std::time::Duration::ZERO);
     config.check_not_own(&tcp.own_listeners())?;
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
@@ -261,7 +264,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         options.max_connections,
         shutdown_rx.clone(),
     ))];
-    let mut instances = std::collections::BTreeMap::<String, Vec<SocketAddr>>::new();
+    let mut instances = tcp_instances;
     for (listener, addr, of) in instance_listeners {
         instances.entry(of.route.clone()).or_default().push(addr);
         tasks.push(tokio::spawn(http::serve(
@@ -326,7 +329,8 @@ impl Faultd {
         self.instances.get(route).map_or(&[], Vec::as_slice)
     }
 
-    /// The base URL of each instance of route `route` (`https://` when the data plane speaks TLS), in order.
+    /// The base URL of each instance of HTTP route `route` (`https://` when the data plane speaks TLS), in order;
+    /// a TCP route's instances have addresses only ([`Faultd::instance_addrs`]).
     pub fn instance_urls(&self, route: &str) -> Vec<String> {
         let scheme = if self.shared.tls.is_some() {
             "https"

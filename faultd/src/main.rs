@@ -415,6 +415,16 @@ fn announce(faultd: &faultd::Faultd, cli: &Cli) {
             eprintln!("faultd: route {route}'s instances on {}", urls.join(", "));
         }
     }
+    for (route, _) in faultd.config().tcp_routes() {
+        let addrs = faultd.instance_addrs(route);
+        if !addrs.is_empty() {
+            let addrs: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+            eprintln!(
+                "faultd: TCP route {route}'s instances on {}",
+                addrs.join(", ")
+            );
+        }
+    }
     if let Some(path) = &cli.ca_out {
         if faultd.ca_pem().is_some() {
             eprintln!("faultd: the run's CA is in {}", path.display());

@@ -20,7 +20,8 @@ phases:
   - { name: sick, at: 0s, routes: { pricing: { instance: 2, errors: [ { share: 100%, status: 503 } ] } } }
 ";
 
-async fn start(yaml: &str) -> faultd::Faultd {
+/// A faultd of `yaml` (without precise delays) whose schedule has started.
+pub(crate) async fn start(yaml: &str) -> faultd::Faultd {
     let config = Config::from_yaml(yaml, "instances.yaml").unwrap();
     let f = faultd::start(
         config,
@@ -208,8 +209,10 @@ fn an_instance_a_route_does_not_have_is_refused() {
         "routes: { pricing: { path: /p } }\nphases: [ { name: sick, at: 1s, routes: { pricing: { instance: 1, errors: [ { share: 100%, status: 503 } ] } } } ]\n",
     );
     assert!(none.contains("has no instances"), "{none}");
-    let tcp = refused("routes: { db: { tcp: { upstream: 127.0.0.1:5432 }, instances: 2 } }\n");
-    assert!(tcp.contains("instances serve HTTP routes"), "{tcp}");
+    let tcp = refused(
+        "routes: { db: { tcp: { upstream: 127.0.0.1:5432 }, instances: 2 } }\nphases: [ { name: sick, at: 1s, routes: { db: { instance: 3, toxics: [ { type: reset_peer } ] } } } ]\n",
+    );
+    assert!(tcp.contains("instances 1 to 2"), "{tcp}");
     let zero = refused("routes: { pricing: { path: /p, instances: 0 } }\n");
     assert!(zero.contains("outside 1..64"), "{zero}");
 }

@@ -113,7 +113,8 @@ impl Dependency {
     /// The placeholders a command SUT may use to reach the dependency: `faultd.url`, and for an embedded faultd
     /// `faultd.host`, `faultd.port`, `faultd.control`, `faultd.ca` under TLS, and per TCP route
     /// `faultd.routes.NAME.host`, `.port`, `.addr`, and per route served by instances
-    /// `faultd.routes.NAME.instances` and `faultd.routes.NAME.instance.N.url`.
+    /// `faultd.routes.NAME.instances` and `faultd.routes.NAME.instance.N.addr` (`.host`, `.port`, and `.url` on
+    /// an HTTP route).
     pub fn placeholders(&self) -> BTreeMap<String, String> {
         let mut values = BTreeMap::from([("faultd.url".to_string(), self.url())]);
         if let Dependency::Embedded(f, ca) = self {
@@ -129,14 +130,13 @@ impl Dependency {
             if let Some(c) = f.control_addr() {
                 values.insert("faultd.control".into(), format!("http://{c}"));
             }
-            for (name, _) in f.config().http_routes() {
-                let urls = f.instance_urls(name);
-                if urls.is_empty() {
+            for (name, route) in &f.config().routes {
+                let addrs = f.instance_addrs(name);
+                if addrs.is_empty() {
                     continue;
                 }
-                let names = Placeholders::instance_names(name, urls.len() as u32);
-                values.insert(names[0].clone(), urls.join(","));
-                values.extend(names[1..].iter().cloned().zip(urls));
+                let urls = (!route.is_tcp()).then(|| f.instance_urls(name));
+                values.extend(Placeholders::instance_values(name, addrs, urls.as_deref()));
             }
             for (name, _) in f.config().tcp_routes() {
                 if let Some(a) = f.tcp_addr(name) {

@@ -44,12 +44,49 @@ impl Placeholders {
             .collect()
     }
 
-    /// The placeholders of HTTP route `route` served by `count` instances: `faultd.routes.NAME.instances`, the
-    /// comma-separated base URLs of all of them, and `faultd.routes.NAME.instance.N.url` (from 1) of each.
-    pub fn instance_names(route: &str, count: u32) -> Vec<String> {
-        std::iter::once(format!("faultd.routes.{route}.instances"))
-            .chain((1..=count).map(|n| format!("faultd.routes.{route}.instance.{n}.url")))
-            .collect()
+    /// The placeholders of route `route` served by `count` instances: `faultd.routes.NAME.instances`, the
+    /// comma-separated base URLs of all of them (an HTTP route's) or their `host:port` (a TCP route's), and per
+    /// instance (from 1) `faultd.routes.NAME.instance.N.addr`, `.host`, `.port`, and `.url` on an HTTP route.
+    pub fn instance_names(route: &str, count: u32, tcp: bool) -> Vec<String> {
+        let mut names = vec![format!("faultd.routes.{route}.instances")];
+        for n in 1..=count {
+            let fields: &[&str] = if tcp {
+                &["addr", "host", "port"]
+            } else {
+                &["url", "addr", "host", "port"]
+            };
+            names.extend(
+                fields
+                    .iter()
+                    .map(|f| format!("faultd.routes.{route}.instance.{n}.{f}")),
+            );
+        }
+        names
+    }
+
+    /// The values of [`Placeholders::instance_names`] for instances listening on `addrs`, in order, with their
+    /// base URLs when the route is HTTP (`urls`, one per address).
+    pub fn instance_values(
+        route: &str,
+        addrs: &[std::net::SocketAddr],
+        urls: Option<&[String]>,
+    ) -> BTreeMap<String, String> {
+        let list: Vec<String> = match urls {
+            Some(urls) => urls.to_vec(),
+            None => addrs.iter().map(ToString::to_string).collect(),
+        };
+        let mut values =
+            BTreeMap::from([(format!("faultd.routes.{route}.instances"), list.join(","))]);
+        for (n, addr) in (1..).zip(addrs) {
+            let key = |f: &str| format!("faultd.routes.{route}.instance.{n}.{f}");
+            values.insert(key("addr"), addr.to_string());
+            values.insert(key("host"), addr.ip().to_string());
+            values.insert(key("port"), addr.port().to_string());
+            if let Some(url) = urls.and_then(|u| u.get(n - 1)) {
+                values.insert(key("url"), url.clone());
+            }
+        }
+        values
     }
 
     /// `faultline sweep`'s parameters as placeholders: `param.NAME`, the value as written, and for a value that is
@@ -201,9 +238,17 @@ mod tests {
         let mut known = Placeholders::names();
         known.extend(Placeholders::tcp_route_names("db"));
         assert!(Placeholders::check("redis://{faultd.routes.db.addr}/0", &known).is_ok());
-        known.extend(Placeholders::instance_names("pricing", 3));
+        known.extend(Placeholders::instance_names("pricing", 3, false));
         assert!(Placeholders::check("--to={faultd.routes.pricing.instances}", &known).is_ok());
         assert!(Placeholders::check("{faultd.routes.pricing.instance.3.url}", &known).is_ok());
+        assert!(Placeholders::check("{faultd.routes.pricing.instance.3.port}", &known).is_ok());
+        known.extend(Placeholders::instance_names("db", 2, true));
+        assert!(Placeholders::check("{faultd.routes.db.instance.2.addr}", &known).is_ok());
+        assert_eq!(
+            Placeholders::check("{faultd.routes.db.instance.2.url}", &known),
+            Err("faultd.routes.db.instance.2.url".into()),
+            "a TCP instance has an address, not a URL"
+        );
         assert_eq!(
             Placeholders::check("{faultd.routes.pricing.instance.4.url}", &known),
             Err("faultd.routes.pricing.instance.4.url".into())

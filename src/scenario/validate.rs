@@ -138,9 +138,9 @@ impl Scenario {
         }
         // The instances' listeners are the embedded faultd's.
         if self.faultd.is_none() {
-            for (name, route) in self.dependency.http_routes() {
+            for (name, route) in &self.dependency.routes {
                 if let Some(n) = route.instances {
-                    known.extend(Placeholders::instance_names(name, n));
+                    known.extend(Placeholders::instance_names(name, n, route.is_tcp()));
                 }
             }
         }
@@ -350,9 +350,9 @@ impl Scenario {
         pages.dedup();
         let instances = |route: &str| -> u32 {
             self.dependency
-                .http_routes()
-                .find(|(name, _)| name.as_str() == route)
-                .and_then(|(_, r)| r.instances)
+                .routes
+                .get(route)
+                .and_then(|r| r.instances)
                 .unwrap_or(0)
         };
         let names = Names {

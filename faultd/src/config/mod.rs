@@ -94,8 +94,9 @@ macro_rules! route_from_list {
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub tcp: Option<TcpEndpoint>,
             /// How many instances serve the route, each on a listener of its own (`instances: 3`); the data
-            /// plane's address serves the route too. A phase changes one instance with `instance: N` (numbered
-            /// from 1) or all of them without. HTTP routes only.
+            /// plane's address (a TCP route's `listen`) serves the route too. A phase changes one instance with
+            /// `instance: N` (numbered from 1) or all of them without. A TCP route's instances forward to its
+            /// upstream, each with toxics of its own.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub instances: Option<u32>,
             $(
@@ -524,6 +525,13 @@ impl Config {
     /// TCP route `route`'s toxics over the phases: its own `toxics` first; a phase naming the route with
     /// `toxics` replaces them, `healthy` restores its own, and a phase that does not name it keeps what it has.
     pub fn tcp_toxics(&self, route: &str) -> Phased<Vec<TcpToxic>> {
+        self.tcp_toxics_of(route, None)
+    }
+
+    /// The toxics of instance `instance` (from 1) of TCP route `route` over the phases, or of the route's own
+    /// listener for `None`. A phase that names one instance (`{ instance: 2, toxics: [...] }`) sets that instance
+    /// only; the route's own listener and its other instances keep what they had, as on an HTTP route.
+    pub fn tcp_toxics_of(&self, route: &str, instance: Option<u32>) -> Phased<Vec<TcpToxic>> {
         let base = self
             .routes
             .get(route)
@@ -533,6 +541,7 @@ impl Config {
         for p in &self.phases {
             let set = match p.routes.get(route) {
                 Some(PhaseRoute::Healthy) => Some(base.clone()),
+                Some(PhaseRoute::Instance(n, _)) if Some(*n) != instance => None,
                 Some(set) => set.set().and_then(|b| b.toxics.clone()),
                 None => None,
             };
@@ -541,11 +550,17 @@ impl Config {
         toxics
     }
 
-    /// Every TCP route's toxics over the phases, by name.
-    pub fn tcp_schedules(&self) -> Vec<(String, Phased<Vec<TcpToxic>>)> {
-        self.tcp_routes()
-            .map(|(name, _)| (name.clone(), self.tcp_toxics(name)))
-            .collect()
+    /// Every TCP route's toxics over the phases: per route name, its own listener's (instance `None`) and then
+    /// each of its instances'.
+    pub fn tcp_schedules(&self) -> Vec<(String, Option<u32>, Phased<Vec<TcpToxic>>)> {
+        let mut schedules = Vec::new();
+        for (name, route) in self.tcp_routes() {
+            schedules.push((name.clone(), None, self.tcp_toxics(name)));
+            for n in 1..=route.instances.unwrap_or(0) {
+                schedules.push((name.clone(), Some(n), self.tcp_toxics_of(name, Some(n))));
+            }
+        }
+        schedules
     }
 
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each

@@ -174,14 +174,10 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
 /// The most instances a route may have: each is a listener of its own.
 pub const MAX_INSTANCES: u32 = 64;
 
-/// Checks a route's `instances`: 1 to [`MAX_INSTANCES`], on an HTTP route.
+/// Checks a route's `instances`: 1 to [`MAX_INSTANCES`].
 fn check_instances(route: &crate::config::Route) -> Result<(), Invalid> {
     match route.instances {
         None => Ok(()),
-        Some(_) if route.is_tcp() => Err(Invalid::new(
-            "instances",
-            "instances serve HTTP routes (a TCP route is one listener)",
-        )),
         Some(n) if n == 0 || n > MAX_INSTANCES => Err(Invalid::new(
             "instances",
             format!("{n} is outside 1..{MAX_INSTANCES}"),

@@ -12,7 +12,7 @@
 //! connections sit idle still reports a mean and a maximum of 200.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -64,6 +64,11 @@ pub struct TcpRouteRecording {
     pub totals: TcpBucket,
     /// One entry per bucket from t = 0; empty for a route no connection has reached.
     pub buckets: Vec<TcpBucket>,
+    /// Per instance of a route served by several (`instances: N`), in instance order (the first is instance 1):
+    /// what reached each instance's own listener. Every such connection is the route's too, so the instances'
+    /// counts add up to at most the route's (the route's own listener takes the rest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<TcpRouteRecording>,
 }
 
 impl TcpRouteRecording {
@@ -92,7 +97,7 @@ impl TcpRouteRecording {
             latency: BTreeMap::new(),
             late: BTreeMap::new(),
             matched: BTreeMap::new(),
-            instances: Vec::new(),
+            instances: self.instances.iter().map(Self::as_calls).collect(),
         }
     }
 }
@@ -111,11 +116,14 @@ struct State {
     current: Option<(usize, Instant, Instant)>,
 }
 
-/// The recorder of one TCP route.
+/// The recorder of one TCP route, or of one instance of a route served by several.
 #[derive(Debug)]
 pub struct TcpRecorder {
     bucket: Duration,
     state: Mutex<State>,
+    /// The route's recorder when this one records an instance: every event is the route's too, recorded there
+    /// as it happens, so the route's open level (and its maximum) is exact rather than a sum of maxima.
+    route: Option<Arc<TcpRecorder>>,
 }
 
 impl TcpRecorder {
@@ -132,6 +140,17 @@ impl TcpRecorder {
                 last_change: origin,
                 current: None,
             }),
+            route: None,
+        }
+    }
+
+    /// The recorder of one instance of the route `route` records: same bucket and origin, and every event
+    /// recorded on the route's as well.
+    pub fn instance_of(route: Arc<TcpRecorder>) -> TcpRecorder {
+        let origin = route.state().origin;
+        TcpRecorder {
+            route: Some(route.clone()),
+            ..TcpRecorder::new(route.bucket, origin)
         }
     }
 
@@ -223,6 +242,10 @@ impl TcpRecorder {
         let b = &mut s.buckets[i];
         b.attempts += 1;
         b.max_open = b.max_open.max(open);
+        drop(s);
+        if let Some(route) = &self.route {
+            route.opened();
+        }
     }
 
     /// A connection ended, reset or not.
@@ -237,6 +260,10 @@ impl TcpRecorder {
         b.closed += 1;
         if reset {
             b.resets += 1;
+        }
+        drop(s);
+        if let Some(route) = &self.route {
+            route.closed(reset);
         }
     }
 
@@ -270,6 +297,10 @@ impl TcpRecorder {
             Stream::Upstream => b.bytes_upstream += n as u64,
             Stream::Downstream => b.bytes_downstream += n as u64,
         }
+        drop(s);
+        if let Some(route) = &self.route {
+            route.bytes(stream, n);
+        }
     }
 
     /// A toxic of type `kind` took a connection.
@@ -279,6 +310,10 @@ impl TcpRecorder {
         let i = self.index(&s, now);
         Self::grow(&mut s, i);
         *s.buckets[i].toxics.entry(kind.to_string()).or_default() += 1;
+        drop(s);
+        if let Some(route) = &self.route {
+            route.toxic(kind);
+        }
     }
 
     /// The upstream connect failed.
@@ -288,6 +323,10 @@ impl TcpRecorder {
         let i = self.index(&s, now);
         Self::grow(&mut s, i);
         s.buckets[i].upstream_errors += 1;
+        drop(s);
+        if let Some(route) = &self.route {
+            route.upstream_error();
+        }
     }
 
     /// Connections open now.
@@ -337,6 +376,7 @@ impl TcpRecorder {
             max_open: s.max_open,
             totals,
             buckets,
+            instances: Vec::new(),
         }
     }
 }

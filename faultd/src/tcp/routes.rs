@@ -64,6 +64,10 @@ struct Route {
     /// The address bound at creation (with the real port), kept so a disabled route comes back on it.
     listen: SocketAddr,
     listening: Option<Listening>,
+    /// The route's instances (`instances: N`), in order: each a listener of its own with its own toxics,
+    /// forwarding to the route's upstream and recording into the route's recorder as well as its own. They go
+    /// down and come back with the route.
+    instances: Vec<Route>,
 }
 
 impl Route {
@@ -81,12 +85,13 @@ impl Route {
         self.shared.toxics.borrow().clone()
     }
 
-    /// Stops listening and closes every open connection.
+    /// Stops listening and closes every open connection, on the route and its instances.
     fn disable(&mut self) {
         if let Some(l) = self.listening.take() {
             l.stop();
         }
         self.shared.kill.send_modify(|epoch| *epoch += 1);
+        self.instances.iter_mut().for_each(Route::disable);
     }
 
     fn enable(&mut self, backlog: u32) -> Result<(), TcpError> {
@@ -94,7 +99,23 @@ impl Route {
             let l = bind(self.listen, backlog, self.shared.clone())?;
             self.listening = Some(l);
         }
-        Ok(())
+        self.instances
+            .iter_mut()
+            .try_for_each(|i| i.enable(backlog))
+    }
+
+    /// Every address the route listens on: its own, then its instances'.
+    fn listeners(&self) -> impl Iterator<Item = SocketAddr> + '_ {
+        std::iter::once(self.listen).chain(self.instances.iter().map(|i| i.listen))
+    }
+
+    fn recording(&self) -> TcpRouteRecording {
+        let mut recording = self
+            .shared
+            .recorder
+            .snapshot(self.listen.to_string(), self.shared.upstream.clone());
+        recording.instances = self.instances.iter().map(Route::recording).collect();
+        recording
     }
 }
 
@@ -135,6 +156,9 @@ impl TcpRoutes {
         *self.origin.lock().unwrap_or_else(|p| p.into_inner()) = origin;
         for route in self.routes().values() {
             route.shared.recorder.set_origin(origin);
+            for instance in &route.instances {
+                instance.shared.recorder.set_origin(origin);
+            }
         }
     }
 
@@ -188,6 +212,7 @@ impl TcpRoutes {
             shared,
             listen: listening.addr,
             listening: Some(listening),
+            instances: Vec::new(),
         };
         if !spec.enabled {
             route.disable();
@@ -266,7 +291,7 @@ impl TcpRoutes {
 
     fn own_listeners_in(&self, routes: &BTreeMap<String, Route>) -> Vec<SocketAddr> {
         let mut own = self.settings.faultd_listeners.clone();
-        own.extend(routes.values().map(|r| r.listen));
+        own.extend(routes.values().flat_map(Route::listeners));
         own
     }
 
@@ -318,9 +343,20 @@ impl TcpRoutes {
             let toxics = route.toxics().as_ref().clone();
             let mut old = routes.remove(name).expect("looked up above");
             old.disable();
-            return match self.create_locked(&mut routes, spec, toxics) {
+            let instances = old.instances.len() as u32;
+            let created = self
+                .create_locked(&mut routes, spec, toxics)
+                .and_then(|view| {
+                    // The instances follow the route to its new upstream, on ports of their own again.
+                    self.add_instances_locked(&mut routes, name, instances)?;
+                    Ok(view)
+                });
+            return match created {
                 Ok(view) => Ok(view),
                 Err(e) => {
+                    if let Some(mut new) = routes.remove(name) {
+                        new.disable();
+                    }
                     // Put the old route back as it was, so a refused change changes nothing.
                     if old.enable(self.settings.backlog).is_ok() && !enabled {
                         old.disable();
@@ -354,6 +390,9 @@ impl TcpRoutes {
         let mut first_error = None;
         for route in routes.values_mut() {
             route.shared.toxics.send_replace(Arc::new(Vec::new()));
+            for instance in &route.instances {
+                instance.shared.toxics.send_replace(Arc::new(Vec::new()));
+            }
             if let Err(e) = route.enable(self.settings.backlog) {
                 first_error.get_or_insert(e);
             }
@@ -442,6 +481,77 @@ impl TcpRoutes {
         })
     }
 
+    /// Replaces all the toxics of instance `number` (from 1) of a route served by instances (the schedule's phase
+    /// switch for a phase that names the instance, or the whole route).
+    pub fn set_instance_toxics(
+        &self,
+        proxy: &str,
+        number: u32,
+        toxics: Vec<Toxic>,
+    ) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| {
+            let instance = number
+                .checked_sub(1)
+                .and_then(|i| r.instances.get(i as usize))
+                .ok_or_else(|| TcpError::ProxyNotFound(format!("{proxy} instance {number}")))?;
+            instance.shared.toxics.send_replace(Arc::new(toxics));
+            Ok(())
+        })
+    }
+
+    /// Gives route `proxy` `count` instances: listeners of their own on the route's host, each on a free port,
+    /// forwarding to the route's upstream with toxics of their own. Returns their addresses, in order.
+    pub fn add_instances(&self, proxy: &str, count: u32) -> Result<Vec<SocketAddr>, TcpError> {
+        let mut routes = self.routes();
+        self.add_instances_locked(&mut routes, proxy, count)
+    }
+
+    fn add_instances_locked(
+        &self,
+        routes: &mut BTreeMap<String, Route>,
+        proxy: &str,
+        count: u32,
+    ) -> Result<Vec<SocketAddr>, TcpError> {
+        let route = routes
+            .get_mut(proxy)
+            .ok_or_else(|| TcpError::ProxyNotFound(proxy.to_string()))?;
+        let enabled = route.listening.is_some();
+        for _ in 0..count {
+            let shared = Arc::new(RouteShared {
+                toxics: watch::channel(Arc::new(Vec::new())).0,
+                kill: watch::channel(0).0,
+                recorder: Arc::new(TcpRecorder::instance_of(route.shared.recorder.clone())),
+                accepted: AtomicU64::new(0),
+                name: route.shared.name.clone(),
+                upstream: route.shared.upstream.clone(),
+                allow_hosts: route.shared.allow_hosts.clone(),
+                seed: route.shared.seed ^ (route.instances.len() as u64 + 1).rotate_left(17),
+                deadlines: route.shared.deadlines.clone(),
+            });
+            let addr = SocketAddr::new(route.listen.ip(), 0);
+            let listening = bind(addr, self.settings.backlog, shared.clone())?;
+            let mut instance = Route {
+                shared,
+                listen: listening.addr,
+                listening: Some(listening),
+                instances: Vec::new(),
+            };
+            if !enabled {
+                instance.disable();
+            }
+            route.instances.push(instance);
+        }
+        Ok(route.instances.iter().map(|i| i.listen).collect())
+    }
+
+    /// Where each instance of route `proxy` listens, in order; empty for a route without instances or none.
+    pub fn instance_addrs(&self, proxy: &str) -> Vec<SocketAddr> {
+        self.routes()
+            .get(proxy)
+            .map(|r| r.instances.iter().map(|i| i.listen).collect())
+            .unwrap_or_default()
+    }
+
     /// Removes a toxic; bytes it was holding flow again.
     pub fn remove_toxic(&self, proxy: &str, toxic: &str) -> Result<(), TcpError> {
         self.with_route(proxy, |r| {
@@ -465,14 +575,7 @@ impl TcpRoutes {
     pub fn recording(&self) -> BTreeMap<String, TcpRouteRecording> {
         self.routes()
             .iter()
-            .map(|(name, r)| {
-                (
-                    name.clone(),
-                    r.shared
-                        .recorder
-                        .snapshot(r.listen.to_string(), r.shared.upstream.clone()),
-                )
-            })
+            .map(|(name, r)| (name.clone(), r.recording()))
             .collect()
     }
 }

@@ -86,10 +86,17 @@ pub fn build(toxics: &[TcpToxic]) -> Vec<Toxic> {
         .collect()
 }
 
-/// Gives every TCP route of `schedules` (by name) its toxics at `t`.
-pub fn apply(routes: &TcpRoutes, schedules: &[(String, TcpSchedule)], t: Duration) {
-    for (name, toxics) in schedules {
-        let _ = routes.set_toxics(name, build(&toxics_at(toxics, t)));
+/// Every TCP route's toxics over the phases, by route name and instance (`None`: the route's own listener).
+pub type TcpSchedules = Vec<(String, Option<u32>, TcpSchedule)>;
+
+/// Gives every TCP route (and instance) of `schedules` its toxics at `t`.
+pub fn apply(routes: &TcpRoutes, schedules: &TcpSchedules, t: Duration) {
+    for (name, instance, toxics) in schedules {
+        let toxics = build(&toxics_at(toxics, t));
+        let _ = match instance {
+            None => routes.set_toxics(name, toxics),
+            Some(n) => routes.set_instance_toxics(name, *n, toxics),
+        };
     }
 }
 
@@ -97,7 +104,7 @@ pub fn apply(routes: &TcpRoutes, schedules: &[(String, TcpSchedule)], t: Duratio
 /// of `step`.
 pub async fn run(
     routes: Arc<TcpRoutes>,
-    schedules: Vec<(String, TcpSchedule)>,
+    schedules: TcpSchedules,
     origin: Instant,
     step: Duration,
     mut stop: watch::Receiver<bool>,
@@ -108,7 +115,7 @@ pub async fn run(
         apply(&routes, &schedules, t);
         let next = schedules
             .iter()
-            .filter_map(|(_, toxics)| toxics.next_change(t, step))
+            .filter_map(|(_, _, toxics)| toxics.next_change(t, step))
             .min();
         let Some(next) = next else {
             return;
