@@ -128,8 +128,8 @@ pub struct ExpectationSpec {
     /// Per SUT request: every retry starts at least this long after the previous call of the same request ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_spacing_at_least: Option<Dur>,
-    /// Per SUT request: the spread of the retries' spacing (standard deviation over mean, among retries of the
-    /// same number) is at least this share, so that clients do not retry in lockstep.
+    /// Per SUT request: the spread of the retries' spacing (1.4826 x the median absolute deviation over the
+    /// median, among retries of the same number) is at least this share, so that clients do not retry in lockstep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_jitter_at_least: Option<Share>,
     /// Per SUT request: calls that started after the SUT's caller had given up (its timeout passed, or it was

@@ -153,8 +153,10 @@ fn spacing(followed: &Calls<'_>, at_least: Duration) -> Judged {
 }
 
 /// The spread of the spacing among retries of the same number (every first retry, every second, ...), so that
-/// an exponential backoff without jitter still reads as lockstep: the count-weighted mean of each number's
-/// standard deviation over mean.
+/// an exponential backoff without jitter still reads as lockstep: the count-weighted mean of each number's robust
+/// coefficient of variation, [`MAD_TO_SD`] x the median absolute deviation over the median. A robust spread
+/// because a busy machine delays a few retries by tens of milliseconds: those few would lift a standard deviation
+/// over lockstep's threshold, and they leave the median absolute deviation where the bulk of the retries is.
 fn jitter(followed: &Calls<'_>, at_least: f64) -> Judged {
     let mut by_number: BTreeMap<usize, Vec<f64>> = BTreeMap::new();
     for (_, calls) in followed {
@@ -162,27 +164,32 @@ fn jitter(followed: &Calls<'_>, at_least: f64) -> Judged {
             by_number.entry(n).or_default().push(gap.max(0.0));
         }
     }
+    // Per retry number: the median spacing and the robust spread around it.
     let stats: BTreeMap<usize, (f64, f64)> = by_number
-        .iter()
+        .iter_mut()
         .filter(|(_, gaps)| gaps.len() > 1)
         .map(|(n, gaps)| {
-            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
-            let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
-            (*n, (mean, var.sqrt()))
+            let middle = median(gaps);
+            let mut off: Vec<f64> = gaps.iter().map(|g| (g - middle).abs()).collect();
+            let cv = if middle > 0.0 {
+                MAD_TO_SD * median(&mut off) / middle
+            } else {
+                0.0
+            };
+            (*n, (middle, cv))
         })
         .collect();
     let (weighted, count) = stats
         .iter()
-        .fold((0.0, 0usize), |(sum, count), (n, (mean, sd))| {
+        .fold((0.0, 0usize), |(sum, count), (n, (_, cv))| {
             let k = by_number[n].len();
-            let cv = if *mean > 0.0 { sd / mean } else { 0.0 };
             (sum + cv * k as f64, count + k)
         });
     if count == 0 {
         return nothing(
             "fewer than two retries of any one number (first, second, ...), so no spread to judge"
                 .into(),
-            "ms from the mean spacing",
+            "ms from the median spacing",
         );
     }
     let spread = weighted / count as f64;
@@ -194,14 +201,14 @@ fn jitter(followed: &Calls<'_>, at_least: f64) -> Judged {
                 .filter_map(|(n, gap)| {
                     stats
                         .get(&n)
-                        .map(|(mean, _)| (n, (gap.max(0.0) - mean).abs()))
+                        .map(|(middle, _)| (n, (gap.max(0.0) - middle).abs()))
                 })
                 .min_by(|a, b| a.1.total_cmp(&b.1))?;
             Some((
                 f.request.trace,
                 off,
                 format!(
-                    "retry {n} within {} ms of every retry {n}'s mean",
+                    "retry {n} within {} ms of every retry {n}'s median",
                     trim2(off)
                 ),
             ))
@@ -212,13 +219,31 @@ fn jitter(followed: &Calls<'_>, at_least: f64) -> Judged {
         bound: Some(at_least),
         passed: spread >= at_least,
         sentence: format!(
-            "the retries' spacing spread by {}% of its mean (standard deviation over mean, among retries of the same number, over {count} retries); expected at least {}%",
+            "the retries' spacing spread by {}% of its median (robust: 1.4826 x median absolute deviation over median, among retries of the same number, over {count} retries); expected at least {}%",
             trim2(spread * 100.0),
             trim2(at_least * 100.0)
         ),
-        unit: "ms from the mean spacing",
+        unit: "ms from the median spacing",
         per_request,
         low_is_worse: true,
+    }
+}
+
+/// Scales a median absolute deviation to the standard deviation it estimates on a normal spread, so that the
+/// robust spread reads like the familiar standard deviation over mean.
+const MAD_TO_SD: f64 = 1.4826;
+
+/// The median of `values` (sorted in place); 0 for none.
+fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    values.sort_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    if values.len() % 2 == 1 {
+        values[mid]
+    } else {
+        (values[mid - 1] + values[mid]) / 2.0
     }
 }
 
