@@ -12,8 +12,9 @@ use faultline::breaker::crosscheck::Disagreement;
 use faultline::breaker::{BreakerState, BreakerTimeline, Source, Transition};
 use faultline::expect::{Check, DependencyCheck, Expectation, Outcome, Verdict};
 use faultline::report::result::{
-    pool_limits, BreakerSummary, FaultdLate, GeneratorLate, Percentiles, PhaseSummary, PoolLimit,
-    ReplicaRoute, ReplicaSummary, ReplicasSummary, RouteSummary, ScenarioInfo, Series, Totals,
+    pool_limits, BreakerSummary, FaultdLate, GeneratorLate, InstanceSummary, Percentiles,
+    PhaseSummary, PoolLimit, ReplicaRoute, ReplicaSummary, ReplicasSummary, RouteSummary,
+    ScenarioInfo, Series, Totals,
 };
 use faultline::report::{self, compare, html, ResultFile, RESULT_VERSION};
 use faultline::run::Ending;
@@ -85,6 +86,12 @@ fn fixture(buckets: usize) -> Fixture {
         bucket_s: 0.1,
         ..Series::default()
     };
+    series.instance_arrivals.insert(
+        "pricing".into(),
+        (0..3)
+            .map(|k| (0..buckets).map(|i| (i + k) as u64 % 7).collect())
+            .collect(),
+    );
     for class in [
         "ok",
         "fallback",
@@ -435,6 +442,12 @@ fn fixture(buckets: usize) -> Fixture {
                     inclusive: false,
                 }),
                 faultd_late: None,
+                // Three instances; the second taken out of rotation takes fewer calls.
+                instances: vec![
+                    InstanceSummary { arrivals: total / 2, max_in_flight: 2 },
+                    InstanceSummary { arrivals: total / 10, max_in_flight: 1 },
+                    InstanceSummary { arrivals: total - total / 2 - total / 10, max_in_flight: 2 },
+                ],
             },
         )]
         .into_iter()
@@ -911,6 +924,7 @@ fn report_html_is_self_contained_and_carries_every_chart() {
         "chart-rates",
         "chart-inflight",
         "chart-breakers",
+        "chart-instances",
         "distributions",
     ] {
         assert!(page.contains(&format!("id=\"{id}\"")), "{id}");

@@ -264,6 +264,9 @@ fn over_time_section(h: &mut String, r: &ResultFile) {
     if !r.sut_metrics.is_empty() {
         h.push_str("<h3>The SUT's own metrics the expectations read, as scraped</h3><div id=\"sut-metrics\"></div>");
     }
+    if !r.series.instance_arrivals.is_empty() {
+        h.push_str("<h3>Calls per second at each instance (measured by faultd at the instance's own listener): an instance taken out of rotation drops to zero</h3><div class=\"chart\" id=\"chart-instances\"></div>");
+    }
     if !r.series.handshakes.is_empty() {
         h.push_str("<h3>TLS handshakes per second at the dependency (measured by faultd), by outcome</h3><div class=\"chart\" id=\"chart-handshakes\"></div>");
     }

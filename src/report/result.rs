@@ -404,6 +404,18 @@ pub struct RouteSummary {
     /// before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub faultd_late: Option<FaultdLate>,
+    /// Per instance of a route served by several (`instances: N`), instance 1 first; empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceSummary>,
+}
+
+/// One instance of a dependency route over the run, as faultd measured it at the instance's own listener.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct InstanceSummary {
+    /// Calls (on a TCP route, connections) that reached the instance.
+    pub arrivals: u64,
+    /// The most calls the instance held at once.
+    pub max_in_flight: u64,
 }
 
 /// Calls that matched no route of the dependency.
@@ -570,4 +582,8 @@ pub struct Series {
     /// out); empty without TLS.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub handshakes: BTreeMap<String, Vec<u64>>,
+    /// Calls that reached each instance per bucket, per route served by instances (instance 1 first); empty when
+    /// no route has instances.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub instance_arrivals: BTreeMap<String, Vec<Vec<u64>>>,
 }

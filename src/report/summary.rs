@@ -236,6 +236,13 @@ fn dependency(o: &mut String, r: &ResultFile) {
                 );
             }
         }
+        if !d.instances.is_empty() {
+            let each: Vec<String> = (1..)
+                .zip(&d.instances)
+                .map(|(k, i)| format!("#{k} {} calls, at most {}", i.arrivals, i.max_in_flight))
+                .collect();
+            let _ = writeln!(o, "    instances: {}", each.join("; "));
+        }
     }
     if let Some(rs) = &r.dependency_replicas {
         replicas(o, rs);

@@ -152,6 +152,20 @@
     timeChart("chart-handshakes", 180, handshakeSeries, handshakeData, { range: function (u, min, max) { return [0, Math.max(1, max) * 1.05]; } }, { label: "per second" });
   }
 
+  // 2c. Calls per second at each instance of a route served by several (only when one is).
+  var I = D.instance_calls || {};
+  if (Object.keys(I).length > 0 && document.getElementById("chart-instances")) {
+    var INSTANCE_STROKE = ["#3b7dd8", "#c5221f", "#2e9e5b", "#6b3fa0", "#b0631a", "#1a8a8a"];
+    var instanceSeries = [], instanceData = [];
+    Object.keys(I).forEach(function (route) {
+      I[route].forEach(function (counts, k) {
+        instanceSeries.push({ label: route + " #" + (k + 1) + " calls/s", stroke: INSTANCE_STROKE[k % INSTANCE_STROKE.length], width: 1.2, value: fmt(0) });
+        instanceData.push(perSecond(counts));
+      });
+    });
+    timeChart("chart-instances", 200, instanceSeries, instanceData, { range: function (u, min, max) { return [0, Math.max(1, max) * 1.05]; } }, { label: "per second" });
+  }
+
   // 3. Calls in flight at the dependency, with the pool limit drawn.
   var limits = D.limits;
   var routes = Object.keys(D.in_flight);

@@ -195,6 +195,7 @@ pub fn data(
         },
         "dependency_calls": s.dependency_arrivals,
         "handshakes": s.handshakes,
+        "instance_calls": s.instance_arrivals,
         "in_flight": s.dependency_in_flight,
         // How a merged maximum in flight reads in the chart's legend (null when one faultd measured it exactly).
         "in_flight_upper_bound": result

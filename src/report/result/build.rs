@@ -174,6 +174,22 @@ fn dependency(v: &Validated, out: &RunOutput) -> BTreeMap<String, RouteSummary> 
                         .max(),
                     pool_limit: limits.get(route).copied(),
                     faultd_late: out.dependency.routes.get(route).and_then(FaultdLate::of),
+                    instances: rec
+                        .instances
+                        .get(route)
+                        .map(|each| {
+                            each.iter()
+                                .map(|s| InstanceSummary {
+                                    arrivals: s.iter().map(|b| b.arrivals).sum(),
+                                    max_in_flight: s
+                                        .iter()
+                                        .map(|b| b.in_flight_max)
+                                        .max()
+                                        .unwrap_or(0),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
                 },
             )
         })
@@ -283,6 +299,17 @@ pub(super) fn series(rec: &RunRecord) -> Series {
             .map(|(r, s)| (r.clone(), s.iter().map(|b| b.in_flight_max).collect()))
             .collect(),
         handshakes: handshake_series(rec),
+        instance_arrivals: rec
+            .instances
+            .iter()
+            .map(|(route, each)| {
+                let series = each
+                    .iter()
+                    .map(|s| s.iter().map(|b| b.arrivals).collect())
+                    .collect();
+                (route.clone(), series)
+            })
+            .collect(),
     }
 }
 
