@@ -64,6 +64,9 @@ pub struct TcpRouteRecording {
     pub totals: TcpBucket,
     /// One entry per bucket from t = 0; empty for a route no connection has reached.
     pub buckets: Vec<TcpBucket>,
+    /// A route with `protocol: redis`: its commands, replies and entries. Absent on other routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<super::protocol::redis::RedisRecording>,
 }
 
 impl TcpRouteRecording {
@@ -91,7 +94,11 @@ impl TcpRouteRecording {
             in_flight: self.open,
             latency: BTreeMap::new(),
             late: BTreeMap::new(),
-            matched: BTreeMap::new(),
+            matched: self
+                .redis
+                .as_ref()
+                .map(|r| r.entries.clone())
+                .unwrap_or_default(),
             instances: Vec::new(),
         }
     }
@@ -337,6 +344,7 @@ impl TcpRecorder {
             max_open: s.max_open,
             totals,
             buckets,
+            redis: None,
         }
     }
 }

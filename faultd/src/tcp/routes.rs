@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use super::proxy::{listen, Listening, RouteShared};
 use super::record::{TcpRecorder, TcpRouteRecording};
 use super::{
-    check_not_own, check_upstream, listen_addr_allowing, ProxySpec, ProxyUpdate, ProxyView,
-    TcpError, Toxic, ToxicSpec, ToxicUpdate, ToxicView,
+    check_not_own, check_upstream, listen_addr_allowing, OnGarbage, ProxySpec, ProxyUpdate,
+    ProxyView, TcpError, TcpProtocol, Toxic, ToxicSpec, ToxicUpdate, ToxicView,
 };
 use crate::limits::{MAX_ENTRIES, MAX_ROUTES};
 
@@ -174,6 +174,12 @@ impl TcpRoutes {
             recorder: Arc::new(TcpRecorder::new(self.settings.bucket, origin)),
             accepted: AtomicU64::new(0),
             deadlines: self.settings.deadlines.clone(),
+            wire: super::protocol::Wire::new(
+                spec.protocol,
+                &spec.name,
+                self.settings.seed,
+                spec.on_garbage,
+            ),
         });
         // Bind even a disabled route once, so its port is known and kept, as Toxiproxy reports it.
         let listening = bind(addr, self.settings.backlog, shared.clone())?;
@@ -314,6 +320,16 @@ impl TcpRoutes {
                 listen: new_listen.unwrap_or(route.listen).to_string(),
                 upstream: new_upstream.unwrap_or_else(|| route.shared.upstream.clone()),
                 enabled,
+                protocol: route
+                    .shared
+                    .wire
+                    .as_ref()
+                    .map_or(TcpProtocol::Bytes, |w| w.protocol()),
+                on_garbage: route
+                    .shared
+                    .wire
+                    .as_ref()
+                    .map_or(OnGarbage::Pass, |w| w.on_garbage()),
             };
             let toxics = route.toxics().as_ref().clone();
             let mut old = routes.remove(name).expect("looked up above");
@@ -456,6 +472,26 @@ impl TcpRoutes {
         })
     }
 
+    /// Puts a Redis route's `entries` (validated) in force, counting under `phase`; refused on a route of
+    /// another protocol.
+    pub fn set_redis(
+        &self,
+        proxy: &str,
+        entries: &[super::protocol::redis::RedisEntry],
+        phase: &str,
+    ) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| match &r.shared.wire {
+            Some(super::protocol::Wire::Redis(redis)) => {
+                redis.set(entries, phase);
+                Ok(())
+            }
+            _ => Err(TcpError::invalid(
+                "redis",
+                format!("route {proxy:?} does not speak redis (give it `protocol: redis`)"),
+            )),
+        })
+    }
+
     /// Connections open now on a route.
     pub fn open_connections(&self, proxy: &str) -> Result<u64, TcpError> {
         self.with_route(proxy, |r| Ok(r.shared.recorder.open()))
@@ -468,9 +504,20 @@ impl TcpRoutes {
             .map(|(name, r)| {
                 (
                     name.clone(),
-                    r.shared
-                        .recorder
-                        .snapshot(r.listen.to_string(), r.shared.upstream.clone()),
+                    r.shared.wire.as_ref().map_or_else(
+                        || {
+                            r.shared
+                                .recorder
+                                .snapshot(r.listen.to_string(), r.shared.upstream.clone())
+                        },
+                        |w| {
+                            w.record(
+                                r.shared
+                                    .recorder
+                                    .snapshot(r.listen.to_string(), r.shared.upstream.clone()),
+                            )
+                        },
+                    ),
                 )
             })
             .collect()
