@@ -223,18 +223,28 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
             route: name.clone(),
             source,
         };
-        tcp.create(tcp::ProxySpec::new(
-            name,
-            &endpoint.listen,
-            &endpoint.upstream,
-        ))
+        tcp.create(tcp::ProxySpec {
+            protocol: endpoint.protocol,
+            on_garbage: endpoint.on_garbage.unwrap_or_default(),
+            ..tcp::ProxySpec::new(name, &endpoint.listen, &endpoint.upstream)
+        })
         .map_err(failed)?;
         if let Some(n) = route.instances {
             let addrs = tcp.add_instances(name, n).map_err(failed)?;
             tcp_instances.insert(name.clone(), addrs);
         }
+        if endpoint.protocol == tcp::TcpProtocol::Redis {
+            let schedule = tcp::schedule::RedisSchedule::of(&config, name);
+            let (entries, phase) = schedule.at(std::time::Duration::ZERO);
+            tcp.set_redis(name, &entries, phase).map_err(failed)?;
+        }
     }
-    tcp::schedule::apply(&tcp, &config.tcp_schedules(), std::time::Duration::ZERO);
+    tcp::schedule::apply(
+        &tcp,
+        &config.tcp_schedules(),
+        &config.redis_schedules(),
+        std::time::Duration::ZERO,
+    );
     config.check_not_own(&tcp.own_listeners())?;
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
@@ -359,6 +369,7 @@ impl Faultd {
             let task = tokio::spawn(tcp::schedule::run(
                 self.tcp.clone(),
                 config.tcp_schedules(),
+                config.redis_schedules(),
                 origin,
                 bucket,
                 self.shutdown.subscribe(),
@@ -434,6 +445,9 @@ impl Faultd {
         for (name, route) in config.tcp_routes() {
             let base = route.toxics.clone().unwrap_or_default();
             let _ = self.tcp.set_toxics(name, tcp::schedule::build(&base));
+            if let Some(redis) = &route.redis {
+                let _ = self.tcp.set_redis(name, redis, schedule::HEALTHY_RESET);
+            }
         }
     }
 

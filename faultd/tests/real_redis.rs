@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use servers::{installed, start, Server};
 
-fn start_redis() -> Server {
+pub(crate) fn start_redis() -> Server {
     assert!(
         installed("redis-server") && installed("redis-cli"),
         "install redis-server (apt-get install -y redis-server)"
@@ -33,7 +33,7 @@ fn start_redis() -> Server {
 }
 
 /// One `redis-cli` command on its own connection: its answer and how long the whole round trip took.
-fn cli(port: u16, args: &[&str]) -> (String, Duration) {
+pub(crate) fn cli(port: u16, args: &[&str]) -> (String, Duration) {
     let start = Instant::now();
     let out = Command::new("redis-cli")
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])

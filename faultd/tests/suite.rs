@@ -20,6 +20,7 @@ mod loops;
 mod matched;
 mod real_postgres;
 mod real_redis;
+mod redis_route;
 mod tcp_instances;
 mod tcp_toxics;
 mod threads;

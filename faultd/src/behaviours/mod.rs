@@ -79,6 +79,10 @@ macro_rules! fault_list {
             /// TCP routes only: Toxiproxy's toxics on the route's connections. A phase's list replaces the
             /// route's; `[]` clears it.
             toxics.rs => toxics: Vec<TcpToxic>,
+            /// TCP routes with `protocol: redis` only: faults for single commands, each entry `{ name, match:
+            /// { command, key }, share | every | calls | first, per, error | delay | hang | close }`. A phase's
+            /// list replaces the route's; `[]` clears it.
+            redis.rs => redis: Vec<RedisEntry>,
         }
     };
 }

@@ -146,6 +146,8 @@ impl Route {
             tcp: Some(TcpEndpoint {
                 listen: listen.to_string(),
                 upstream: upstream.to_string(),
+                protocol: crate::tcp::TcpProtocol::Bytes,
+                on_garbage: None,
             }),
             ..Route::default()
         }
@@ -167,6 +169,14 @@ pub struct TcpEndpoint {
     pub listen: String,
     /// `host:port` of the real dependency; loopback unless its host is in faultd's `allow_hosts`.
     pub upstream: String,
+    /// What the connections carry: `bytes` (the default: toxics act on bytes) or `redis` (commands and replies
+    /// are framed, and the route's `redis` entries act on single commands).
+    #[serde(default, skip_serializing_if = "crate::tcp::TcpProtocol::is_bytes")]
+    pub protocol: crate::tcp::TcpProtocol,
+    /// What a `redis` route does with bytes that are not RESP: `pass` (the default) forwards the connection
+    /// untouched from there on, `close` closes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_garbage: Option<crate::tcp::OnGarbage>,
 }
 
 /// A named phase of the schedule. From `at` on, each route it names gets the behaviour it sets (laid over the
@@ -550,6 +560,25 @@ impl Config {
         toxics
     }
 
+    /// Redis route `route`'s entries over the phases, as [`Config::tcp_toxics`] follows toxics.
+    pub fn redis_entries(&self, route: &str) -> Phased<Vec<RedisEntry>> {
+        let base = self
+            .routes
+            .get(route)
+            .and_then(|r| r.redis.clone())
+            .unwrap_or_default();
+        let mut entries = Phased::new(base.clone());
+        for p in &self.phases {
+            let set = match p.routes.get(route) {
+                Some(PhaseRoute::Healthy) => Some(base.clone()),
+                Some(set) => set.set().and_then(|b| b.redis.clone()),
+                None => None,
+            };
+            entries.push(p.at.get(), p.ramp.map(|r| r.get()), set);
+        }
+        entries
+    }
+
     /// Every TCP route's toxics over the phases: per route name, its own listener's (instance `None`) and then
     /// each of its instances'.
     pub fn tcp_schedules(&self) -> Vec<(String, Option<u32>, Phased<Vec<TcpToxic>>)> {
@@ -561,6 +590,23 @@ impl Config {
             }
         }
         schedules
+    }
+
+    /// Every Redis route's entries over the phases, by name.
+    pub fn redis_schedules(&self) -> Vec<(String, crate::tcp::schedule::RedisSchedule)> {
+        self.tcp_routes()
+            .filter(|(_, r)| {
+                r.tcp
+                    .as_ref()
+                    .is_some_and(|t| t.protocol == crate::tcp::TcpProtocol::Redis)
+            })
+            .map(|(name, _)| {
+                (
+                    name.clone(),
+                    crate::tcp::schedule::RedisSchedule::of(self, name),
+                )
+            })
+            .collect()
     }
 
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each

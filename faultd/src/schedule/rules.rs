@@ -14,7 +14,7 @@ use crate::behaviours::Behaviour;
 use crate::config::{Config, ConfigError, PhaseRoute};
 use crate::invalid::Invalid;
 use crate::limits::{check_config, check_name};
-use crate::tcp::{self, TcpError};
+use crate::tcp::{self, TcpError, TcpProtocol};
 
 /// Checks everything that parsing cannot: faultd's limits ([`crate::limits`]), patterns and methods, shares
 /// add up to at most 100%, phases in ascending time with unique names, phases naming known routes, ramps
@@ -70,7 +70,13 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                     e => Err(e),
                 })
                 .map_err(|e| at(tcp_invalid(e, "tcp.upstream")))?;
-            check_kind(&route.base(), true).map_err(at)?;
+            if tcp.on_garbage.is_some() && tcp.protocol == TcpProtocol::Bytes {
+                return Err(at(Invalid::new(
+                    "tcp.on_garbage",
+                    "on_garbage says what a route that frames a protocol does with bytes it cannot frame; give the route a `protocol` (redis)",
+                )));
+            }
+            check_kind(&route.base(), Some(tcp.protocol)).map_err(at)?;
             route.base().validate().map_err(at)?;
             continue;
         }
@@ -83,7 +89,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                 format!("route {other:?} already takes the same method and path"),
             )));
         }
-        check_kind(&route.base(), false).map_err(at)?;
+        check_kind(&route.base(), None).map_err(at)?;
         route.base().validate().map_err(at)?;
     }
     if let Some(tls) = &config.tls {
@@ -160,7 +166,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                 }
             }
             if let Some(b) = set.set() {
-                check_kind(b, route.is_tcp())
+                check_kind(b, route.tcp.as_ref().map(|t| t.protocol))
                     .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
                 b.over(&route.base())
                     .validate()
@@ -186,11 +192,22 @@ fn check_instances(route: &crate::config::Route) -> Result<(), Invalid> {
     }
 }
 
-/// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only, or (HTTP) none.
-fn check_kind(b: &Behaviour, tcp: bool) -> Result<(), Invalid> {
-    if tcp {
+/// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only (and `redis`
+/// entries on a Redis route), or (HTTP, `tcp` is `None`) none of them.
+fn check_kind(b: &Behaviour, tcp: Option<TcpProtocol>) -> Result<(), Invalid> {
+    if let Some(protocol) = tcp {
+        if let Some(entries) = &b.redis {
+            if protocol != TcpProtocol::Redis {
+                return Err(Invalid::new(
+                    "redis",
+                    "redis entries act on a route that speaks redis: give it `tcp: { ..., protocol: redis }`",
+                ));
+            }
+            crate::tcp::protocol::redis::validate_list(entries).map_err(|e| e.at("redis"))?;
+        }
         let http = serde_json::to_value(Behaviour {
             toxics: None,
+            redis: None,
             ..b.clone()
         })
         .ok()
@@ -198,13 +215,18 @@ fn check_kind(b: &Behaviour, tcp: bool) -> Result<(), Invalid> {
         if let Some(field) = http {
             return Err(Invalid::new(
                 field,
-                "a TCP route takes `toxics` only (HTTP behaviours act on HTTP routes)",
+                "a TCP route takes `toxics` (and, speaking redis, `redis` entries) only (HTTP behaviours act on HTTP routes)",
             ));
         }
     } else if b.toxics.is_some() {
         return Err(Invalid::new(
             "toxics",
             "toxics act on TCP routes only (give the route `tcp: { listen, upstream }`)",
+        ));
+    } else if b.redis.is_some() {
+        return Err(Invalid::new(
+            "redis",
+            "redis entries act on TCP routes that speak redis (give the route `tcp: { listen, upstream, protocol: redis }`)",
         ));
     }
     Ok(())

@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod protocol;
 pub mod proxy;
 pub mod record;
 pub mod routes;
@@ -37,6 +38,7 @@ use serde_json::{Map, Value};
 use crate::behaviours::Invalid;
 use crate::draw::route_key;
 
+pub use protocol::{OnGarbage, TcpProtocol};
 pub use record::{TcpBucket, TcpRecorder, TcpRouteRecording};
 pub use routes::{TcpRoutes, TcpSettings};
 pub use toxics::{Effect, Registration, Stream, REGISTRY};
@@ -163,6 +165,12 @@ pub struct ProxySpec {
     /// Listening or down. Default true.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// What the connections carry: `bytes` (the default) or `redis`, whose commands the route frames.
+    #[serde(default, skip_serializing_if = "TcpProtocol::is_bytes")]
+    pub protocol: TcpProtocol,
+    /// What a protocol route does with bytes it cannot frame: `pass` (the default) or `close`.
+    #[serde(default, skip_serializing_if = "OnGarbage::is_pass")]
+    pub on_garbage: OnGarbage,
 }
 
 fn yes() -> bool {
@@ -177,6 +185,8 @@ impl ProxySpec {
             listen: listen.into(),
             upstream: upstream.into(),
             enabled: true,
+            protocol: TcpProtocol::Bytes,
+            on_garbage: OnGarbage::Pass,
         }
     }
 }

@@ -64,6 +64,8 @@ pub struct RouteShared {
     pub accepted: AtomicU64,
     /// Ends latency toxics' delays at their instant (tokio's 1 ms timer rounds each up by about a millisecond).
     pub deadlines: Option<crate::deadlines::Deadlines>,
+    /// The protocol the route frames, with its state; `None` for plain bytes.
+    pub wire: Option<super::protocol::Wire>,
 }
 
 /// A bound listener and its accept loop; dropping it does not stop it, [`Listening::stop`] does.
@@ -121,10 +123,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<RouteShared>, stopped: A
 }
 
 /// One connection's view: its number in the draws, its end signal, and which toxics it has already counted.
-struct ConnCtx {
-    shared: Arc<RouteShared>,
+pub(crate) struct ConnCtx {
+    pub(crate) shared: Arc<RouteShared>,
     n: u64,
-    end: watch::Sender<Ending>,
+    pub(crate) end: watch::Sender<Ending>,
     counted: Mutex<HashSet<u64>>,
 }
 
@@ -151,7 +153,8 @@ impl ConnCtx {
         }
     }
 
-    fn finish(&self, how: Ending) {
+    /// Ends the connection `how`, unless it is ending already.
+    pub(crate) fn finish(&self, how: Ending) {
         self.end.send_if_modified(|e| {
             if *e == Ending::Open {
                 *e = how;
@@ -162,13 +165,14 @@ impl ConnCtx {
         });
     }
 
-    fn ending(&self) -> Ending {
+    /// How the connection is ending (`Open` while it is not).
+    pub(crate) fn ending(&self) -> Ending {
         *self.end.borrow()
     }
 }
 
 /// Resolves when the connection is ending (or its signal is gone).
-async fn ended(rx: &mut watch::Receiver<Ending>) {
+pub(crate) async fn ended(rx: &mut watch::Receiver<Ending>) {
     let _ = rx.wait_for(|e| *e != Ending::Open).await;
 }
 
@@ -274,18 +278,14 @@ async fn serve(ctx: Arc<ConnCtx>, client: TcpStream) -> Ending {
         }
     };
     let _ = upstream.set_nodelay(true);
-    let (client_read, client_write) = client.into_split();
-    let (upstream_read, upstream_write) = upstream.into_split();
-    let up = tokio::spawn(pump(
-        ctx.clone(),
-        Stream::Upstream,
-        client_read,
-        upstream_write,
-    ));
-    let (_, client_write) =
-        pump(ctx.clone(), Stream::Downstream, upstream_read, client_write).await;
+    let client = client.into_split();
+    let upstream = upstream.into_split();
+    let client = match &ctx.shared.wire {
+        Some(wire) => wire.relay(ctx.clone(), client, upstream).await,
+        None => forward(ctx.clone(), client, upstream).await,
+    };
     let ending = ctx.ending();
-    if let Ok((client_read, _)) = up.await {
+    if let Some((client_read, client_write)) = client {
         if let Ok(client) = client_read.reunite(client_write) {
             if ending == Ending::Reset {
                 // SO_LINGER 0 makes close() send a RST instead of a FIN: the client reads ECONNRESET.
@@ -299,6 +299,24 @@ async fn serve(ctx: Arc<ConnCtx>, client: TcpStream) -> Ending {
     } else {
         ending
     }
+}
+
+/// Forwards the bytes of both directions through the toxics; gives the client's halves back.
+async fn forward(
+    ctx: Arc<ConnCtx>,
+    (client_read, client_write): (OwnedReadHalf, OwnedWriteHalf),
+    (upstream_read, upstream_write): (OwnedReadHalf, OwnedWriteHalf),
+) -> Option<(OwnedReadHalf, OwnedWriteHalf)> {
+    let up = tokio::spawn(pump(
+        ctx.clone(),
+        Stream::Upstream,
+        client_read,
+        upstream_write,
+    ));
+    let (_, client_write) =
+        pump(ctx.clone(), Stream::Downstream, upstream_read, client_write).await;
+    let (client_read, _) = up.await.ok()?;
+    Some((client_read, client_write))
 }
 
 /// Holds a stalled client: reads and drops what it sends until it leaves or the connection is ended.

@@ -69,6 +69,9 @@ pub struct TcpRouteRecording {
     /// counts add up to at most the route's (the route's own listener takes the rest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instances: Vec<TcpRouteRecording>,
+    /// A route with `protocol: redis`: its commands, replies and entries. Absent on other routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<super::protocol::redis::RedisRecording>,
 }
 
 impl TcpRouteRecording {
@@ -96,7 +99,11 @@ impl TcpRouteRecording {
             in_flight: self.open,
             latency: BTreeMap::new(),
             late: BTreeMap::new(),
-            matched: BTreeMap::new(),
+            matched: self
+                .redis
+                .as_ref()
+                .map(|r| r.entries.clone())
+                .unwrap_or_default(),
             instances: self.instances.iter().map(Self::as_calls).collect(),
         }
     }
@@ -377,6 +384,7 @@ impl TcpRecorder {
             totals,
             buckets,
             instances: Vec::new(),
+            redis: None,
         }
     }
 }

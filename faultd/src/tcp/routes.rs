@@ -19,8 +19,8 @@ use tokio::time::Instant;
 use super::proxy::{listen, Listening, RouteShared};
 use super::record::{TcpRecorder, TcpRouteRecording};
 use super::{
-    check_not_own, check_upstream, listen_addr_allowing, ProxySpec, ProxyUpdate, ProxyView,
-    TcpError, Toxic, ToxicSpec, ToxicUpdate, ToxicView,
+    check_not_own, check_upstream, listen_addr_allowing, OnGarbage, ProxySpec, ProxyUpdate,
+    ProxyView, TcpError, TcpProtocol, Toxic, ToxicSpec, ToxicUpdate, ToxicView,
 };
 use crate::limits::{MAX_ENTRIES, MAX_ROUTES};
 
@@ -109,12 +109,26 @@ impl Route {
         std::iter::once(self.listen).chain(self.instances.iter().map(|i| i.listen))
     }
 
+    /// What the route recorded, with its protocol's recording (which its instances share, so it is the route's
+    /// alone) and each instance's own.
     fn recording(&self) -> TcpRouteRecording {
-        let mut recording = self
+        let own = self
             .shared
             .recorder
             .snapshot(self.listen.to_string(), self.shared.upstream.clone());
-        recording.instances = self.instances.iter().map(Route::recording).collect();
+        let mut recording = match &self.shared.wire {
+            Some(w) => w.record(own),
+            None => own,
+        };
+        recording.instances = self
+            .instances
+            .iter()
+            .map(|i| {
+                i.shared
+                    .recorder
+                    .snapshot(i.listen.to_string(), i.shared.upstream.clone())
+            })
+            .collect();
         recording
     }
 }
@@ -198,6 +212,12 @@ impl TcpRoutes {
             recorder: Arc::new(TcpRecorder::new(self.settings.bucket, origin)),
             accepted: AtomicU64::new(0),
             deadlines: self.settings.deadlines.clone(),
+            wire: super::protocol::Wire::new(
+                spec.protocol,
+                &spec.name,
+                self.settings.seed,
+                spec.on_garbage,
+            ),
         });
         // Bind even a disabled route once, so its port is known and kept, as Toxiproxy reports it.
         let listening = bind(addr, self.settings.backlog, shared.clone())?;
@@ -339,6 +359,16 @@ impl TcpRoutes {
                 listen: new_listen.unwrap_or(route.listen).to_string(),
                 upstream: new_upstream.unwrap_or_else(|| route.shared.upstream.clone()),
                 enabled,
+                protocol: route
+                    .shared
+                    .wire
+                    .as_ref()
+                    .map_or(TcpProtocol::Bytes, |w| w.protocol()),
+                on_garbage: route
+                    .shared
+                    .wire
+                    .as_ref()
+                    .map_or(OnGarbage::Pass, |w| w.on_garbage()),
             };
             let toxics = route.toxics().as_ref().clone();
             let mut old = routes.remove(name).expect("looked up above");
@@ -527,6 +557,8 @@ impl TcpRoutes {
                 allow_hosts: route.shared.allow_hosts.clone(),
                 seed: route.shared.seed ^ (route.instances.len() as u64 + 1).rotate_left(17),
                 deadlines: route.shared.deadlines.clone(),
+                // A protocol route's instances speak it too, under the route's entries and into its recording.
+                wire: route.shared.wire.clone(),
             });
             let addr = SocketAddr::new(route.listen.ip(), 0);
             let listening = bind(addr, self.settings.backlog, shared.clone())?;
@@ -563,6 +595,26 @@ impl TcpRoutes {
             }
             r.shared.toxics.send_replace(Arc::new(toxics));
             Ok(())
+        })
+    }
+
+    /// Puts a Redis route's `entries` (validated) in force, counting under `phase`; refused on a route of
+    /// another protocol.
+    pub fn set_redis(
+        &self,
+        proxy: &str,
+        entries: &[super::protocol::redis::RedisEntry],
+        phase: &str,
+    ) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| match &r.shared.wire {
+            Some(super::protocol::Wire::Redis(redis)) => {
+                redis.set(entries, phase);
+                Ok(())
+            }
+            _ => Err(TcpError::invalid(
+                "redis",
+                format!("route {proxy:?} does not speak redis (give it `protocol: redis`)"),
+            )),
         })
     }
 

@@ -17,11 +17,65 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{TcpRoutes, Toxic};
-use crate::behaviours::TcpToxic;
+use crate::behaviours::{RedisEntry, TcpToxic};
 use crate::phased::Phased;
 
 /// A TCP route's toxics over the run's phases (`Config::tcp_toxics` builds it from a configuration).
 pub type TcpSchedule = Phased<Vec<TcpToxic>>;
+
+/// A Redis route's entries over the run's phases, with the phases' names: the commands answered in a phase count
+/// under its name.
+#[derive(Debug, Clone)]
+pub struct RedisSchedule {
+    /// The entries (`Config::redis_entries`).
+    pub entries: Phased<Vec<RedisEntry>>,
+    /// The phases' names, in order.
+    pub phases: Vec<String>,
+}
+
+impl RedisSchedule {
+    /// Redis route `route`'s schedule in `config`.
+    pub fn of(config: &crate::Config, route: &str) -> RedisSchedule {
+        RedisSchedule {
+            entries: config.redis_entries(route),
+            phases: config.phases.iter().map(|p| p.name.clone()).collect(),
+        }
+    }
+
+    /// The entries at `t` (a ramp moves each entry's `share` from the same-named entry of the phase before, from
+    /// 0% for an entry new in the phase), and the name of the phase in force.
+    pub fn at(&self, t: Duration) -> (Vec<RedisEntry>, &str) {
+        let position = self.entries.position(t);
+        let name = position
+            .phase
+            .and_then(|i| self.phases.get(i))
+            .map_or(crate::schedule::BEFORE_FIRST_PHASE, String::as_str);
+        let at = self.entries.at(Some(position));
+        let entries = match at.from {
+            None => at.to.clone(),
+            Some(from) => at
+                .to
+                .iter()
+                .enumerate()
+                .map(|(i, e)| {
+                    let mut e = e.clone();
+                    if let Some(share) = e.share {
+                        let before = from
+                            .iter()
+                            .enumerate()
+                            .find(|(j, f)| f.label(*j) == e.label(i))
+                            .and_then(|(_, f)| f.share)
+                            .map_or(0.0, faultline_units::Share::fraction);
+                        let now = before + (share.fraction() - before) * at.weight;
+                        e.share = Some(faultline_units::Share::from_fraction(now));
+                    }
+                    e
+                })
+                .collect(),
+        };
+        (entries, name)
+    }
+}
 
 /// The toxics of a TCP route `t` from the run's origin (before the schedule starts, `t` = 0).
 pub fn toxics_at(toxics: &TcpSchedule, t: Duration) -> Vec<TcpToxic> {
@@ -89,14 +143,23 @@ pub fn build(toxics: &[TcpToxic]) -> Vec<Toxic> {
 /// Every TCP route's toxics over the phases, by route name and instance (`None`: the route's own listener).
 pub type TcpSchedules = Vec<(String, Option<u32>, TcpSchedule)>;
 
-/// Gives every TCP route (and instance) of `schedules` its toxics at `t`.
-pub fn apply(routes: &TcpRoutes, schedules: &TcpSchedules, t: Duration) {
+/// Gives every TCP route (and instance) of `schedules` its toxics at `t`, and every Redis route its entries.
+pub fn apply(
+    routes: &TcpRoutes,
+    schedules: &TcpSchedules,
+    redis: &[(String, RedisSchedule)],
+    t: Duration,
+) {
     for (name, instance, toxics) in schedules {
         let toxics = build(&toxics_at(toxics, t));
         let _ = match instance {
             None => routes.set_toxics(name, toxics),
             Some(n) => routes.set_instance_toxics(name, *n, toxics),
         };
+    }
+    for (name, schedule) in redis {
+        let (entries, phase) = schedule.at(t);
+        let _ = routes.set_redis(name, &entries, phase);
     }
 }
 
@@ -105,6 +168,7 @@ pub fn apply(routes: &TcpRoutes, schedules: &TcpSchedules, t: Duration) {
 pub async fn run(
     routes: Arc<TcpRoutes>,
     schedules: TcpSchedules,
+    redis: Vec<(String, RedisSchedule)>,
     origin: Instant,
     step: Duration,
     mut stop: watch::Receiver<bool>,
@@ -112,10 +176,15 @@ pub async fn run(
     let step = step.max(Duration::from_millis(10));
     loop {
         let t = Instant::now().saturating_duration_since(origin);
-        apply(&routes, &schedules, t);
+        apply(&routes, &schedules, &redis, t);
         let next = schedules
             .iter()
             .filter_map(|(_, _, toxics)| toxics.next_change(t, step))
+            .chain(
+                redis
+                    .iter()
+                    .filter_map(|(_, r)| r.entries.next_change(t, step)),
+            )
             .min();
         let Some(next) = next else {
             return;

@@ -90,7 +90,7 @@ fault_list!(matched_from_list);
 
 /// An entry's trigger, one variant per way of picking calls.
 #[derive(Debug, Clone, PartialEq)]
-enum Trigger {
+pub(crate) enum Trigger {
     /// Every Nth call.
     Every(u64),
     /// The calls with these numbers, sorted.
@@ -101,7 +101,7 @@ enum Trigger {
 
 impl Trigger {
     /// Whether the trigger picks the `n`th matching call (from 1).
-    fn picks(&self, n: u64) -> bool {
+    pub(crate) fn picks(&self, n: u64) -> bool {
         match self {
             Trigger::Every(k) => n.is_multiple_of(*k),
             Trigger::Calls(numbers) => numbers.binary_search(&n).is_ok(),
@@ -153,6 +153,12 @@ impl Matched {
             return Err(Invalid::new(
                 "toxics",
                 "toxics act on TCP routes, whose connections carry no request to match",
+            ));
+        }
+        if self.redis.is_some() {
+            return Err(Invalid::new(
+                "redis",
+                "redis entries act on TCP routes with `protocol: redis`",
             ));
         }
         self.over(within).validate()
@@ -241,7 +247,7 @@ pub type Tallies<'a> = &'a dyn Fn(&str) -> Arc<EntryTally>;
 
 /// The source of the per-connection counts' keys: every compiled entry has its own, so a connection that outlives
 /// a phase or a configuration never counts a new entry's calls under an old one's.
-static NEXT_ENTRY: AtomicU64 = AtomicU64::new(0);
+pub(crate) static NEXT_ENTRY: AtomicU64 = AtomicU64::new(0);
 
 /// An entry ready for the hot path: its conditions and trigger compiled, its behaviour (laid over the one it sits
 /// in) compiled, and its counts.
@@ -333,7 +339,7 @@ pub struct ConnectionCounts {
 
 impl ConnectionCounts {
     /// Counts a matching call of entry `id` on this connection; returns its number (from 1).
-    fn next(&self, id: u64) -> u64 {
+    pub(crate) fn next(&self, id: u64) -> u64 {
         let mut counts = match self.counts.lock() {
             Ok(c) => c,
             Err(poisoned) => poisoned.into_inner(),

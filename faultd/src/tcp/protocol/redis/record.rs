@@ -1,0 +1,286 @@
+//! The Redis recorder of one route: per command name, the commands answered, the error replies by their first
+//! word, the latency from the command's arrival to its reply, and the commands in flight; per entry, the
+//! commands it matched and took; and the connections whose bytes could not be framed.
+//!
+//! For: counting what the connections report, per phase and over the run, and the recording's form of it (in
+//! `/recording` under the TCP route, on `/metrics`, and read by the runner). Not for: deciding anything.
+//!
+//! Both an error faultd wrote (an entry's `error`) and one the server wrote count under their first word: the
+//! caller saw the same thing either way.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::recorder::MatchCounts;
+use crate::tally::EntryTally;
+
+/// The most command names counted apart; the others count under `OTHER` (names come from the client).
+pub const MAX_COMMANDS: usize = 256;
+/// The most error words counted apart per command; the others count under `OTHER`.
+pub const MAX_ERROR_WORDS: usize = 32;
+/// The most entry names kept per route.
+const MAX_ENTRIES: usize = 1024;
+
+/// What one command name counted over a span (a phase, or the run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandCounts {
+    /// Commands answered (by the server, or by an entry's error), or closed or hung by an entry.
+    pub calls: u64,
+    /// Error replies by their first word (`OOM`, `LOADING`, `ERR`), faultd's and the server's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// The most commands of this name waiting for their reply at once.
+    pub max_in_flight: u64,
+    /// From the command's last byte read to its reply's last byte written, ns; in JSON, base64 of the
+    /// HdrHistogram V2+DEFLATE encoding. Hung and closed commands have none.
+    #[serde(with = "faultline_hdr::as_base64::histogram")]
+    pub latency: Histogram<u64>,
+}
+
+impl Default for CommandCounts {
+    fn default() -> CommandCounts {
+        CommandCounts {
+            calls: 0,
+            errors: BTreeMap::new(),
+            max_in_flight: 0,
+            latency: faultline_hdr::new_histogram(),
+        }
+    }
+}
+
+impl CommandCounts {
+    /// Error replies of every word.
+    pub fn error_total(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// Adds `other`'s counts (maxima add up: several replicas' commands were in flight apart).
+    pub fn add(&mut self, other: &CommandCounts) {
+        self.calls += other.calls;
+        for (word, n) in &other.errors {
+            *self.errors.entry(word.clone()).or_default() += n;
+        }
+        self.max_in_flight += other.max_in_flight;
+        let _ = self.latency.add(&other.latency);
+    }
+}
+
+/// One command name's recording.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommandRecording {
+    /// Commands waiting for their reply now.
+    pub in_flight: u64,
+    /// Over the run.
+    pub totals: CommandCounts,
+    /// Per phase the commands were answered in (`before-start` before the schedule's first phase).
+    pub phases: BTreeMap<String, CommandCounts>,
+}
+
+/// What a Redis route recorded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RedisRecording {
+    /// Per command name, upper-cased.
+    pub commands: BTreeMap<String, CommandRecording>,
+    /// Per entry (by its name, `redis[i]` when it has none): the commands that met its conditions and reached it,
+    /// and those it took.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub entries: BTreeMap<String, MatchCounts>,
+    /// Connections whose bytes could not be framed as RESP (passed through or closed, as `on_garbage` says).
+    pub garbage: u64,
+}
+
+#[derive(Debug, Default)]
+struct CommandState {
+    in_flight: u64,
+    totals: CommandCounts,
+    phases: BTreeMap<Arc<str>, CommandCounts>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    commands: BTreeMap<String, CommandState>,
+    entries: BTreeMap<String, Arc<EntryTally>>,
+    garbage: u64,
+}
+
+/// The recorder of one Redis route.
+#[derive(Debug, Default)]
+pub struct RedisRecorder {
+    state: Mutex<State>,
+}
+
+/// How a command ended, for its counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome<'a> {
+    /// Answered, after this long; with the error's first word when the reply was an error.
+    Answered(Duration, Option<&'a str>),
+    /// Hung or closed by an entry, or its connection ended first: no reply.
+    Unanswered,
+}
+
+impl RedisRecorder {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The name a command counts under: its own, or `OTHER` once [`MAX_COMMANDS`] names are counted.
+    fn slot<'s>(state: &'s mut State, name: &str) -> &'s mut CommandState {
+        let known = state.commands.contains_key(name);
+        let name = if known || state.commands.len() < MAX_COMMANDS {
+            name
+        } else {
+            "OTHER"
+        };
+        state.commands.entry(name.to_string()).or_default()
+    }
+
+    /// A command arrived and waits for its reply, in phase `phase`.
+    pub fn sent(&self, name: &str, phase: &Arc<str>) {
+        let mut state = self.state();
+        let c = Self::slot(&mut state, name);
+        c.in_flight += 1;
+        let level = c.in_flight;
+        c.totals.max_in_flight = c.totals.max_in_flight.max(level);
+        let p = c.phases.entry(phase.clone()).or_default();
+        p.max_in_flight = p.max_in_flight.max(level);
+    }
+
+    /// A command that [`RedisRecorder::sent`] counted ended, in phase `phase`.
+    pub fn ended(&self, name: &str, phase: &Arc<str>, outcome: Outcome<'_>) {
+        let mut state = self.state();
+        let c = Self::slot(&mut state, name);
+        c.in_flight = c.in_flight.saturating_sub(1);
+        let p = c.phases.entry(phase.clone()).or_default();
+        for counts in [p, &mut c.totals] {
+            counts.calls += 1;
+            if let Outcome::Answered(latency, error) = outcome {
+                let _ = counts.latency.record((latency.as_nanos() as u64).max(1));
+                if let Some(word) = error {
+                    let known = counts.errors.contains_key(word);
+                    let word = if known || counts.errors.len() < MAX_ERROR_WORDS {
+                        word
+                    } else {
+                        "OTHER"
+                    };
+                    *counts.errors.entry(word.to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+
+    /// A connection whose bytes were not RESP.
+    pub fn garbage(&self) {
+        self.state().garbage += 1;
+    }
+
+    /// The counts of entry `name`, created on first use and kept across phases: entries of the same name (in the
+    /// base and in a phase) count together.
+    pub fn entry(&self, name: &str) -> Arc<EntryTally> {
+        let mut state = self.state();
+        if state.entries.len() >= MAX_ENTRIES && !state.entries.contains_key(name) {
+            return Arc::new(EntryTally::default());
+        }
+        state.entries.entry(name.to_string()).or_default().clone()
+    }
+
+    /// What was recorded so far.
+    pub fn snapshot(&self) -> RedisRecording {
+        let state = self.state();
+        RedisRecording {
+            commands: state
+                .commands
+                .iter()
+                .map(|(name, c)| {
+                    (
+                        name.clone(),
+                        CommandRecording {
+                            in_flight: c.in_flight,
+                            totals: c.totals.clone(),
+                            phases: c
+                                .phases
+                                .iter()
+                                .map(|(p, counts)| (p.to_string(), counts.clone()))
+                                .collect(),
+                        },
+                    )
+                })
+                .collect(),
+            entries: state
+                .entries
+                .iter()
+                .map(|(name, t)| {
+                    let (matched, taken) = t.read();
+                    (name.clone(), MatchCounts { matched, taken })
+                })
+                .filter(|(_, c)| c.matched > 0)
+                .collect(),
+            garbage: state.garbage,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_count_per_phase_and_over_the_run_with_errors_by_word() {
+        let r = RedisRecorder::default();
+        let (a, b): (Arc<str>, Arc<str>) = ("healthy".into(), "oom".into());
+        r.sent("SET", &a);
+        r.sent("SET", &a);
+        r.ended("SET", &a, Outcome::Answered(Duration::from_millis(1), None));
+        r.ended(
+            "SET",
+            &b,
+            Outcome::Answered(Duration::from_millis(2), Some("OOM")),
+        );
+        r.sent("GET", &b);
+        r.ended("GET", &b, Outcome::Unanswered);
+        r.entry("oom").count(true);
+        r.entry("never").count(false);
+        let rec = r.snapshot();
+        let set = &rec.commands["SET"];
+        assert_eq!(
+            (set.totals.calls, set.totals.max_in_flight, set.in_flight),
+            (2, 2, 0)
+        );
+        assert_eq!(set.phases["oom"].errors["OOM"], 1);
+        assert_eq!(set.phases["healthy"].error_total(), 0);
+        assert_eq!(set.totals.latency.len(), 2);
+        assert_eq!(rec.commands["GET"].totals.latency.len(), 0);
+        assert_eq!(
+            rec.entries["oom"],
+            MatchCounts {
+                matched: 1,
+                taken: 1
+            }
+        );
+        assert_eq!(
+            rec.entries["never"],
+            MatchCounts {
+                matched: 1,
+                taken: 0
+            }
+        );
+        let json = serde_json::to_string(&rec).unwrap();
+        let back: RedisRecording = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, rec);
+    }
+
+    #[test]
+    fn names_past_the_bound_count_as_other() {
+        let r = RedisRecorder::default();
+        let p: Arc<str> = "p".into();
+        for i in 0..MAX_COMMANDS + 5 {
+            r.sent(&format!("C{i}"), &p);
+        }
+        let rec = r.snapshot();
+        assert_eq!(rec.commands.len(), MAX_COMMANDS + 1);
+        assert_eq!(rec.commands["OTHER"].in_flight, 5);
+    }
+}
