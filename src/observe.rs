@@ -107,6 +107,7 @@ pub fn advance(
     record.instances = instances;
     record.unmatched = dependency.unmatched;
     record.unmatched_paths = dependency.unmatched_paths.clone();
+    record.dns = dependency.dns.clone();
     record.handshakes = dependency.tls.as_ref().map(|tls| {
         (0..n)
             .map(|i| {
@@ -218,6 +219,7 @@ mod tests {
             loops_detected: 0,
             unmatched_paths: Vec::new(),
             tls,
+            dns: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
         }

@@ -156,6 +156,8 @@ pub struct RunRecord {
     pub handshakes: Option<Vec<HandshakeBucket>>,
     /// The handshakes of loadgen's client; `None` when the SUT was reached over cleartext.
     pub load_tls: Option<LoadHandshakes>,
+    /// What the dependency's resolver answered per name and bucket; `None` without `dependency.dns`.
+    pub dns: Option<faultd::dns::DnsRecording>,
     /// The SUT's `connect_error` class by reason (a refused connect, `tls: certificate expired`, ...), over the run.
     pub connect_errors: BTreeMap<String, u64>,
     /// Calls that reached the dependency on no route, over the run so far (answered 404, or forwarded to
@@ -216,6 +218,7 @@ impl RunRecord {
             evidence: BTreeMap::new(),
             handshakes: None,
             load_tls: None,
+            dns: None,
             connect_errors: BTreeMap::new(),
             unmatched: 0,
             unmatched_paths: Vec::new(),

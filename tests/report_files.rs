@@ -277,6 +277,7 @@ fn fixture(buckets: usize) -> Fixture {
         loops_detected: 0,
         unmatched_paths: Vec::new(),
         tls: None,
+        dns: None,
         replicas: 1,
         in_flight_max_is_upper_bound: false,
     };
@@ -312,6 +313,34 @@ fn fixture(buckets: usize) -> Fixture {
         failed: 7,
     });
     let tls = faultline::report::result::tls_summary(&tls_record);
+    // The resolver answered pricing.internal in every bucket, SERVFAIL in the second phase.
+    let mut dns_record = tls_record.clone();
+    let mut pricing = faultd::dns::DnsNameRecording::default();
+    for i in 0..buckets {
+        let outcome = if phase_of(i) == 1 {
+            "SERVFAIL"
+        } else {
+            "NOERROR"
+        };
+        let b = faultd::dns::DnsBucket {
+            queries: BTreeMap::from([("A".to_string(), 1)]),
+            answers: BTreeMap::from([(outcome.to_string(), 1)]),
+            delayed: 0,
+            delay_max_ms: 0.0,
+        };
+        pricing
+            .totals
+            .queries
+            .insert("A".into(), pricing.totals.total() + 1);
+        *pricing.totals.answers.entry(outcome.into()).or_default() += 1;
+        pricing.buckets.push(b);
+    }
+    dns_record.dns = Some(faultd::dns::DnsRecording {
+        listen: "127.0.0.1:5300".into(),
+        names: BTreeMap::from([("pricing.internal".to_string(), pricing)]),
+        other: Default::default(),
+    });
+    let dns = faultline::report::result::dns_summary(&dns_record);
     for outcome in ["expired", "resumed"] {
         series.handshakes.insert(
             outcome.into(),
@@ -476,6 +505,7 @@ fn fixture(buckets: usize) -> Fixture {
         sut_metrics: BTreeMap::new(),
         ca: None,
         tls,
+        dns,
         distributed: None,
         dependency_replicas: None,
         requests: None,
@@ -1074,6 +1104,42 @@ fn handshakes_of_both_sides_reach_result_summary_and_html_per_phase() {
     assert_eq!(
         saved["totals"]["connect_errors"]["tls: invalid peer certificate: Expired"],
         7
+    );
+}
+
+#[test]
+fn the_resolvers_answers_are_in_result_json_summary_and_report_per_name_and_phase() {
+    let f = fixture(300);
+    let dns = f.result.dns.as_ref().expect("the fixture's resolver");
+    let pricing = &dns.names["pricing.internal"];
+    assert_eq!((pricing.queries, pricing.types["A"]), (300, 300));
+    assert_eq!(pricing.answers["SERVFAIL"], 90);
+    assert_eq!(pricing.phases[1].name, "brownout");
+    assert_eq!(
+        pricing.phases[1].answers,
+        BTreeMap::from([("SERVFAIL".to_string(), 90)])
+    );
+    assert_eq!(pricing.series.len(), 300);
+    let dir = rendered("dns", &f);
+    let summary = read(&dir.0, "summary.txt");
+    assert!(
+        summary.contains("\nDNS (faultd's resolver at 127.0.0.1:5300)\n  pricing.internal: 300 queries (A 300), answered NOERROR 210, SERVFAIL 90\n"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("    brownout: 90 queries, SERVFAIL 90\n"),
+        "{summary}"
+    );
+    let page = read(&dir.0, "report.html");
+    assert!(page.contains("<h2>DNS</h2>"));
+    assert!(
+        page.contains("<tr><td>brownout</td><td>90</td><td>0</td><td>90</td></tr>"),
+        "the brownout row: queries, NOERROR, SERVFAIL"
+    );
+    let saved = serde_json::to_value(&f.result).unwrap();
+    assert_eq!(
+        saved["dns"]["names"]["pricing.internal"]["phases"][1]["queries"],
+        90
     );
 }
 

@@ -65,6 +65,10 @@ pub fn recording(shared: &Shared) -> Recording {
     shared.recorder.set_phases_entered(entered);
     let mut recording = shared.recorder.snapshot();
     recording.tls = shared.tls.as_ref().map(|t| t.recorder().snapshot());
+    recording.dns = shared.dns.as_ref().map(|d| {
+        let plan = shared.live().plan.clone();
+        d.snapshot(plan.dns.names())
+    });
     recording
 }
 
@@ -358,14 +362,19 @@ async fn get_metrics(
     State(shared): State<Arc<Shared>>,
     tcp: Option<axum::Extension<Arc<crate::tcp::TcpRoutes>>>,
 ) -> Response {
+    let recorded = recording(&shared);
+    let snapshot_dns = recorded.dns.clone();
     let snapshot = MetricsSnapshot {
-        recording: recording(&shared),
+        recording: recorded,
         open_connections: shared.recorder.open_connections(),
     };
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(snapshot));
     if let Some(axum::Extension(tcp)) = tcp {
         registry.register_collector(Box::new(crate::tcp::record::TcpMetrics(tcp.recording())));
+    }
+    if let Some(dns) = &snapshot_dns {
+        registry.register_collector(Box::new(crate::dns::record::DnsMetrics(dns.clone())));
     }
     if let Some(tls) = &shared.tls {
         registry.register_collector(Box::new(crate::tls::record::TlsMetrics(

@@ -48,6 +48,31 @@ pub fn route_key(name: &str) -> u64 {
     })
 }
 
+/// Which of a list of shares a fault draw `u` falls in, walking them in order: each share is `to`'s or, during a
+/// ramp (`from` given and `weight` under 1), moved linearly from `from`'s (same order) by `weight`. `None` past
+/// them all: the call gets no fault.
+pub fn pick_share(from: Option<&[f64]>, to: &[f64], weight: f64, u: f64) -> Option<usize> {
+    let mut upper = 0.0;
+    for (i, &share_to) in to.iter().enumerate() {
+        upper += match from.and_then(|f| f.get(i)) {
+            Some(&share_from) if weight < 1.0 => share_from * (1.0 - weight) + share_to * weight,
+            _ => share_to,
+        };
+        if u < upper {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// A delay in seconds moved from `from`'s to `to`'s by `weight` during a ramp (`from` given, `weight` under 1).
+pub fn ramp_delay(from: Option<f64>, to: f64, weight: f64) -> f64 {
+    match from {
+        Some(f) if weight < 1.0 => f * (1.0 - weight) + to * weight,
+        _ => to,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +91,18 @@ mod tests {
             CallDraws::new(7, route_key("pricing"), 41),
             CallDraws::new(7, route_key("reviews"), 41)
         );
+    }
+
+    #[test]
+    fn a_share_is_picked_in_order_and_moves_along_a_ramp() {
+        assert_eq!(pick_share(None, &[0.2, 0.3], 1.0, 0.1), Some(0));
+        assert_eq!(pick_share(None, &[0.2, 0.3], 1.0, 0.4), Some(1));
+        assert_eq!(pick_share(None, &[0.2, 0.3], 1.0, 0.6), None);
+        assert_eq!(
+            pick_share(Some(&[0.0, 0.0]), &[0.2, 0.3], 0.5, 0.15),
+            Some(1)
+        );
+        assert_eq!(ramp_delay(Some(1.0), 3.0, 0.5), 2.0);
     }
 
     #[test]

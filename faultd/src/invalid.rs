@@ -34,3 +34,26 @@ impl Invalid {
         self
     }
 }
+
+/// Checks that the shares of a list of faults, by field name (`None`: not set), add up to at most 100%; the error
+/// names the fields that take one.
+pub fn check_shares<'a>(
+    shares: impl Iterator<Item = (&'a str, Option<f64>)> + Clone,
+) -> Result<(), Invalid> {
+    let total: f64 = shares.clone().filter_map(|(_, s)| s).sum();
+    if total <= 1.0 + 1e-9 {
+        return Ok(());
+    }
+    let names: Vec<&str> = shares
+        .filter(|(_, s)| s.is_some())
+        .map(|(n, _)| n)
+        .collect();
+    Err(Invalid::new(
+        "",
+        format!(
+            "the shares of {} add up to {}%, over 100%",
+            names.join(", "),
+            (total * 1e4).round() / 1e2
+        ),
+    ))
+}

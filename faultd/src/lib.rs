@@ -30,6 +30,7 @@ pub mod behaviours;
 pub mod config;
 pub mod control;
 pub mod deadlines;
+pub mod dns;
 pub mod draw;
 mod error;
 pub mod files;
@@ -140,6 +141,7 @@ pub struct Faultd {
     data_addr: SocketAddr,
     control_addr: Option<SocketAddr>,
     toxiproxy_addr: Option<SocketAddr>,
+    dns_addr: Option<SocketAddr>,
     /// The listeners of each route served by instances, by route name, in instance order.
     instances: std::collections::BTreeMap<String, Vec<SocketAddr>>,
     shutdown: watch::Sender<bool>,
@@ -246,6 +248,10 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         std::time::Duration::ZERO,
     );
     config.check_not_own(&tcp.own_listeners())?;
+    let dns = match &config.dns {
+        Some(dns) => Some(bind_dns(dns, &options, config.bucket())?),
+        None => None,
+    };
     let shared = Arc::new(Shared {
         live: std::sync::RwLock::new(Live::new(Arc::new(plan))),
         recorder,
@@ -255,6 +261,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         timeouts: options.timeouts,
         tcp: tcp.clone(),
         files: Files::for_control_api(options.files.as_deref()),
+        dns: dns.as_ref().map(|(_, _, recorder)| recorder.clone()),
     });
     // Written once the port is ours, so a faultd that cannot listen leaves another's CA file alone.
     if let (Some(path), Some(ca)) = (
@@ -285,6 +292,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
             shutdown_rx.clone(),
         )));
     }
+    let dns_addr = dns.and_then(|bound| serve_dns(bound, &shared, &mut tasks, &shutdown_rx));
     if let Some((listener, _)) = control {
         let router = control::router(shared.clone(), options.token.clone())
             .layer(axum::Extension(tcp.clone()));
@@ -309,11 +317,93 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         data_addr,
         control_addr,
         toxiproxy_addr,
+        dns_addr,
         instances,
         shutdown,
         tasks,
         tcp_schedule: std::sync::Mutex::new(None),
     })
+}
+
+/// Binds the resolver's UDP socket and TCP listener (on loopback, or an address `options` allows) with its
+/// recorder.
+fn bind_dns(
+    dns: &dns::DnsConfig,
+    options: &Options,
+    bucket: std::time::Duration,
+) -> Result<
+    (
+        tokio::net::UdpSocket,
+        tokio::net::TcpListener,
+        Arc<dns::DnsRecorder>,
+    ),
+    FaultdError,
+> {
+    let addr = dns
+        .listen_addr()
+        .map_err(|e| FaultdError::Config(e.at("dns").into()))?;
+    if !addr.ip().is_loopback() && !options.allow_listen.contains(&addr.ip()) {
+        return Err(FaultdError::Config(
+            invalid::Invalid::new(
+                "dns.listen",
+                format!(
+                    "{addr} is not on loopback; allow it with --allow-listen {}",
+                    addr.ip()
+                ),
+            )
+            .into(),
+        ));
+    }
+    let (udp, tcp) = dns::serve::bind(addr).map_err(|source| FaultdError::Bind { addr, source })?;
+    let bound = udp
+        .local_addr()
+        .map_err(|source| FaultdError::Bind { addr, source })?;
+    let recorder = Arc::new(dns::DnsRecorder::new(bucket, bound.to_string()));
+    Ok((udp, tcp, recorder))
+}
+
+/// Serves the resolver bound by [`bind_dns`] until shutdown; its address.
+fn serve_dns(
+    (udp, tcp, recorder): (
+        tokio::net::UdpSocket,
+        tokio::net::TcpListener,
+        Arc<dns::DnsRecorder>,
+    ),
+    shared: &Arc<Shared>,
+    tasks: &mut Vec<JoinHandle<()>>,
+    shutdown: &watch::Receiver<bool>,
+) -> Option<SocketAddr> {
+    let addr = udp.local_addr().ok();
+    let names: Arc<dyn dns::serve::Names> = Arc::new(ScheduleNames(shared.clone()));
+    let resolver = Arc::new(dns::serve::Resolver::new(names, recorder));
+    tasks.push(tokio::spawn(dns::serve::serve(
+        udp,
+        tcp,
+        resolver,
+        shutdown.clone(),
+    )));
+    addr
+}
+
+/// The resolver's view of the schedule: each name's entry at the current position, the plan's upstream, and the
+/// recorder's clock.
+struct ScheduleNames(Arc<Shared>);
+
+impl dns::serve::Names for ScheduleNames {
+    fn decide(&self, name: &str) -> Option<dns::NameDecision> {
+        let live = self.0.live();
+        live.plan
+            .dns
+            .draw(name, live.position(Instant::now()), live.plan.seed)
+    }
+
+    fn forward(&self) -> Option<SocketAddr> {
+        self.0.live().plan.dns.forward
+    }
+
+    fn time_ns(&self, at: Instant) -> u64 {
+        self.0.recorder.time_ns(at)
+    }
 }
 
 /// Binds a listener, with the address it got (the real port when 0 was asked for).
@@ -351,6 +441,11 @@ impl Faultd {
             .iter()
             .map(|a| format!("{scheme}://{a}"))
             .collect()
+    }
+
+    /// The resolver's address (UDP and TCP on the same port), when the configuration has `dns:`.
+    pub fn dns_addr(&self) -> Option<SocketAddr> {
+        self.dns_addr
     }
 
     /// The control API's address, if it was asked for.

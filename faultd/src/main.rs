@@ -430,6 +430,13 @@ fn announce(faultd: &faultd::Faultd, cli: &Cli) {
             eprintln!("faultd: the run's CA is in {}", path.display());
         }
     }
+    if let Some(d) = faultd.dns_addr() {
+        eprintln!(
+            "faultd: resolver on {d}, UDP and TCP (dig @{} -p {} NAME)",
+            d.ip(),
+            d.port()
+        );
+    }
     if let Some(c) = faultd.control_addr() {
         eprintln!("faultd: control API on http://{c} (GET /schedule, /recording, /metrics)");
     }

@@ -472,6 +472,7 @@ impl Recorder {
             loops_detected: self.loops.load(Ordering::Relaxed),
             unmatched_paths: self.unmatched.top(),
             tls: None,
+            dns: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
         }

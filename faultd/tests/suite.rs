@@ -10,6 +10,8 @@ mod config_limits;
 mod control_api;
 mod correlation;
 mod data_plane;
+mod dns;
+mod dns_clients;
 mod files;
 mod grpc_clients;
 mod hang;

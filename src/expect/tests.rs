@@ -98,6 +98,7 @@ fn record_with(
         evidence: BTreeMap::new(),
         handshakes: None,
         load_tls: None,
+        dns: None,
         connect_errors: BTreeMap::new(),
         unmatched: 0,
         unmatched_paths: Vec::new(),

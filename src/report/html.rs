@@ -10,6 +10,7 @@
 //! result.json or the saved recordings.
 
 mod data;
+mod dns;
 mod requests;
 
 use std::collections::BTreeMap;
@@ -77,6 +78,9 @@ pub fn page(
     answers_section(&mut h, &r.answers);
     if let Some(tls) = &r.tls {
         tls_section(&mut h, tls, &r.totals.connect_errors);
+    }
+    if let Some(dns) = &r.dns {
+        dns::dns_section(&mut h, dns);
     }
     over_time_section(&mut h, r);
     if let Some(f) = &r.requests {

@@ -413,6 +413,7 @@ pub(crate) mod tests {
             sut_metrics: BTreeMap::new(),
             ca: None,
             tls: None,
+            dns: None,
             distributed: None,
             dependency_replicas: None,
             requests: None,

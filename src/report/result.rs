@@ -16,8 +16,10 @@ use crate::run::{Ending, RunOutput};
 use crate::scenario::Validated;
 
 mod build;
+mod dns;
 
 pub use build::tls_summary;
+pub use dns::{dns_summary, DnsSummary, NameSummary, PhaseQueries};
 
 /// The version of the result.json schema.
 pub const RESULT_VERSION: u32 = 1;
@@ -65,6 +67,9 @@ pub struct ResultFile {
     /// How many TLS handshakes happened: loadgen's to the SUT and the dependency's, when either spoke TLS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsSummary>,
+    /// What the dependency's resolver answered, per name, when the scenario gave it one (`dependency.dns`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<DnsSummary>,
     /// The agents that shared the load (`--agents N`), with their clock offsets; absent for one process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub distributed: Option<crate::agents::Distributed>,

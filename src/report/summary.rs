@@ -23,6 +23,9 @@ pub fn text(r: &ResultFile) -> String {
     if let Some(tls) = &r.tls {
         tls_handshakes(&mut o, tls);
     }
+    if let Some(dns) = &r.dns {
+        dns_answers(&mut o, dns);
+    }
     if !r.breakers.is_empty() {
         breakers(&mut o, r);
     }
@@ -282,6 +285,39 @@ fn replicas(o: &mut String, rs: &ReplicasSummary) {
             o,
             "  their schedules started at most {spread:.1} ms apart (from the first start request sent to the last answer)"
         );
+    }
+}
+
+/// The resolver's queries and answers per name, over the run and per phase.
+fn dns_answers(o: &mut String, dns: &super::result::DnsSummary) {
+    let _ = writeln!(o, "\nDNS (faultd's resolver at {})", dns.listen);
+    let other = std::iter::once(("(other names)", &dns.other)).filter(|(_, n)| n.queries > 0);
+    for (name, n) in dns.names.iter().map(|(k, v)| (k.as_str(), v)).chain(other) {
+        let delayed = if n.delayed > 0 {
+            format!("; {} delayed, longest {:.1} ms", n.delayed, n.delay_max_ms)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "  {name}: {} queries ({}){}{delayed}",
+            n.queries,
+            counts(&n.types),
+            if n.answers.is_empty() {
+                String::new()
+            } else {
+                format!(", answered {}", counts(&n.answers))
+            },
+        );
+        for p in n.phases.iter().filter(|p| p.queries > 0) {
+            let _ = writeln!(
+                o,
+                "    {}: {} queries, {}",
+                p.name,
+                p.queries,
+                counts(&p.answers)
+            );
+        }
     }
 }
 

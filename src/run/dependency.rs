@@ -111,8 +111,8 @@ impl Dependency {
     }
 
     /// The placeholders a command SUT may use to reach the dependency: `faultd.url`, and for an embedded faultd
-    /// `faultd.host`, `faultd.port`, `faultd.control`, `faultd.ca` under TLS, and per TCP route
-    /// `faultd.routes.NAME.host`, `.port`, `.addr`, and per route served by instances
+    /// `faultd.host`, `faultd.port`, `faultd.control`, `faultd.ca` under TLS, `faultd.dns` with a resolver, and per
+    /// TCP route `faultd.routes.NAME.host`, `.port`, `.addr`, and per route served by instances
     /// `faultd.routes.NAME.instances` and `faultd.routes.NAME.instance.N.addr` (`.host`, `.port`, and `.url` on
     /// an HTTP route).
     pub fn placeholders(&self) -> BTreeMap<String, String> {
@@ -129,6 +129,9 @@ impl Dependency {
             values.insert("faultd.port".into(), a.port().to_string());
             if let Some(c) = f.control_addr() {
                 values.insert("faultd.control".into(), format!("http://{c}"));
+            }
+            if let Some(d) = f.dns_addr() {
+                values.insert(Placeholders::DNS.into(), d.to_string());
             }
             for (name, route) in &f.config().routes {
                 let addrs = f.instance_addrs(name);

@@ -18,6 +18,10 @@ impl Placeholders {
     /// trusts it as it would a real CA (`SSL_CERT_FILE={faultd.ca}`, `--cacert {faultd.ca}`).
     pub const CA: &'static str = "faultd.ca";
 
+    /// The resolver's `host:port` (UDP and TCP), known when the embedded faultd has a `dns:` section: a command
+    /// SUT resolves its dependency's name there (`--resolver {faultd.dns}`, a resolv.conf it is given).
+    pub const DNS: &'static str = "faultd.dns";
+
     /// The names known before a run starts; the scaled durations (`{ms:..}`, `{secs:..}`, `{dur:..}`) come on top.
     pub fn names() -> Vec<String> {
         [

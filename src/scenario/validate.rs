@@ -148,6 +148,9 @@ impl Scenario {
         if self.faultd.is_none() && self.dependency.tls.as_ref().is_some_and(|t| t.mints_ca()) {
             known.push(Placeholders::CA.to_string());
         }
+        if self.faultd.is_none() && self.dependency.dns.is_some() {
+            known.push(Placeholders::DNS.to_string());
+        }
         known.extend(Placeholders::params(&sut.params, 1.0).into_keys());
         let texts: Vec<(&str, &String)> = sut
             .command

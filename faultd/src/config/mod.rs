@@ -72,6 +72,10 @@ pub struct Config {
     /// given, read back with the control API's `GET /recording/calls`. Off when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub correlate: Option<faultline_units::trace::Correlate>,
+    /// A resolver for the service under test, e.g. `{ names: { pricing.internal: { a: [127.0.0.1], ttl: 30s } }
+    /// }`: the names it answers, with their records and faults per phase (`crate::dns`). None when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<crate::dns::DnsConfig>,
 }
 
 /// Builds [`Route`] from the fault list: its method and path, then every field of a behaviour as its base.
@@ -449,6 +453,7 @@ impl Config {
             listen: None,
             unmatched: None,
             correlate: None,
+            dns: None,
         }
     }
 
@@ -487,6 +492,9 @@ impl Config {
         if let Some(tls) = &mut self.tls {
             tls.faults.iter_mut().for_each(|f| f.scale_time(factor));
             tls.phases.values_mut().for_each(|f| f.scale_time(factor));
+        }
+        if let Some(dns) = &mut self.dns {
+            dns.scale_time(factor);
         }
     }
 

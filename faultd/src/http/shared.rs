@@ -34,6 +34,8 @@ pub struct Shared {
     pub tcp: Arc<TcpRoutes>,
     /// Where the control API may read the files a configuration names.
     pub files: Files,
+    /// What the resolver recorded, when the configuration has `dns:`.
+    pub dns: Option<Arc<crate::dns::DnsRecorder>>,
 }
 
 impl Shared {

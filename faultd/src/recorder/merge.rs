@@ -127,6 +127,13 @@ impl Recording {
             }
             (a, b) => a.or_else(|| b.clone()),
         };
+        self.dns = match (self.dns.take(), &other.dns) {
+            (Some(mut a), Some(b)) => {
+                a.merge(b);
+                Some(a)
+            }
+            (a, b) => a.or_else(|| b.clone()),
+        };
         self.replicas += other.replicas;
         self.in_flight_max_is_upper_bound = true;
         Ok(())

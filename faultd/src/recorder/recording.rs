@@ -29,6 +29,10 @@ pub struct Recording {
     /// recorder: see `tls::record`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::tls::TlsRecording>,
+    /// The resolver's queries per name and bucket, when the configuration has `dns:` (the resolver records them,
+    /// not this recorder: see `dns::record`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<crate::dns::DnsRecording>,
     /// How many faultd replicas this recording adds up: 1 for one faultd's own recording, N for the merge of N
     /// replicas behind one address ([`Recording::merge_replicas`]). Absent in older recordings, which are one
     /// faultd's.

@@ -1,7 +1,8 @@
 //! The plan: a configuration compiled for the data plane, at start and whenever the control API replaces it.
 //!
 //! For: each HTTP route's method and path in the route table, its behaviour before the first phase and after each
-//! ([`Phased`]), the phase labels calls are recorded under, and the TLS handshake faults of every phase. Not for:
+//! ([`Phased`]), the phase labels calls are recorded under, and the TLS handshake faults and the resolver's names
+//! of every phase. Not for:
 //! the run's clock or overrides (`super`), TCP routes' toxics (`crate::tcp::schedule`, from
 //! `Config::tcp_toxics`), or the rules (`rules`).
 
@@ -14,6 +15,7 @@ use super::rules;
 use super::{BEFORE_FIRST_PHASE, HEALTHY_RESET};
 use crate::behaviours::CompiledBehaviour;
 use crate::config::{Config, ConfigError};
+use crate::dns::DnsPlan;
 use crate::draw::route_key;
 use crate::invalid::Invalid;
 use crate::phased::{PhaseTimes, Phased, Position};
@@ -72,6 +74,8 @@ pub struct Plan {
     pub phases: Vec<PlanPhase>,
     /// The handshake faults of every phase (used only when the data plane speaks TLS).
     pub tls: TlsPlan,
+    /// The resolver's names over the phases (empty without `dns:`).
+    pub dns: DnsPlan,
     /// The headers each call is keyed by when the configuration correlates: every call is then recorded one by
     /// one.
     pub keys: Option<CallKeys>,
@@ -170,6 +174,7 @@ impl Plan {
         }
         let times: Vec<PhaseTimes<'_>> = phases.iter().map(|p| (&*p.name, p.at, p.ramp)).collect();
         let tls = TlsPlan::compile(config.tls.as_ref(), &times).map_err(ConfigError::from)?;
+        let dns = DnsPlan::compile(config.dns.as_ref(), &times).map_err(ConfigError::from)?;
         let keys = config
             .correlate
             .as_ref()
@@ -178,6 +183,7 @@ impl Plan {
             .map_err(|e| ConfigError::from(e.at("correlate")))?;
         Ok(Plan {
             tls,
+            dns,
             keys,
             table: RouteTable::new(patterns),
             config,

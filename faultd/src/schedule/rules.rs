@@ -92,12 +92,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         check_kind(&route.base(), None).map_err(at)?;
         route.base().validate().map_err(at)?;
     }
-    if let Some(tls) = &config.tls {
-        let phases: Vec<&str> = config.phases.iter().map(|p| p.name.as_str()).collect();
-        tls.validate()
-            .and_then(|()| tls.check_phase_names(&phases))
-            .map_err(|e| ConfigError::from(e.at("tls")))?;
-    }
+    check_sections(config)?;
     let mut names = BTreeSet::new();
     for (i, phase) in config.phases.iter().enumerate() {
         let at = |e: Invalid| ConfigError::from(e.at(&format!("phases[{i}]")));
@@ -238,4 +233,19 @@ fn tcp_invalid(e: TcpError, field: &str) -> Invalid {
         TcpError::Invalid { message, .. } => Invalid::new(field, message),
         other => Invalid::new(field, other.to_string()),
     }
+}
+
+/// The sections beside the routes that follow the phases by name: `tls:` and `dns:`.
+fn check_sections(config: &Config) -> Result<(), ConfigError> {
+    let phases: Vec<&str> = config.phases.iter().map(|p| p.name.as_str()).collect();
+    if let Some(tls) = &config.tls {
+        tls.validate()
+            .and_then(|()| tls.check_phase_names(&phases))
+            .map_err(|e| ConfigError::from(e.at("tls")))?;
+    }
+    if let Some(dns) = &config.dns {
+        dns.validate(&phases)
+            .map_err(|e| ConfigError::from(e.at("dns")))?;
+    }
+    Ok(())
 }

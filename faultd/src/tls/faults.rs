@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 use crate::behaviours::{Fault, Latency, LatencyModel};
-use crate::draw::CallDraws;
+use crate::draw::{pick_share, ramp_delay, CallDraws};
 use crate::invalid::Invalid;
 
 /// The handshake faults of a TLS listener. Every field is optional; a phase's faults replace the base's field by
@@ -190,28 +190,8 @@ impl HandshakeFaults {
         if let Some(failure) = &self.failure {
             failure.alert_code().map_err(|e| e.at("failure"))?;
         }
-        let total: f64 = self
-            .slots()
-            .iter()
-            .filter_map(|(_, s, _)| s.map(Share::fraction))
-            .sum();
-        if total > 1.0 + 1e-9 {
-            let names: Vec<&str> = self
-                .slots()
-                .iter()
-                .filter(|(_, s, _)| s.is_some())
-                .map(|(n, _, _)| *n)
-                .collect();
-            return Err(Invalid::new(
-                "",
-                format!(
-                    "the shares of {} add up to {}%, over 100%",
-                    names.join(", "),
-                    (total * 1e4).round() / 1e2
-                ),
-            ));
-        }
-        Ok(())
+        let slots = self.slots();
+        crate::invalid::check_shares(slots.iter().map(|(n, s, _)| (*n, s.map(Share::fraction))))
     }
 
     /// Multiplies the delay by `factor` (`--time-scale`); shares are unchanged.
@@ -267,32 +247,28 @@ pub fn decide(
     } else {
         1.0
     };
-    let delay = match from {
-        Some(f) if w < 1.0 => f.delay(draws.latency) * (1.0 - w) + to.delay(draws.latency) * w,
-        _ => to.delay(draws.latency),
-    };
+    let delay = ramp_delay(
+        from.map(|f| f.delay(draws.latency)),
+        to.delay(draws.latency),
+        w,
+    );
     let later = to.faults.slots();
     let earlier = from.map(|f| f.faults.slots());
-    let mut upper = 0.0;
-    let mut action = HandshakeAction::Serve;
-    for (i, (_, share_to, act)) in later.iter().enumerate() {
-        let share_to = share_to.map_or(0.0, Share::fraction);
-        let share = match earlier.as_ref().map(|e| e[i].1) {
-            Some(share_from) if w < 1.0 => {
-                share_from.map_or(0.0, Share::fraction) * (1.0 - w) + share_to * w
-            }
-            _ => share_to,
-        };
-        upper += share;
-        if draws.fault < upper {
-            // A fault fading out keeps its own alert code if the later phase has none.
-            action = match (act, earlier.as_ref()) {
-                (HandshakeAction::Alert(_), Some(e)) if to.faults.failure.is_none() => e[i].2,
-                _ => *act,
-            };
-            break;
-        }
-    }
+    let shares = |slots: &[(&str, Option<Share>, HandshakeAction)]| -> Vec<f64> {
+        slots
+            .iter()
+            .map(|(_, s, _)| s.map_or(0.0, Share::fraction))
+            .collect()
+    };
+    let from_shares = earlier.as_ref().map(|e| shares(e));
+    let action = match pick_share(from_shares.as_deref(), &shares(&later), w, draws.fault) {
+        // A fault fading out keeps its own alert code if the later phase has none.
+        Some(i) => match (later[i].2, earlier.as_ref()) {
+            (HandshakeAction::Alert(_), Some(e)) if to.faults.failure.is_none() => e[i].2,
+            (act, _) => act,
+        },
+        None => HandshakeAction::Serve,
+    };
     HandshakeDecision {
         delay: Duration::from_secs_f64(delay.max(0.0)),
         action,

@@ -61,6 +61,7 @@ impl ResultFile {
             sut_metrics: rec.sut_metrics.clone(),
             ca: out.ca_pem.as_ref().map(|_| CA_FILE.to_string()),
             tls: tls_summary(rec),
+            dns: super::dns_summary(rec),
             distributed: out.distributed.clone(),
             dependency_replicas: ReplicasSummary::of(&out.replicas),
             requests: rec

@@ -31,6 +31,7 @@ fn recording(routes: Vec<(&str, RouteRecording)>) -> Recording {
         loops_detected: 0,
         unmatched_paths: Vec::new(),
         tls: None,
+        dns: None,
         replicas: 1,
         in_flight_max_is_upper_bound: false,
     }

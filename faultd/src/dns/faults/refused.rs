@@ -1,0 +1,25 @@
+//! refused: the share of queries for a name answered REFUSED, as from a resolver that will not serve this client.
+//!
+//! For: a resolution that fails at once with an answer the caller can read. Not for: a resolver that does not
+//! answer at all (`no_answer`).
+
+use faultline_units::Share;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{DnsAction, DnsFault, Rcode};
+
+/// Written `refused: 30%`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub struct Refused(pub Share);
+
+impl DnsFault for Refused {
+    fn share(&self) -> Share {
+        self.0
+    }
+
+    fn action(&self) -> DnsAction {
+        DnsAction::Rcode(Rcode::Refused)
+    }
+}
