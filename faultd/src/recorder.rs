@@ -671,6 +671,7 @@ impl RouteRecorder {
                 .iter()
                 .map(|i| i.snapshot(now_ns, current))
                 .collect(),
+            redis: None,
         }
     }
 }

@@ -100,6 +100,7 @@ impl TcpRouteRecording {
                 .map(|r| r.entries.clone())
                 .unwrap_or_default(),
             instances: Vec::new(),
+            redis: self.redis.clone(),
         }
     }
 }
@@ -451,6 +452,82 @@ impl prometheus_client::collector::Collector for TcpMetrics {
             "Connections a toxic took, by TCP route and toxic type",
             MetricType::Counter,
             toxics,
+        )?;
+        let redis: Vec<(&str, &super::protocol::redis::RedisRecording)> = self
+            .0
+            .iter()
+            .filter_map(|(name, r)| r.redis.as_ref().map(|x| (name.as_str(), x)))
+            .collect();
+        let per_command = |get: fn(&super::protocol::redis::CommandRecording) -> u64| {
+            redis
+                .iter()
+                .flat_map(|(route, r)| {
+                    r.commands.iter().map(move |(command, c)| {
+                        (
+                            vec![("tcp_route", *route), ("command", command.as_str())],
+                            get(c),
+                        )
+                    })
+                })
+                .collect::<Vec<Row<'_>>>()
+        };
+        family(
+            "faultd_redis_commands",
+            "Commands a Redis route answered (or hung or closed), by command",
+            MetricType::Counter,
+            per_command(|c| c.totals.calls),
+        )?;
+        family(
+            "faultd_redis_in_flight",
+            "Commands of a Redis route waiting for their reply now, by command",
+            MetricType::Gauge,
+            per_command(|c| c.in_flight),
+        )?;
+        let errors = redis
+            .iter()
+            .flat_map(|(route, r)| {
+                r.commands.iter().flat_map(move |(command, c)| {
+                    c.totals.errors.iter().map(move |(word, n)| {
+                        let labels = vec![
+                            ("tcp_route", *route),
+                            ("command", command.as_str()),
+                            ("error", word.as_str()),
+                        ];
+                        (labels, *n)
+                    })
+                })
+            })
+            .collect();
+        family(
+            "faultd_redis_errors",
+            "Error replies of a Redis route (faultd's and the server's), by command and first word",
+            MetricType::Counter,
+            errors,
+        )?;
+        let entries = |get: fn(&crate::recorder::MatchCounts) -> u64| {
+            redis
+                .iter()
+                .flat_map(|(route, r)| {
+                    r.entries.iter().map(move |(entry, c)| {
+                        (
+                            vec![("tcp_route", *route), ("entry", entry.as_str())],
+                            get(c),
+                        )
+                    })
+                })
+                .collect::<Vec<Row<'_>>>()
+        };
+        family(
+            "faultd_redis_entry_matched",
+            "Commands that met a Redis entry's conditions",
+            MetricType::Counter,
+            entries(|c| c.matched),
+        )?;
+        family(
+            "faultd_redis_entry_taken",
+            "Commands a Redis entry took",
+            MetricType::Counter,
+            entries(|c| c.taken),
         )
     }
 }

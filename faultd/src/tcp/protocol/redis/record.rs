@@ -93,6 +93,26 @@ pub struct RedisRecording {
     pub garbage: u64,
 }
 
+impl RedisRecording {
+    /// Adds another replica's recording of the same route.
+    pub fn add(&mut self, other: &RedisRecording) {
+        for (name, theirs) in &other.commands {
+            let mine = self.commands.entry(name.clone()).or_default();
+            mine.in_flight += theirs.in_flight;
+            mine.totals.add(&theirs.totals);
+            for (phase, counts) in &theirs.phases {
+                mine.phases.entry(phase.clone()).or_default().add(counts);
+            }
+        }
+        for (name, c) in &other.entries {
+            let mine = self.entries.entry(name.clone()).or_default();
+            mine.matched += c.matched;
+            mine.taken += c.taken;
+        }
+        self.garbage += other.garbage;
+    }
+}
+
 #[derive(Debug, Default)]
 struct CommandState {
     in_flight: u64,
