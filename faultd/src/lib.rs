@@ -360,7 +360,7 @@ impl Faultd {
             let task = tokio::spawn(tcp::schedule::run(
                 self.tcp.clone(),
                 config.tcp_schedules(),
-                config.redis_schedules(),
+                tcp::schedule::redis_schedules(&config),
                 origin,
                 bucket,
                 self.shutdown.subscribe(),

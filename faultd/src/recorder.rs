@@ -29,6 +29,7 @@ use crate::tally::EntryTally;
 mod guards;
 mod merge;
 mod recording;
+pub mod redis;
 mod traced;
 mod unmatched;
 
