@@ -105,6 +105,17 @@ pub fn advance(
     }
     record.dependency = routes;
     record.instances = instances;
+    record.entries = dependency
+        .routes
+        .iter()
+        .filter(|(_, r)| !r.matched.is_empty())
+        .map(|(name, r)| (name.clone(), r.matched.clone()))
+        .collect();
+    record.redis = dependency
+        .routes
+        .iter()
+        .filter_map(|(name, r)| r.redis.clone().map(|x| (name.clone(), x)))
+        .collect();
     record.unmatched = dependency.unmatched;
     record.unmatched_paths = dependency.unmatched_paths.clone();
     record.dns = dependency.dns.clone();

@@ -172,6 +172,11 @@ pub struct RunRecord {
     /// Each SUT request with the dependency calls it caused, when the run followed its requests (`correlate:`, or
     /// an expectation of the requests family).
     pub requests: Option<std::sync::Arc<crate::correlate::Join>>,
+    /// Per dependency route, its entries' counts by entry name (HTTP `matched` entries, Redis `redis` entries), over
+    /// the run so far.
+    pub entries: BTreeMap<String, BTreeMap<String, faultd::MatchCounts>>,
+    /// Per Redis route (`protocol: redis`), faultd's per-command recording.
+    pub redis: BTreeMap<String, faultd::tcp::protocol::redis::RedisRecording>,
 }
 
 impl RunRecord {
@@ -225,6 +230,8 @@ impl RunRecord {
             sut_metrics: BTreeMap::new(),
             sut_class_latency: BTreeMap::new(),
             requests: None,
+            entries: BTreeMap::new(),
+            redis: BTreeMap::new(),
         }
     }
 

@@ -259,6 +259,7 @@ fn fixture(buckets: usize) -> Fixture {
             late: BTreeMap::new(),
             matched: BTreeMap::new(),
             instances: Vec::new(),
+            redis: None,
         },
     );
     let dependency = faultd::Recording {

@@ -371,7 +371,15 @@ async fn get_metrics(
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(snapshot));
     if let Some(axum::Extension(tcp)) = tcp {
-        registry.register_collector(Box::new(crate::tcp::record::TcpMetrics(tcp.recording())));
+        let routes = tcp.recording();
+        let redis = routes
+            .iter()
+            .filter_map(|(name, r)| r.redis.clone().map(|x| (name.clone(), x)))
+            .collect();
+        registry.register_collector(Box::new(crate::tcp::record::TcpMetrics(routes)));
+        registry.register_collector(Box::new(crate::tcp::protocol::redis::record::RedisMetrics(
+            redis,
+        )));
     }
     if let Some(dns) = &snapshot_dns {
         registry.register_collector(Box::new(crate::dns::record::DnsMetrics(dns.clone())));

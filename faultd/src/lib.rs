@@ -244,7 +244,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
     tcp::schedule::apply(
         &tcp,
         &config.tcp_schedules(),
-        &config.redis_schedules(),
+        &tcp::schedule::redis_schedules(&config),
         std::time::Duration::ZERO,
     );
     config.check_not_own(&tcp.own_listeners())?;
@@ -464,7 +464,7 @@ impl Faultd {
             let task = tokio::spawn(tcp::schedule::run(
                 self.tcp.clone(),
                 config.tcp_schedules(),
-                config.redis_schedules(),
+                tcp::schedule::redis_schedules(&config),
                 origin,
                 bucket,
                 self.shutdown.subscribe(),

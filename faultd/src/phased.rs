@@ -9,6 +9,9 @@
 
 use std::time::Duration;
 
+/// The phase label of calls before the first phase begins (and of every call when there are no phases).
+pub const BEFORE_FIRST_PHASE: &str = "before-start";
+
 /// A phase as each wire's schedule follows it: its name, its start from the origin and its ramp.
 pub type PhaseTimes<'a> = (&'a str, Duration, Option<Duration>);
 

@@ -29,6 +29,7 @@ use crate::tally::EntryTally;
 mod guards;
 mod merge;
 mod recording;
+pub mod redis;
 mod traced;
 mod unmatched;
 
@@ -672,6 +673,7 @@ impl RouteRecorder {
                 .iter()
                 .map(|i| i.snapshot(now_ns, current))
                 .collect(),
+            redis: None,
         }
     }
 }

@@ -32,9 +32,11 @@ async fn start_faultd(upstream: u16, on_garbage: &str) -> faultd::Faultd {
     );
     let config =
         faultd::Config::from_yaml(&yaml, "redis_route.yaml").expect("the configuration is valid");
-    let faultd = faultd::start(config, faultd::Options::default())
-        .await
-        .expect("faultd starts");
+    let options = faultd::Options {
+        control: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        ..faultd::Options::default()
+    };
+    let faultd = faultd::start(config, options).await.expect("faultd starts");
     faultd.start_schedule(tokio::time::Instant::now());
     faultd
 }
@@ -158,6 +160,29 @@ async fn redis_cli_sees_the_oom_error_and_the_server_never_gets_the_set() {
     let rec = redis_recording(&faultd);
     assert_eq!(rec.commands["SET"].totals.calls, 2);
     assert_eq!(rec.commands["SET"].totals.errors.get("OOM"), Some(&1));
+    let control = faultd.control_addr().expect("the control API listens");
+    let metrics = crate::common::call(control, "GET", "/metrics", &[], b"").await;
+    let text = String::from_utf8_lossy(metrics.body());
+    for line in [
+        r#"faultd_redis_commands_total{tcp_route="cache",command="SET"} 2"#,
+        r#"faultd_redis_errors_total{tcp_route="cache",command="SET",error="OOM"} 1"#,
+        r#"faultd_redis_entry_matched_total{tcp_route="cache",entry="oom"} 1"#,
+        r#"faultd_redis_entry_taken_total{tcp_route="cache",entry="oom"} 1"#,
+        r#"faultd_redis_in_flight{tcp_route="cache",command="SET"} 0"#,
+    ] {
+        assert!(text.contains(line), "{line} missing from /metrics:\n{text}");
+    }
+    let recording = crate::common::call(control, "GET", "/recording", &[], b"").await;
+    let json: serde_json::Value = serde_json::from_slice(recording.body()).expect("JSON");
+    let set = &json["tcp_routes"]["cache"]["redis"]["commands"]["SET"]["totals"];
+    assert_eq!(
+        (set["calls"].as_u64(), set["errors"]["OOM"].as_u64()),
+        (Some(2), Some(1)),
+        "{json}"
+    );
+    // The runner reads a TCP route as a route of calls; a Redis route's entries come with it.
+    let calls = faultd::tcp::record::with_tcp_routes(faultd.recording(), faultd.tcp_recording());
+    assert_eq!(calls.routes["cache"].matched["oom"].taken, 1);
     faultd.shutdown().await;
 }
 

@@ -19,6 +19,7 @@ pub mod entry;
 pub mod instances;
 pub mod metric;
 mod probes;
+pub mod redis;
 pub mod requests;
 pub mod spec;
 pub mod sut;
@@ -62,6 +63,7 @@ pub enum Check {
     Metric(MetricCheck),
     Requests(RequestsCheck),
     Instances(InstanceCheck),
+    Redis(redis::RedisCheck),
 }
 
 impl Check {
@@ -74,6 +76,7 @@ impl Check {
             Check::Metric(c) => c.name(),
             Check::Requests(c) => c.name(),
             Check::Instances(c) => c.name(),
+            Check::Redis(c) => c.name(),
         }
     }
 
@@ -86,6 +89,7 @@ impl Check {
             Check::Metric(c) => c.decidable_live(),
             Check::Requests(c) => c.decidable_live(),
             Check::Instances(c) => c.decidable_live(),
+            Check::Redis(c) => c.decidable_live(),
         }
     }
 
@@ -97,6 +101,7 @@ impl Check {
             Check::Metric(c) => c.evaluate(name, record),
             Check::Requests(c) => c.evaluate(name, record),
             Check::Instances(c) => c.evaluate(name, record),
+            Check::Redis(c) => c.evaluate(name, record),
         }
     }
 
@@ -109,6 +114,8 @@ impl Check {
             // Judged on the whole join, after the run.
             Check::Requests(_) => None,
             Check::Instances(c) => c.decide(name, record),
+            // Counted per phase and over the run: judged on the finished run.
+            Check::Redis(_) => None,
         }
     }
 }

@@ -81,7 +81,34 @@ pub struct ExpectationSpec {
     /// `calls_at_most` counts, as faultd recorded them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc_status: Option<GrpcCode>,
-    /// With `grpc_status`: at least this many calls ended with that status.
+    /// Redis routes (`protocol: redis`): the command (`GET`, `SET`) whose counts `errors_at_most`,
+    /// `error_share_below`, `calls_at_least` or `p99_below` bounds, as faultd recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// With `command`: at most this many error replies (faultd's and the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors_at_most: Option<u64>,
+    /// With `command`: error replies under this share of its calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_share_below: Option<Share>,
+    /// With `command`: the 99th percentile of its latency at faultd under this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_below: Option<Dur>,
+    /// A named entry of the route (HTTP `matched`, Redis `redis`) whose counts `taken_at_least`, `taken_at_most`
+    /// or `matched_at_least` bounds, over the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+    /// With `entry`: it took at least this many calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_at_least: Option<u64>,
+    /// With `entry`: it took at most this many calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_at_most: Option<u64>,
+    /// With `entry`: at least this many calls met its conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matched_at_least: Option<u64>,
+    /// With `grpc_status`: at least this many calls ended with that status; with `command`: at least this many
+    /// calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_at_least: Option<u64>,
     /// With `grpc_status`: at most this many calls ended with that status.
@@ -254,6 +281,7 @@ impl ExpectationSpec {
             &mut self.over,
             &mut self.retry_spacing_at_least,
             &mut self.hedges_cancelled_within,
+            &mut self.p99_below,
         ]
         .into_iter()
         .flatten()

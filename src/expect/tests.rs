@@ -105,6 +105,8 @@ fn record_with(
         sut_metrics: BTreeMap::new(),
         sut_class_latency: BTreeMap::new(),
         requests: None,
+        entries: BTreeMap::new(),
+        redis: BTreeMap::new(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! `crate::tcp::protocol::redis::entry`; this file only fits them into the fault list (validation, time scale).
 
 pub use crate::tcp::protocol::redis::{RedisEntry, RedisMatch};
+pub use crate::tcp::protocol::{OnGarbage, TcpProtocol};
 
 use super::{Fault, Invalid};
 

@@ -150,7 +150,7 @@ impl Route {
             tcp: Some(TcpEndpoint {
                 listen: listen.to_string(),
                 upstream: upstream.to_string(),
-                protocol: crate::tcp::TcpProtocol::Bytes,
+                protocol: TcpProtocol::Bytes,
                 on_garbage: None,
             }),
             ..Route::default()
@@ -175,12 +175,12 @@ pub struct TcpEndpoint {
     pub upstream: String,
     /// What the connections carry: `bytes` (the default: toxics act on bytes) or `redis` (commands and replies
     /// are framed, and the route's `redis` entries act on single commands).
-    #[serde(default, skip_serializing_if = "crate::tcp::TcpProtocol::is_bytes")]
-    pub protocol: crate::tcp::TcpProtocol,
+    #[serde(default, skip_serializing_if = "TcpProtocol::is_bytes")]
+    pub protocol: TcpProtocol,
     /// What a `redis` route does with bytes that are not RESP: `pass` (the default) forwards the connection
     /// untouched from there on, `close` closes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_garbage: Option<crate::tcp::OnGarbage>,
+    pub on_garbage: Option<OnGarbage>,
 }
 
 /// A named phase of the schedule. From `at` on, each route it names gets the behaviour it sets (laid over the
@@ -598,23 +598,6 @@ impl Config {
             }
         }
         schedules
-    }
-
-    /// Every Redis route's entries over the phases, by name.
-    pub fn redis_schedules(&self) -> Vec<(String, crate::tcp::schedule::RedisSchedule)> {
-        self.tcp_routes()
-            .filter(|(_, r)| {
-                r.tcp
-                    .as_ref()
-                    .is_some_and(|t| t.protocol == crate::tcp::TcpProtocol::Redis)
-            })
-            .map(|(name, _)| {
-                (
-                    name.clone(),
-                    crate::tcp::schedule::RedisSchedule::of(self, name),
-                )
-            })
-            .collect()
     }
 
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each

@@ -177,6 +177,9 @@ fn add_route(
     }
     add_histograms(&mut into.latency, &other.latency, name)?;
     add_histograms(&mut into.late, &other.late, name)?;
+    if let Some(theirs) = &other.redis {
+        into.redis.get_or_insert_with(Default::default).add(theirs);
+    }
     // Instance i of one replica and instance i of another are the dependency's instance i behind one address.
     if into.instances.len() < other.instances.len() {
         into.instances

@@ -89,6 +89,10 @@ pub struct RouteRecording {
     /// theirs, its maxima measured on that sum. Absent for a route of one listener.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub instances: Vec<RouteRecording>,
+    /// A TCP route with `protocol: redis`: its commands and entries (`super::redis`).
+    /// Absent on other routes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis: Option<super::redis::RedisRecording>,
 }
 
 /// What one matched entry counted.

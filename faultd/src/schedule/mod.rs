@@ -24,8 +24,7 @@ mod rules;
 pub use plan::{Plan, PlanInstance, PlanPhase, PlanRoute, Resolved};
 pub use rules::MAX_INSTANCES;
 
-/// The phase label of calls before the first phase begins (and of every call when there are no phases).
-pub const BEFORE_FIRST_PHASE: &str = "before-start";
+pub use crate::phased::BEFORE_FIRST_PHASE;
 /// The phase label once the routes were reset to their base behaviour (Ctrl-C, or the control API).
 pub const HEALTHY_RESET: &str = "healthy-reset";
 

@@ -70,14 +70,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                     e => Err(e),
                 })
                 .map_err(|e| at(tcp_invalid(e, "tcp.upstream")))?;
-            if tcp.on_garbage.is_some() && tcp.protocol == TcpProtocol::Bytes {
-                return Err(at(Invalid::new(
-                    "tcp.on_garbage",
-                    "on_garbage says what a route that frames a protocol does with bytes it cannot frame; give the route a `protocol` (redis)",
-                )));
-            }
-            check_kind(&route.base(), Some(tcp.protocol)).map_err(at)?;
-            route.base().validate().map_err(at)?;
+            check_tcp_behaviour(route, tcp).map_err(at)?;
             continue;
         }
         PathPattern::parse(&route.path).map_err(|e| at(e.at("path")))?;
@@ -185,6 +178,21 @@ fn check_instances(route: &crate::config::Route) -> Result<(), Invalid> {
         )),
         Some(_) => Ok(()),
     }
+}
+
+/// Checks a TCP route's `on_garbage` (protocol routes only) and its base behaviour.
+fn check_tcp_behaviour(
+    route: &crate::config::Route,
+    tcp: &crate::config::TcpEndpoint,
+) -> Result<(), Invalid> {
+    if tcp.on_garbage.is_some() && tcp.protocol == TcpProtocol::Bytes {
+        return Err(Invalid::new(
+            "tcp.on_garbage",
+            "on_garbage says what a route that frames a protocol does with bytes it cannot frame; give the route a `protocol` (redis)",
+        ));
+    }
+    check_kind(&route.base(), Some(tcp.protocol))?;
+    route.base().validate()
 }
 
 /// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only (and `redis`

@@ -11,7 +11,6 @@
 //! read while an earlier one waits is not delayed twice. Toxics added or removed while a connection is open
 //! apply to it at once, as in Toxiproxy: pooled connections are the ones a real incident hits.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io;
@@ -22,19 +21,21 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, sleep_until, Instant};
 
 mod deliver;
+mod socket;
 
 use super::record::TcpRecorder;
-use super::toxics::{ChunkPlan, ChunkRng, Connect, Ending, Stream};
+use super::toxics::{ended, ChunkPlan, ChunkRng, Connect, Ending, Stream};
 use super::{upstream_allowed, Toxic};
 use crate::draw::{route_key, CallDraws};
 use deliver::{deliver, Delivery};
+use socket::{read_into, send_now, with_scratch, Read};
 
 /// Bytes read at once from either side.
 const READ_SIZE: usize = 32 * 1024;
@@ -130,6 +131,20 @@ pub(crate) struct ConnCtx {
     counted: Mutex<HashSet<u64>>,
 }
 
+impl super::protocol::Connection for ConnCtx {
+    fn finish(&self, how: Ending) {
+        ConnCtx::finish(self, how);
+    }
+
+    fn ending(&self) -> watch::Receiver<Ending> {
+        self.end.subscribe()
+    }
+
+    fn bytes(&self, stream: Stream, n: usize) {
+        self.shared.recorder.bytes(stream, n);
+    }
+}
+
 impl ConnCtx {
     /// Whether `toxic` takes this connection: decided by a draw of (seed, route, toxic name, connection number),
     /// so the same seed gives the same connections the same toxics, whenever the toxic was added.
@@ -169,11 +184,6 @@ impl ConnCtx {
     pub(crate) fn ending(&self) -> Ending {
         *self.end.borrow()
     }
-}
-
-/// Resolves when the connection is ending (or its signal is gone).
-pub(crate) async fn ended(rx: &mut watch::Receiver<Ending>) {
-    let _ = rx.wait_for(|e| *e != Ending::Open).await;
 }
 
 async fn connection(shared: Arc<RouteShared>, client: TcpStream, n: u64) {
@@ -544,56 +554,6 @@ enum Woke {
     Readable(io::Result<()>),
     /// The connection ended (false) or the toxics changed (true).
     Signal(bool),
-}
-
-/// What one read from a socket gave.
-enum Read {
-    /// This many bytes, at the start of the buffer.
-    Bytes(usize),
-    /// The peer finished sending.
-    Eof,
-    /// The readiness was stale: nothing to read after all.
-    Nothing,
-}
-
-/// Runs `f` with the worker thread's read buffer: bytes are read into it and leave it copied to their own size or
-/// written out, so no connection holds a read buffer between reads.
-fn with_scratch<T>(f: impl FnOnce(&mut [u8]) -> T) -> T {
-    thread_local! {
-        static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_SIZE].into_boxed_slice());
-    }
-    SCRATCH.with_borrow_mut(|scratch| f(scratch))
-}
-
-/// Reads what `src` holds now into `buf`. A read shorter than the buffer emptied the socket: its readiness is
-/// cleared there and then, so the next wait goes to epoll instead of first trying a read that fails with EAGAIN
-/// (one system call less per chunk). The read itself goes to the socket: `try_io` has checked the readiness
-/// already, which `TcpStream::try_read` would do a second time.
-fn read_into(src: &TcpStream, buf: &mut [u8]) -> io::Result<Read> {
-    let mut drained = None;
-    let socket = socket2::SockRef::from(src);
-    let read = src.try_io(Interest::READABLE, || {
-        let n = io::Read::read(&mut &*socket, buf)?;
-        if n > 0 && n < buf.len() {
-            drained = Some(n);
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        Ok(n)
-    });
-    match (read, drained) {
-        (_, Some(n)) => Ok(Read::Bytes(n)),
-        (Ok(0), None) => Ok(Read::Eof),
-        (Ok(n), None) => Ok(Read::Bytes(n)),
-        (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
-        (Err(e), None) => Err(e),
-    }
-}
-
-/// Writes what the socket takes of `bytes` now, straight to the socket. The direct path writes right after a read
-/// and only rarely finds the socket full; tokio's readiness for writing is then left as it was, and the rest goes
-/// through `write_all`, whose first attempt meets the full socket (EAGAIN) and waits for room.
-fn send_now(dst: &OwnedWriteHalf, bytes: &[u8]) -> io::Result<usize> {
-    socket2::SockRef::from(dst.as_ref()).send_with_flags(bytes, libc::MSG_NOSIGNAL)
 }
 
 async fn write_loop(

@@ -105,6 +105,7 @@ impl TcpRouteRecording {
                 .map(|r| r.entries.clone())
                 .unwrap_or_default(),
             instances: self.instances.iter().map(Self::as_calls).collect(),
+            redis: self.redis.clone(),
         }
     }
 }

@@ -49,7 +49,7 @@ impl RedisSchedule {
         let name = position
             .phase
             .and_then(|i| self.phases.get(i))
-            .map_or(crate::schedule::BEFORE_FIRST_PHASE, String::as_str);
+            .map_or(crate::phased::BEFORE_FIRST_PHASE, String::as_str);
         let at = self.entries.at(Some(position));
         let entries = match at.from {
             None => at.to.clone(),
@@ -137,6 +137,19 @@ pub fn build(toxics: &[TcpToxic]) -> Vec<Toxic> {
                 None
             }
         })
+        .collect()
+}
+
+/// Every Redis route's entries over the phases, by name.
+pub fn redis_schedules(config: &crate::Config) -> Vec<(String, RedisSchedule)> {
+    config
+        .tcp_routes()
+        .filter(|(_, r)| {
+            r.tcp
+                .as_ref()
+                .is_some_and(|t| t.protocol == super::TcpProtocol::Redis)
+        })
+        .map(|(name, _)| (name.clone(), RedisSchedule::of(config, name)))
         .collect()
 }
 

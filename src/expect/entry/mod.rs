@@ -11,6 +11,7 @@ use faultline_units::{Dur, GrpcCode, Rate, Share};
 use super::dependency::{Counted, DependencyCheck};
 use super::instances::InstanceEntry;
 use super::metric::{self, MetricCheck, MetricEntry};
+use super::redis::RedisCheck;
 use super::requests::{RequestsCheck, RequestsEntry};
 use super::spec::{ExpectationSpec, Names, WhileOpen};
 use super::sut::{self, Percentile, ShareOf};
@@ -77,6 +78,26 @@ pub const CHECKS: &[(&str, &[&str])] = &[
     ("deadline_propagated", &["dependency", "during"]),
     ("hedges_per_request_at_most", &["dependency", "during"]),
     ("hedges_cancelled_within", &["dependency", "during"]),
+    (
+        "command",
+        &[
+            "dependency",
+            "errors_at_most",
+            "error_share_below",
+            "calls_at_least",
+            "p99_below",
+            "during",
+        ],
+    ),
+    (
+        "entry",
+        &[
+            "dependency",
+            "taken_at_least",
+            "taken_at_most",
+            "matched_at_least",
+        ],
+    ),
 ];
 
 /// One entry's check as written, its bounds parsed and its names not yet checked against the scenario: by family,
@@ -96,6 +117,22 @@ pub enum Entry<'a> {
     Requests(&'a str, RequestsEntry<'a>),
     /// The instances of a dependency route (`instances: N`).
     Instances(InstanceEntry<'a>),
+    /// A command of a Redis route, or an entry of a route (`super::redis`).
+    Redis(&'a str, RedisEntry<'a>),
+}
+
+/// A `command` or `entry` check as written.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RedisEntry<'a> {
+    Command {
+        command: &'a str,
+        bound: super::redis::CommandBound,
+        during: Option<&'a str>,
+    },
+    Entry {
+        entry: &'a str,
+        bound: super::redis::EntryBound,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -268,6 +305,22 @@ impl<'a> Entry<'a> {
         if let Some(entry) = InstanceEntry::read(spec) {
             return entry.map(Entry::Instances);
         }
+        if let (Some(route), Some(command)) = (&spec.dependency, &spec.command) {
+            let bound = super::redis::command_bound(spec)?;
+            let during = spec.during.as_deref();
+            return Ok(Entry::Redis(
+                route,
+                RedisEntry::Command {
+                    command,
+                    bound,
+                    during,
+                },
+            ));
+        }
+        if let (Some(route), Some(entry)) = (&spec.dependency, &spec.entry) {
+            let bound = super::redis::entry_bound(spec)?;
+            return Ok(Entry::Redis(route, RedisEntry::Entry { entry, bound }));
+        }
         if let Some(route) = &spec.dependency {
             return dependency(spec).map(|d| Entry::Dependency(route, d));
         }
@@ -307,6 +360,26 @@ impl<'a> Entry<'a> {
                     ));
                 }
                 Ok(Check::Instances(check))
+            }
+            Entry::Redis(route, e) => {
+                let route = r.route("dependency", route)?;
+                Ok(Check::Redis(match e {
+                    RedisEntry::Command {
+                        command,
+                        bound,
+                        during,
+                    } => RedisCheck::Command {
+                        route,
+                        command: command.to_ascii_uppercase(),
+                        bound,
+                        during: r.during(during)?,
+                    },
+                    RedisEntry::Entry { entry, bound } => RedisCheck::Entry {
+                        route,
+                        entry: entry.to_string(),
+                        bound,
+                    },
+                }))
             }
         }
     }

@@ -66,6 +66,7 @@ fn route(buckets: Vec<RouteBucket>, max_in_flight: u64) -> RouteRecording {
         late: BTreeMap::new(),
         matched: BTreeMap::new(),
         instances: Vec::new(),
+        redis: None,
     }
 }
 

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use super::proxy::ConnCtx;
+use super::toxics::{Ending, Stream};
 
 pub mod redis;
 
@@ -50,6 +50,16 @@ impl OnGarbage {
     pub fn is_pass(&self) -> bool {
         *self == OnGarbage::Pass
     }
+}
+
+/// What a protocol's relay needs of the connection it serves: its end signal and the byte counts of its route.
+pub(crate) trait Connection: Send + Sync {
+    /// Ends the connection `how`, unless it is ending already.
+    fn finish(&self, how: Ending);
+    /// The connection's end signal (`Open` while it is not ending).
+    fn ending(&self) -> tokio::sync::watch::Receiver<Ending>;
+    /// Counts `n` bytes forwarded on `stream` in the route's recorder.
+    fn bytes(&self, stream: Stream, n: usize);
 }
 
 /// A protocol route's state, shared by its connections.
@@ -100,7 +110,7 @@ impl Wire {
     /// Relays one connection in the protocol's way; gives the client's halves back.
     pub(crate) async fn relay(
         &self,
-        ctx: Arc<ConnCtx>,
+        ctx: Arc<dyn Connection>,
         client: (OwnedReadHalf, OwnedWriteHalf),
         upstream: (OwnedReadHalf, OwnedWriteHalf),
     ) -> Option<(OwnedReadHalf, OwnedWriteHalf)> {

@@ -269,6 +269,11 @@ pub(crate) fn check_count(field: &str, value: i64) -> Result<u64, Invalid> {
     u64::try_from(value).map_err(|_| Invalid::new(field, format!("{value} is negative")))
 }
 
+/// Resolves when a connection is ending (or its signal is gone).
+pub(crate) async fn ended(rx: &mut tokio::sync::watch::Receiver<Ending>) {
+    let _ = rx.wait_for(|e| *e != Ending::Open).await;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,9 +25,8 @@ use super::record::Outcome;
 use super::resp::{Event, Head, Scanner, Side};
 use super::RedisRoute;
 use crate::behaviours::ConnectionCounts;
-use crate::tcp::protocol::OnGarbage;
-use crate::tcp::proxy::{ended, ConnCtx};
-use crate::tcp::toxics::{Ending, Stream};
+use crate::tcp::protocol::{Connection, OnGarbage};
+use crate::tcp::toxics::{ended, Ending, Stream};
 
 /// Bytes read at once from either side.
 const READ_SIZE: usize = 16 * 1024;
@@ -71,7 +70,7 @@ impl Pending {
 /// Relays one connection until it ends; gives the client's halves back so it can be closed the way it ended.
 pub(crate) async fn relay(
     route: Arc<RedisRoute>,
-    ctx: Arc<ConnCtx>,
+    ctx: Arc<dyn Connection>,
     client_read: OwnedReadHalf,
     client_write: OwnedWriteHalf,
     upstream_read: OwnedReadHalf,
@@ -85,7 +84,7 @@ pub(crate) async fn relay(
         upstream_write,
         tx,
     ));
-    let client_write = replies(&route, &ctx, upstream_read, client_write, rx).await;
+    let client_write = replies(&route, &*ctx, upstream_read, client_write, rx).await;
     match up.await {
         Ok(client_read) => Some((client_read, client_write)),
         Err(_) => None,
@@ -122,12 +121,12 @@ enum Fate {
 /// The client-to-server direction; gives the client's read half back.
 async fn commands(
     route: Arc<RedisRoute>,
-    ctx: Arc<ConnCtx>,
+    ctx: Arc<dyn Connection>,
     mut src: OwnedReadHalf,
     mut dst: OwnedWriteHalf,
     tx: mpsc::Sender<Pending>,
 ) -> OwnedReadHalf {
-    let mut end_rx = ctx.end.subscribe();
+    let mut end_rx = ctx.ending();
     let counts = ConnectionCounts::default();
     let mut scanner = Scanner::new(Side::Client);
     let mut buf = vec![0u8; READ_SIZE];
@@ -188,7 +187,7 @@ async fn commands(
                 Some(Event::End(end)) => (end.head, true),
             };
             if let Some(head) = head {
-                fate = decide(&route, &ctx, &counts, &tx, head).await;
+                fate = decide(&route, &*ctx, &counts, &tx, head).await;
                 match fate {
                     Fate::Forward | Fate::ForwardThenRaw => out.append(&mut held),
                     _ => held.clear(),
@@ -220,11 +219,11 @@ async fn commands(
                 ctx.finish(Ending::Close);
                 return src;
             }
-            ctx.shared.recorder.bytes(Stream::Upstream, out.len());
+            ctx.bytes(Stream::Upstream, out.len());
             out.clear();
         }
         if fate == Fate::Stop {
-            drain(&ctx, &mut src, &mut buf).await;
+            drain(&*ctx, &mut src, &mut buf).await;
             return src;
         }
     }
@@ -232,8 +231,8 @@ async fn commands(
 
 /// Reads and drops what the client sends until it leaves or the connection ends. Its leaving closes the command
 /// channel, which tells the reply side: a hang ends there, a close goes on to write the replies before it.
-async fn drain(ctx: &ConnCtx, src: &mut OwnedReadHalf, buf: &mut [u8]) {
-    let mut end_rx = ctx.end.subscribe();
+async fn drain(ctx: &dyn Connection, src: &mut OwnedReadHalf, buf: &mut [u8]) {
+    let mut end_rx = ctx.ending();
     loop {
         tokio::select! {
             r = src.read(buf) => if !matches!(r, Ok(n) if n > 0) {
@@ -261,7 +260,7 @@ async fn send(route: &RedisRoute, tx: &mpsc::Sender<Pending>, pending: Pending) 
 /// Gives a command its fate from the entries in force, counts it as sent, and tells the reply side.
 async fn decide(
     route: &RedisRoute,
-    ctx: &ConnCtx,
+    ctx: &dyn Connection,
     counts: &ConnectionCounts,
     tx: &mpsc::Sender<Pending>,
     head: Head,
@@ -304,7 +303,7 @@ async fn decide(
 /// The server-to-client direction; gives the client's write half back.
 async fn replies(
     route: &RedisRoute,
-    ctx: &ConnCtx,
+    ctx: &dyn Connection,
     mut src: OwnedReadHalf,
     mut dst: OwnedWriteHalf,
     mut rx: mpsc::Receiver<Pending>,
@@ -330,7 +329,7 @@ async fn replies(
 
 struct Replies<'a> {
     route: &'a RedisRoute,
-    ctx: &'a ConnCtx,
+    ctx: &'a dyn Connection,
     /// The oldest command not answered yet.
     head: Option<Pending>,
     /// Whether the head's delay has been waited out (its reply's first bytes may go).
@@ -371,10 +370,7 @@ impl Replies<'_> {
         }
         let ok = dst.write_all(&self.out).await.is_ok();
         if ok {
-            self.ctx
-                .shared
-                .recorder
-                .bytes(Stream::Downstream, self.out.len());
+            self.ctx.bytes(Stream::Downstream, self.out.len());
         }
         self.out.clear();
         ok
@@ -422,7 +418,7 @@ impl Replies<'_> {
         dst: &mut OwnedWriteHalf,
         rx: &mut mpsc::Receiver<Pending>,
     ) {
-        let mut end_rx = self.ctx.end.subscribe();
+        let mut end_rx = self.ctx.ending();
         let mut scanner = Scanner::new(Side::Server);
         let mut buf = vec![0u8; READ_SIZE];
         let (mut pos, mut len) = (0, 0);

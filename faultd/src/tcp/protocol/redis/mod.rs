@@ -52,7 +52,7 @@ impl RedisRoute {
             seed,
             on_garbage,
             rules: watch::channel(Arc::new(Rules {
-                phase: Arc::from(crate::schedule::BEFORE_FIRST_PHASE),
+                phase: Arc::from(crate::phased::BEFORE_FIRST_PHASE),
                 entries: CompiledEntries::default(),
             }))
             .0,

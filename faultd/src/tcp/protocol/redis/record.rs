@@ -12,9 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
-
+pub use crate::recorder::redis::{CommandCounts, CommandRecording, RedisRecording};
 use crate::recorder::MatchCounts;
 use crate::tally::EntryTally;
 
@@ -24,74 +22,6 @@ pub const MAX_COMMANDS: usize = 256;
 pub const MAX_ERROR_WORDS: usize = 32;
 /// The most entry names kept per route.
 const MAX_ENTRIES: usize = 1024;
-
-/// What one command name counted over a span (a phase, or the run).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CommandCounts {
-    /// Commands answered (by the server, or by an entry's error), or closed or hung by an entry.
-    pub calls: u64,
-    /// Error replies by their first word (`OOM`, `LOADING`, `ERR`), faultd's and the server's.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub errors: BTreeMap<String, u64>,
-    /// The most commands of this name waiting for their reply at once.
-    pub max_in_flight: u64,
-    /// From the command's last byte read to its reply's last byte written, ns; in JSON, base64 of the
-    /// HdrHistogram V2+DEFLATE encoding. Hung and closed commands have none.
-    #[serde(with = "faultline_hdr::as_base64::histogram")]
-    pub latency: Histogram<u64>,
-}
-
-impl Default for CommandCounts {
-    fn default() -> CommandCounts {
-        CommandCounts {
-            calls: 0,
-            errors: BTreeMap::new(),
-            max_in_flight: 0,
-            latency: faultline_hdr::new_histogram(),
-        }
-    }
-}
-
-impl CommandCounts {
-    /// Error replies of every word.
-    pub fn error_total(&self) -> u64 {
-        self.errors.values().sum()
-    }
-
-    /// Adds `other`'s counts (maxima add up: several replicas' commands were in flight apart).
-    pub fn add(&mut self, other: &CommandCounts) {
-        self.calls += other.calls;
-        for (word, n) in &other.errors {
-            *self.errors.entry(word.clone()).or_default() += n;
-        }
-        self.max_in_flight += other.max_in_flight;
-        let _ = self.latency.add(&other.latency);
-    }
-}
-
-/// One command name's recording.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CommandRecording {
-    /// Commands waiting for their reply now.
-    pub in_flight: u64,
-    /// Over the run.
-    pub totals: CommandCounts,
-    /// Per phase the commands were answered in (`before-start` before the schedule's first phase).
-    pub phases: BTreeMap<String, CommandCounts>,
-}
-
-/// What a Redis route recorded.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RedisRecording {
-    /// Per command name, upper-cased.
-    pub commands: BTreeMap<String, CommandRecording>,
-    /// Per entry (by its name, `redis[i]` when it has none): the commands that met its conditions and reached it,
-    /// and those it took.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub entries: BTreeMap<String, MatchCounts>,
-    /// Connections whose bytes could not be framed as RESP (passed through or closed, as `on_garbage` says).
-    pub garbage: u64,
-}
 
 #[derive(Debug, Default)]
 struct CommandState {
@@ -220,6 +150,109 @@ impl RedisRecorder {
                 .collect(),
             garbage: state.garbage,
         }
+    }
+}
+
+/// The Redis routes' figures for `/metrics`, by TCP route, encoded at scrape time.
+#[derive(Debug)]
+pub struct RedisMetrics(pub BTreeMap<String, RedisRecording>);
+
+impl prometheus_client::collector::Collector for RedisMetrics {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        use prometheus_client::metrics::MetricType;
+
+        type Row<'a> = (Vec<(&'a str, &'a str)>, u64);
+        let mut family = |name: &str, help: &str, kind: MetricType, rows: Vec<Row<'_>>| {
+            let mut f = encoder.encode_descriptor(name, help, None, kind)?;
+            for (labels, v) in rows {
+                match kind {
+                    MetricType::Gauge => {
+                        ConstGauge::new(v as i64).encode(f.encode_family(&labels)?)?
+                    }
+                    _ => ConstCounter::new(v).encode(f.encode_family(&labels)?)?,
+                }
+            }
+            Ok::<(), std::fmt::Error>(())
+        };
+        let redis: Vec<(&str, &RedisRecording)> =
+            self.0.iter().map(|(name, r)| (name.as_str(), r)).collect();
+        let per_command = |get: fn(&CommandRecording) -> u64| {
+            redis
+                .iter()
+                .flat_map(|(route, r)| {
+                    r.commands.iter().map(move |(command, c)| {
+                        (
+                            vec![("tcp_route", *route), ("command", command.as_str())],
+                            get(c),
+                        )
+                    })
+                })
+                .collect::<Vec<Row<'_>>>()
+        };
+        family(
+            "faultd_redis_commands",
+            "Commands a Redis route answered (or hung or closed), by command",
+            MetricType::Counter,
+            per_command(|c| c.totals.calls),
+        )?;
+        family(
+            "faultd_redis_in_flight",
+            "Commands of a Redis route waiting for their reply now, by command",
+            MetricType::Gauge,
+            per_command(|c| c.in_flight),
+        )?;
+        let errors = redis
+            .iter()
+            .flat_map(|(route, r)| {
+                r.commands.iter().flat_map(move |(command, c)| {
+                    c.totals.errors.iter().map(move |(word, n)| {
+                        let labels = vec![
+                            ("tcp_route", *route),
+                            ("command", command.as_str()),
+                            ("error", word.as_str()),
+                        ];
+                        (labels, *n)
+                    })
+                })
+            })
+            .collect();
+        family(
+            "faultd_redis_errors",
+            "Error replies of a Redis route (faultd's and the server's), by command and first word",
+            MetricType::Counter,
+            errors,
+        )?;
+        let entries = |get: fn(&crate::recorder::MatchCounts) -> u64| {
+            redis
+                .iter()
+                .flat_map(|(route, r)| {
+                    r.entries.iter().map(move |(entry, c)| {
+                        (
+                            vec![("tcp_route", *route), ("entry", entry.as_str())],
+                            get(c),
+                        )
+                    })
+                })
+                .collect::<Vec<Row<'_>>>()
+        };
+        family(
+            "faultd_redis_entry_matched",
+            "Commands that met a Redis entry's conditions",
+            MetricType::Counter,
+            entries(|c| c.matched),
+        )?;
+        family(
+            "faultd_redis_entry_taken",
+            "Commands a Redis entry took",
+            MetricType::Counter,
+            entries(|c| c.taken),
+        )
     }
 }
 
