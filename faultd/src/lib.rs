@@ -231,6 +231,17 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         let toxics = tcp::schedule::toxics_at(&config.tcp_toxics(name), std::time::Duration::ZERO);
         tcp.set_toxics(name, tcp::schedule::build(&toxics))
             .map_err(failed)?;
+        if endpoint.protocol == tcp::protocol::TcpProtocol::Postgres {
+            let pg = tcp::protocol::postgres::PostgresRoute::new(
+                endpoint.ssl.unwrap_or_default(),
+                endpoint.on_garbage.unwrap_or_default(),
+            );
+            tcp.set_wire(name, tcp::protocol::Wire::Postgres(Arc::new(pg)))
+                .map_err(failed)?;
+            let base = route.postgres.clone().unwrap_or_default();
+            tcp.set_postgres_entries(name, &base, "healthy")
+                .map_err(failed)?;
+        }
     }
     config.check_not_own(&tcp.own_listeners())?;
     let shared = Arc::new(Shared {
@@ -430,6 +441,8 @@ impl Faultd {
         for (name, route) in config.tcp_routes() {
             let base = route.toxics.clone().unwrap_or_default();
             let _ = self.tcp.set_toxics(name, tcp::schedule::build(&base));
+            let entries = route.postgres.clone().unwrap_or_default();
+            let _ = self.tcp.set_postgres_entries(name, &entries, "healthy");
         }
     }
 

@@ -79,6 +79,10 @@ macro_rules! fault_list {
             /// TCP routes only: Toxiproxy's toxics on the route's connections. A phase's list replaces the
             /// route's; `[]` clears it.
             toxics.rs => toxics: Vec<TcpToxic>,
+            /// TCP routes with `protocol: postgres` only: statement faults, each entry `{ name, match: {
+            /// statement }, share | every | calls | first, per, error | delay | terminate }`. A phase's list
+            /// replaces the route's; `[]` clears it.
+            postgres.rs => postgres: Vec<PostgresFault>,
         }
     };
 }

@@ -145,6 +145,7 @@ impl Route {
             tcp: Some(TcpEndpoint {
                 listen: listen.to_string(),
                 upstream: upstream.to_string(),
+                ..TcpEndpoint::default()
             }),
             ..Route::default()
         }
@@ -166,6 +167,22 @@ pub struct TcpEndpoint {
     pub listen: String,
     /// `host:port` of the real dependency; loopback unless its host is in faultd's `allow_hosts`.
     pub upstream: String,
+    /// What the connections carry: `bytes` (the default; faulted by `toxics`) or `postgres` (PostgreSQL's v3
+    /// protocol, faulted per statement by the route's `postgres` entries).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub protocol: crate::tcp::protocol::TcpProtocol,
+    /// `protocol: postgres` only: what faultd answers to an SSLRequest: `refuse` (the default: `N`, the client
+    /// goes on in plain text) or `pass` (the request goes to the server and faultd reads no further).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssl: Option<crate::tcp::protocol::postgres::Ssl>,
+    /// `protocol: postgres` only: what bytes that are not PostgreSQL get: `pass` (the default: the rest of the
+    /// connection passes through untouched) or `close`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_garbage: Option<crate::tcp::protocol::postgres::OnGarbage>,
+}
+
+fn is_default<T: Default + PartialEq>(t: &T) -> bool {
+    *t == T::default()
 }
 
 /// A named phase of the schedule. From `at` on, each route it names gets the behaviour it sets (laid over the
@@ -541,11 +558,46 @@ impl Config {
         toxics
     }
 
-    /// Every TCP route's toxics over the phases, by name.
-    pub fn tcp_schedules(&self) -> Vec<(String, Phased<Vec<TcpToxic>>)> {
-        self.tcp_routes()
-            .map(|(name, _)| (name.clone(), self.tcp_toxics(name)))
-            .collect()
+    /// TCP route `route`'s postgres entries over the phases, with the name of the phase each comes from
+    /// (`healthy` for the route's own): a phase naming the route with `postgres` replaces them, `healthy`
+    /// restores the route's own, a phase that does not name it keeps what it has. Entries switch at a phase's
+    /// start; a ramp does not move them.
+    pub fn tcp_postgres(&self, route: &str) -> Phased<(String, Vec<PostgresFault>)> {
+        let base = self
+            .routes
+            .get(route)
+            .and_then(|r| r.postgres.clone())
+            .unwrap_or_default();
+        let mut entries = Phased::new(("healthy".to_string(), base.clone()));
+        for p in &self.phases {
+            let set = match p.routes.get(route) {
+                Some(PhaseRoute::Healthy) => Some(base.clone()),
+                Some(set) => set.set().and_then(|b| b.postgres.clone()),
+                None => None,
+            };
+            entries.push(p.at.get(), None, set.map(|s| (p.name.clone(), s)));
+        }
+        entries
+    }
+
+    /// Every TCP route's toxics over the phases, and every postgres route's entries, by name.
+    pub fn tcp_schedules(&self) -> crate::tcp::schedule::Schedules {
+        let postgres = |r: &Route| {
+            r.tcp
+                .as_ref()
+                .is_some_and(|t| t.protocol == crate::tcp::protocol::TcpProtocol::Postgres)
+        };
+        crate::tcp::schedule::Schedules {
+            toxics: self
+                .tcp_routes()
+                .map(|(name, _)| (name.clone(), self.tcp_toxics(name)))
+                .collect(),
+            postgres: self
+                .tcp_routes()
+                .filter(|(_, r)| postgres(r))
+                .map(|(name, _)| (name.clone(), self.tcp_postgres(name)))
+                .collect(),
+        }
     }
 
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each

@@ -14,6 +14,7 @@ use crate::behaviours::Behaviour;
 use crate::config::{Config, ConfigError, PhaseRoute};
 use crate::invalid::Invalid;
 use crate::limits::{check_config, check_name};
+use crate::tcp::protocol::TcpProtocol;
 use crate::tcp::{self, TcpError};
 
 /// Checks everything that parsing cannot: faultd's limits ([`crate::limits`]), patterns and methods, shares
@@ -70,7 +71,20 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                     e => Err(e),
                 })
                 .map_err(|e| at(tcp_invalid(e, "tcp.upstream")))?;
-            check_kind(&route.base(), true).map_err(at)?;
+            if tcp.protocol != TcpProtocol::Postgres {
+                for (field, set) in [
+                    ("tcp.ssl", tcp.ssl.is_some()),
+                    ("tcp.on_garbage", tcp.on_garbage.is_some()),
+                ] {
+                    if set {
+                        return Err(at(Invalid::new(
+                            field,
+                            "reads PostgreSQL: give the route `protocol: postgres`",
+                        )));
+                    }
+                }
+            }
+            check_kind(&route.base(), Some(tcp.protocol)).map_err(at)?;
             route.base().validate().map_err(at)?;
             continue;
         }
@@ -83,7 +97,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                 format!("route {other:?} already takes the same method and path"),
             )));
         }
-        check_kind(&route.base(), false).map_err(at)?;
+        check_kind(&route.base(), None).map_err(at)?;
         route.base().validate().map_err(at)?;
     }
     if let Some(tls) = &config.tls {
@@ -160,7 +174,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
                 }
             }
             if let Some(b) = set.set() {
-                check_kind(b, route.is_tcp())
+                check_kind(b, route.tcp.as_ref().map(|t| t.protocol))
                     .map_err(|e| at(e.at(&format!("routes.{route_name}"))))?;
                 b.over(&route.base())
                     .validate()
@@ -190,26 +204,52 @@ fn check_instances(route: &crate::config::Route) -> Result<(), Invalid> {
     }
 }
 
-/// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only, or (HTTP) none.
-fn check_kind(b: &Behaviour, tcp: bool) -> Result<(), Invalid> {
-    if tcp {
-        let http = serde_json::to_value(Behaviour {
-            toxics: None,
-            ..b.clone()
-        })
-        .ok()
-        .and_then(|v| v.as_object().and_then(|m| m.keys().next().cloned()));
-        if let Some(field) = http {
-            return Err(Invalid::new(
-                field,
-                "a TCP route takes `toxics` only (HTTP behaviours act on HTTP routes)",
-            ));
+/// Checks that a behaviour fits its route: an HTTP route (`None`) takes HTTP behaviours, a bytes TCP route
+/// `toxics` only, a postgres route `postgres` entries only.
+fn check_kind(b: &Behaviour, tcp: Option<TcpProtocol>) -> Result<(), Invalid> {
+    let Some(protocol) = tcp else {
+        for (field, set) in [
+            ("toxics", b.toxics.is_some()),
+            ("postgres", b.postgres.is_some()),
+        ] {
+            if set {
+                return Err(Invalid::new(
+                    field,
+                    format!("{field} act on TCP routes only (give the route `tcp: {{ listen, upstream }}`)"),
+                ));
+            }
         }
-    } else if b.toxics.is_some() {
+        return Ok(());
+    };
+    let postgres = protocol == TcpProtocol::Postgres;
+    let (takes, other) = if postgres {
+        ("postgres", "toxics")
+    } else {
+        ("toxics", "postgres")
+    };
+    if (postgres && b.toxics.is_some()) || (!postgres && b.postgres.is_some()) {
+        let why = if postgres {
+            "a route with protocol: postgres takes `postgres` entries (toxics act on bytes routes)"
+        } else {
+            "postgres entries act on a route with `tcp: { protocol: postgres }`"
+        };
+        return Err(Invalid::new(other, why));
+    }
+    let http = serde_json::to_value(Behaviour {
+        toxics: None,
+        postgres: None,
+        ..b.clone()
+    })
+    .ok()
+    .and_then(|v| v.as_object().and_then(|m| m.keys().next().cloned()));
+    if let Some(field) = http {
         return Err(Invalid::new(
-            "toxics",
-            "toxics act on TCP routes only (give the route `tcp: { listen, upstream }`)",
+            field,
+            format!("a TCP route takes `{takes}` only (HTTP behaviours act on HTTP routes)"),
         ));
+    }
+    if let Some(list) = &b.postgres {
+        crate::behaviours::postgres::validate_list(list).map_err(|e| e.at("postgres"))?;
     }
     Ok(())
 }

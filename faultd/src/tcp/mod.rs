@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod protocol;
 pub mod proxy;
 pub mod record;
 pub mod routes;

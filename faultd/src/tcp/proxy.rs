@@ -11,7 +11,6 @@
 //! read while an earlier one waits is not delayed twice. Toxics added or removed while a connection is open
 //! apply to it at once, as in Toxiproxy: pooled connections are the ones a real incident hits.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::io;
@@ -22,19 +21,22 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep, sleep_until, Instant};
 
 mod deliver;
+mod socket_io;
 
+use super::protocol::{self, Conn, Wire};
 use super::record::TcpRecorder;
 use super::toxics::{ChunkPlan, ChunkRng, Connect, Ending, Stream};
 use super::{upstream_allowed, Toxic};
 use crate::draw::{route_key, CallDraws};
 use deliver::{deliver, Delivery};
+use socket_io::{read_into, send_now, with_scratch, Read};
 
 /// Bytes read at once from either side.
 const READ_SIZE: usize = 32 * 1024;
@@ -64,6 +66,15 @@ pub struct RouteShared {
     pub accepted: AtomicU64,
     /// Ends latency toxics' delays at their instant (tokio's 1 ms timer rounds each up by about a millisecond).
     pub deadlines: Option<crate::deadlines::Deadlines>,
+    /// The protocol its connections speak, read as each connection's upstream is connected.
+    pub wire: Mutex<Wire>,
+}
+
+impl RouteShared {
+    /// The protocol its connections speak now.
+    pub fn wire(&self) -> Wire {
+        self.wire.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
 }
 
 /// A bound listener and its accept loop; dropping it does not stop it, [`Listening::stop`] does.
@@ -274,6 +285,17 @@ async fn serve(ctx: Arc<ConnCtx>, client: TcpStream) -> Ending {
         }
     };
     let _ = upstream.set_nodelay(true);
+    // A route that speaks a protocol runs its connections itself; a bytes route's come back here.
+    let conn = Conn {
+        shared: &ctx.shared,
+        n: ctx.n,
+        end: &ctx.end,
+    };
+    let (client, upstream) = match protocol::serve(&ctx.shared.wire(), conn, client, upstream).await
+    {
+        Ok(ending) => return ending,
+        Err(sockets) => sockets,
+    };
     let (client_read, client_write) = client.into_split();
     let (upstream_read, upstream_write) = upstream.into_split();
     let up = tokio::spawn(pump(
@@ -526,56 +548,6 @@ enum Woke {
     Readable(io::Result<()>),
     /// The connection ended (false) or the toxics changed (true).
     Signal(bool),
-}
-
-/// What one read from a socket gave.
-enum Read {
-    /// This many bytes, at the start of the buffer.
-    Bytes(usize),
-    /// The peer finished sending.
-    Eof,
-    /// The readiness was stale: nothing to read after all.
-    Nothing,
-}
-
-/// Runs `f` with the worker thread's read buffer: bytes are read into it and leave it copied to their own size or
-/// written out, so no connection holds a read buffer between reads.
-fn with_scratch<T>(f: impl FnOnce(&mut [u8]) -> T) -> T {
-    thread_local! {
-        static SCRATCH: RefCell<Box<[u8]>> = RefCell::new(vec![0; READ_SIZE].into_boxed_slice());
-    }
-    SCRATCH.with_borrow_mut(|scratch| f(scratch))
-}
-
-/// Reads what `src` holds now into `buf`. A read shorter than the buffer emptied the socket: its readiness is
-/// cleared there and then, so the next wait goes to epoll instead of first trying a read that fails with EAGAIN
-/// (one system call less per chunk). The read itself goes to the socket: `try_io` has checked the readiness
-/// already, which `TcpStream::try_read` would do a second time.
-fn read_into(src: &TcpStream, buf: &mut [u8]) -> io::Result<Read> {
-    let mut drained = None;
-    let socket = socket2::SockRef::from(src);
-    let read = src.try_io(Interest::READABLE, || {
-        let n = io::Read::read(&mut &*socket, buf)?;
-        if n > 0 && n < buf.len() {
-            drained = Some(n);
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        Ok(n)
-    });
-    match (read, drained) {
-        (_, Some(n)) => Ok(Read::Bytes(n)),
-        (Ok(0), None) => Ok(Read::Eof),
-        (Ok(n), None) => Ok(Read::Bytes(n)),
-        (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => Ok(Read::Nothing),
-        (Err(e), None) => Err(e),
-    }
-}
-
-/// Writes what the socket takes of `bytes` now, straight to the socket. The direct path writes right after a read
-/// and only rarely finds the socket full; tokio's readiness for writing is then left as it was, and the rest goes
-/// through `write_all`, whose first attempt meets the full socket (EAGAIN) and waits for room.
-fn send_now(dst: &OwnedWriteHalf, bytes: &[u8]) -> io::Result<usize> {
-    socket2::SockRef::from(dst.as_ref()).send_with_flags(bytes, libc::MSG_NOSIGNAL)
 }
 
 async fn write_loop(

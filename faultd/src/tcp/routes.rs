@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::protocol::Wire;
 use super::proxy::{listen, Listening, RouteShared};
 use super::record::{TcpRecorder, TcpRouteRecording};
 use super::{
@@ -174,6 +175,7 @@ impl TcpRoutes {
             recorder: Arc::new(TcpRecorder::new(self.settings.bucket, origin)),
             accepted: AtomicU64::new(0),
             deadlines: self.settings.deadlines.clone(),
+            wire: Mutex::new(Wire::default()),
         });
         // Bind even a disabled route once, so its port is known and kept, as Toxiproxy reports it.
         let listening = bind(addr, self.settings.backlog, shared.clone())?;
@@ -319,7 +321,13 @@ impl TcpRoutes {
             let mut old = routes.remove(name).expect("looked up above");
             old.disable();
             return match self.create_locked(&mut routes, spec, toxics) {
-                Ok(view) => Ok(view),
+                Ok(view) => {
+                    if let Some(new) = routes.get(name) {
+                        *new.shared.wire.lock().unwrap_or_else(|p| p.into_inner()) =
+                            old.shared.wire();
+                    }
+                    Ok(view)
+                }
                 Err(e) => {
                     // Put the old route back as it was, so a refused change changes nothing.
                     if old.enable(self.settings.backlog).is_ok() && !enabled {
@@ -456,6 +464,30 @@ impl TcpRoutes {
         })
     }
 
+    /// Sets the protocol a route's connections speak; connections already open keep theirs.
+    pub fn set_wire(&self, proxy: &str, wire: Wire) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| {
+            *r.shared.wire.lock().unwrap_or_else(|p| p.into_inner()) = wire;
+            Ok(())
+        })
+    }
+
+    /// Puts a postgres route's entries of `phase` in force, unless they are in force already (so the counts
+    /// of `every` and `calls` run on through the phase). A route that does not speak postgres is left alone.
+    pub fn set_postgres_entries(
+        &self,
+        proxy: &str,
+        list: &[crate::behaviours::PostgresFault],
+        phase: &str,
+    ) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| {
+            if let Wire::Postgres(pg) = r.shared.wire() {
+                pg.set_entries_unless_same(list, phase);
+            }
+            Ok(())
+        })
+    }
+
     /// Connections open now on a route.
     pub fn open_connections(&self, proxy: &str) -> Result<u64, TcpError> {
         self.with_route(proxy, |r| Ok(r.shared.recorder.open()))
@@ -466,12 +498,14 @@ impl TcpRoutes {
         self.routes()
             .iter()
             .map(|(name, r)| {
-                (
-                    name.clone(),
-                    r.shared
-                        .recorder
-                        .snapshot(r.listen.to_string(), r.shared.upstream.clone()),
-                )
+                let mut recording = r
+                    .shared
+                    .recorder
+                    .snapshot(r.listen.to_string(), r.shared.upstream.clone());
+                if let Wire::Postgres(pg) = r.shared.wire() {
+                    recording.postgres = Some(pg.recorder.snapshot());
+                }
+                (name.clone(), recording)
             })
             .collect()
     }

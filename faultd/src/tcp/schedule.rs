@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{TcpRoutes, Toxic};
-use crate::behaviours::TcpToxic;
+use crate::behaviours::{PostgresFault, TcpToxic};
 use crate::phased::Phased;
 
 /// A TCP route's toxics over the run's phases (`Config::tcp_toxics` builds it from a configuration).
@@ -86,10 +86,26 @@ pub fn build(toxics: &[TcpToxic]) -> Vec<Toxic> {
         .collect()
 }
 
-/// Gives every TCP route of `schedules` (by name) its toxics at `t`.
-pub fn apply(routes: &TcpRoutes, schedules: &[(String, TcpSchedule)], t: Duration) {
-    for (name, toxics) in schedules {
+/// A postgres route's entries over the phases, each with the name of its phase (`Config::tcp_postgres`).
+pub type PostgresSchedule = Phased<(String, Vec<PostgresFault>)>;
+
+/// Every TCP route's schedules, by route name.
+#[derive(Debug, Clone, Default)]
+pub struct Schedules {
+    /// Each route's toxics.
+    pub toxics: Vec<(String, TcpSchedule)>,
+    /// Each postgres route's entries.
+    pub postgres: Vec<(String, PostgresSchedule)>,
+}
+
+/// Gives every TCP route of `schedules` (by name) its toxics, and every postgres route its entries, at `t`.
+pub fn apply(routes: &TcpRoutes, schedules: &Schedules, t: Duration) {
+    for (name, toxics) in &schedules.toxics {
         let _ = routes.set_toxics(name, build(&toxics_at(toxics, t)));
+    }
+    for (name, entries) in &schedules.postgres {
+        let (phase, list) = entries.at_time(t).to;
+        let _ = routes.set_postgres_entries(name, list, phase);
     }
 }
 
@@ -97,7 +113,7 @@ pub fn apply(routes: &TcpRoutes, schedules: &[(String, TcpSchedule)], t: Duratio
 /// of `step`.
 pub async fn run(
     routes: Arc<TcpRoutes>,
-    schedules: Vec<(String, TcpSchedule)>,
+    schedules: Schedules,
     origin: Instant,
     step: Duration,
     mut stop: watch::Receiver<bool>,
@@ -106,10 +122,15 @@ pub async fn run(
     loop {
         let t = Instant::now().saturating_duration_since(origin);
         apply(&routes, &schedules, t);
-        let next = schedules
+        let toxics = schedules
+            .toxics
             .iter()
-            .filter_map(|(_, toxics)| toxics.next_change(t, step))
-            .min();
+            .filter_map(|(_, s)| s.next_change(t, step));
+        let postgres = schedules
+            .postgres
+            .iter()
+            .filter_map(|(_, s)| s.next_change(t, step));
+        let next = toxics.chain(postgres).min();
         let Some(next) = next else {
             return;
         };

@@ -155,6 +155,12 @@ impl Matched {
                 "toxics act on TCP routes, whose connections carry no request to match",
             ));
         }
+        if self.postgres.is_some() {
+            return Err(Invalid::new(
+                "postgres",
+                "postgres entries act on TCP routes with protocol: postgres and match statements themselves",
+            ));
+        }
         self.over(within).validate()
     }
 

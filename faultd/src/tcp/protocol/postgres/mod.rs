@@ -1,0 +1,92 @@
+//! PostgreSQL on a TCP route (`tcp: { protocol: postgres }`): faultd reads the v3 protocol in both directions
+//! and strikes single statements, passing everything else byte for byte.
+//!
+//! For: the route's settings (`ssl`: what faultd answers to an SSLRequest; `on_garbage`: what it does with bytes
+//! that are not PostgreSQL), its entries over the phases, and its recorder. Modules: [`frame`] (the incremental,
+//! bounded reader), [`session`] (pairing replies with statements, and the rewrite an error makes), [`entries`]
+//! (which entry takes a statement), [`record`] (what is recorded), `conn` (the two directions of a connection).
+//! Not for: toxics (a postgres route's connections are not shaped by them) or other wires.
+
+pub mod entries;
+pub mod frame;
+pub mod record;
+pub mod session;
+
+mod conn;
+
+use std::sync::{Arc, RwLock};
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::behaviours::PostgresFault;
+
+pub use conn::serve;
+pub use entries::Entries;
+pub use record::{PostgresRecorder, PostgresRecording};
+
+/// What faultd answers to a client's SSLRequest (and GSSENCRequest).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Ssl {
+    /// `N`: the client goes on in plain text (or gives up, with `sslmode=require`), and faultd reads its
+    /// statements.
+    #[default]
+    Refuse,
+    /// The request goes to the server untouched and faultd stops reading: the connection passes byte for byte
+    /// (encrypted, if the server agrees), with no statement faults.
+    Pass,
+}
+
+/// What faultd does when a connection's bytes stop being PostgreSQL v3 (an unknown message type, a length out
+/// of bounds, a startup packet it does not know).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnGarbage {
+    /// Pass the rest of the connection through untouched, in both directions.
+    #[default]
+    Pass,
+    /// Close the connection.
+    Close,
+}
+
+/// A postgres route while it runs.
+#[derive(Debug)]
+pub struct PostgresRoute {
+    /// The answer to encryption requests.
+    pub ssl: Ssl,
+    /// What garbage gets.
+    pub on_garbage: OnGarbage,
+    entries: RwLock<Arc<Entries>>,
+    /// What the route recorded.
+    pub recorder: PostgresRecorder,
+}
+
+impl PostgresRoute {
+    /// A route with no entries.
+    pub fn new(ssl: Ssl, on_garbage: OnGarbage) -> PostgresRoute {
+        PostgresRoute {
+            ssl,
+            on_garbage,
+            entries: RwLock::new(Arc::new(Entries::none())),
+            recorder: PostgresRecorder::default(),
+        }
+    }
+
+    /// The entries in force.
+    pub fn entries(&self) -> Arc<Entries> {
+        self.entries
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Puts the entries of `list` in `phase` in force, unless those are in force already: statements sent from
+    /// now on are decided by them, with counts from zero.
+    pub fn set_entries_unless_same(&self, list: &[PostgresFault], phase: &str) {
+        let mut slot = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        if slot.source != list || &*slot.phase != phase {
+            *slot = Arc::new(Entries::new(list, phase));
+        }
+    }
+}

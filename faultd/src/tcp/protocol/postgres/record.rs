@@ -1,0 +1,173 @@
+//! What a postgres route recorded, per entry (and `other` for the statements no entry matched) and per phase:
+//! statements, those an entry took, errors by SQLSTATE (faultd's or the server's), the latency from the
+//! statement sent to the end of its reply (HDR, ns, 3 significant digits), and statements in flight.
+//!
+//! For: the `postgres` part of a TCP route's recording in `/recording`, and its lines on `/metrics`. Not for:
+//! deciding anything.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// The row of the statements no entry matched.
+pub const OTHER: &str = "other";
+
+/// One entry's counts in one phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatementPhase {
+    /// Statements whose reply ended (or that the connection's end cut short).
+    pub calls: u64,
+    /// Of those, the ones the entry took.
+    pub taken: u64,
+    /// Replies that carried an error, by SQLSTATE.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// Statements the connection's end cut short (terminated, or the client or server left).
+    #[serde(default)]
+    pub cut: u64,
+    /// Latency in ns; in JSON, base64 of the HdrHistogram V2+DEFLATE encoding.
+    #[serde(with = "faultline_hdr::as_base64::histogram")]
+    pub latency: Histogram<u64>,
+}
+
+impl Default for StatementPhase {
+    fn default() -> StatementPhase {
+        StatementPhase {
+            calls: 0,
+            taken: 0,
+            errors: BTreeMap::new(),
+            cut: 0,
+            latency: faultline_hdr::new_histogram(),
+        }
+    }
+}
+
+/// One entry's recording.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StatementRecording {
+    /// The entry's `match.statement`, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// Statements in flight now.
+    pub in_flight: u64,
+    /// The most in flight at once.
+    pub max_in_flight: u64,
+    /// Per phase name (`healthy` before the first phase).
+    pub phases: BTreeMap<String, StatementPhase>,
+}
+
+/// A postgres route's recording.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PostgresRecording {
+    /// Per entry name, and `other`.
+    pub statements: BTreeMap<String, StatementRecording>,
+    /// Connections whose bytes were not PostgreSQL v3 somewhere (passed through raw or closed).
+    pub garbage: u64,
+    /// SSLRequests and GSSENCRequests faultd answered `N` to.
+    pub encryption_refused: u64,
+}
+
+/// The recorder of one postgres route.
+#[derive(Debug, Default)]
+pub struct PostgresRecorder {
+    state: Mutex<PostgresRecording>,
+}
+
+/// How a statement's reply ended.
+#[derive(Debug)]
+pub struct Ended<'a> {
+    /// Its entry's name (or [`OTHER`]).
+    pub entry: &'a str,
+    /// The phase it started in.
+    pub phase: &'a str,
+    /// Whether the entry took it.
+    pub taken: bool,
+    /// The SQLSTATE of its error.
+    pub sqlstate: Option<&'a str>,
+    /// Cut short by the connection's end.
+    pub cut: bool,
+    /// From sent to the reply's end.
+    pub latency: Duration,
+}
+
+impl PostgresRecorder {
+    fn state(&self) -> std::sync::MutexGuard<'_, PostgresRecording> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A statement went out under `entry` (with `pattern`).
+    pub fn started(&self, entry: &str, pattern: Option<&String>) {
+        let mut s = self.state();
+        let r = s.statements.entry(entry.to_string()).or_default();
+        if r.pattern.is_none() {
+            r.pattern = pattern.cloned();
+        }
+        r.in_flight += 1;
+        r.max_in_flight = r.max_in_flight.max(r.in_flight);
+    }
+
+    /// A statement's reply ended.
+    pub fn ended(&self, e: Ended<'_>) {
+        let mut s = self.state();
+        let r = s.statements.entry(e.entry.to_string()).or_default();
+        r.in_flight = r.in_flight.saturating_sub(1);
+        let p = r.phases.entry(e.phase.to_string()).or_default();
+        p.calls += 1;
+        p.taken += u64::from(e.taken);
+        p.cut += u64::from(e.cut);
+        if let Some(code) = e.sqlstate {
+            *p.errors.entry(code.to_string()).or_default() += 1;
+        }
+        let ns = u64::try_from(e.latency.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let _ = p.latency.record(ns);
+    }
+
+    /// A connection's bytes stopped being PostgreSQL.
+    pub fn garbage(&self) {
+        self.state().garbage += 1;
+    }
+
+    /// faultd answered `N` to an encryption request.
+    pub fn refused_encryption(&self) {
+        self.state().encryption_refused += 1;
+    }
+
+    /// A copy of everything recorded.
+    pub fn snapshot(&self) -> PostgresRecording {
+        self.state().clone()
+    }
+}
+
+impl PostgresRecording {
+    /// Per entry: statements over every phase, and those in flight now.
+    pub fn totals(&self) -> Vec<(&str, u64, u64)> {
+        self.statements
+            .iter()
+            .map(|(name, r)| {
+                (
+                    name.as_str(),
+                    r.phases.values().map(|p| p.calls).sum(),
+                    r.in_flight,
+                )
+            })
+            .collect()
+    }
+
+    /// Per entry and SQLSTATE: errors over every phase.
+    pub fn error_totals(&self) -> Vec<(&str, &str, u64)> {
+        let mut out: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        for (name, r) in &self.statements {
+            for p in r.phases.values() {
+                for (code, n) in &p.errors {
+                    *out.entry((name.as_str(), code.as_str())).or_default() += n;
+                }
+            }
+        }
+        out.into_iter().map(|((e, c), n)| (e, c, n)).collect()
+    }
+}
