@@ -106,6 +106,7 @@ pub fn advance(
     record.dependency = routes;
     record.instances = instances;
     record.unmatched = dependency.unmatched;
+    record.postgres = dependency.postgres.clone();
     record.unmatched_paths = dependency.unmatched_paths.clone();
     record.handshakes = dependency.tls.as_ref().map(|tls| {
         (0..n)
@@ -220,6 +221,7 @@ mod tests {
             tls,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
+            postgres: BTreeMap::new(),
         }
     }
 

@@ -170,6 +170,9 @@ pub struct RunRecord {
     /// Each SUT request with the dependency calls it caused, when the run followed its requests (`correlate:`, or
     /// an expectation of the requests family).
     pub requests: Option<std::sync::Arc<crate::correlate::Join>>,
+    /// Per dependency route speaking `protocol: postgres`: its statements per entry and phase, as faultd
+    /// recorded them.
+    pub postgres: BTreeMap<String, faultd::tcp::protocol::postgres::PostgresRecording>,
 }
 
 impl RunRecord {
@@ -222,6 +225,7 @@ impl RunRecord {
             sut_metrics: BTreeMap::new(),
             sut_class_latency: BTreeMap::new(),
             requests: None,
+            postgres: BTreeMap::new(),
         }
     }
 

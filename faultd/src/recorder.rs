@@ -474,6 +474,7 @@ impl Recorder {
             tls: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
+            postgres: BTreeMap::new(),
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod dependency;
 pub mod entry;
 pub mod instances;
 pub mod metric;
+pub mod postgres;
 mod probes;
 pub mod requests;
 pub mod spec;
@@ -35,6 +36,7 @@ pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
 pub use instances::InstanceCheck;
 pub use metric::{MetricBound, MetricCheck};
+pub use postgres::PostgresCheck;
 pub use requests::{PerRequest, RequestsCheck};
 pub use spec::{ExpectationSpec, Names, WhileOpen};
 pub use sut::{Percentile, ShareOf, SutCheck};
@@ -62,6 +64,7 @@ pub enum Check {
     Metric(MetricCheck),
     Requests(RequestsCheck),
     Instances(InstanceCheck),
+    Postgres(PostgresCheck),
 }
 
 impl Check {
@@ -74,6 +77,7 @@ impl Check {
             Check::Metric(c) => c.name(),
             Check::Requests(c) => c.name(),
             Check::Instances(c) => c.name(),
+            Check::Postgres(c) => c.name(),
         }
     }
 
@@ -86,6 +90,7 @@ impl Check {
             Check::Metric(c) => c.decidable_live(),
             Check::Requests(c) => c.decidable_live(),
             Check::Instances(c) => c.decidable_live(),
+            Check::Postgres(c) => c.decidable_live(),
         }
     }
 
@@ -97,6 +102,7 @@ impl Check {
             Check::Metric(c) => c.evaluate(name, record),
             Check::Requests(c) => c.evaluate(name, record),
             Check::Instances(c) => c.evaluate(name, record),
+            Check::Postgres(c) => c.evaluate(name, record),
         }
     }
 
@@ -109,6 +115,7 @@ impl Check {
             // Judged on the whole join, after the run.
             Check::Requests(_) => None,
             Check::Instances(c) => c.decide(name, record),
+            Check::Postgres(c) => c.decide(name, record),
         }
     }
 }

@@ -36,6 +36,19 @@ pub struct ExpectationSpec {
     /// series summed), scraped from `metrics` or from the page the breakers are scraped from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sut_metric: Option<String>,
+    /// With `dependency` (a route with `protocol: postgres`): the statements of one of its entries (its `name`,
+    /// or `other` for the statements no entry matched), as faultd recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
+    /// `statement`: at most this many of its statements answered with an error (faultd's or the server's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors_at_most: Option<u64>,
+    /// `statement` with `errors_at_most`: only errors of this SQLSTATE count (`40001`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sqlstate: Option<String>,
+    /// `statement`: the 99th percentile of its latency (sent to the end of its reply) stays below this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p99_below: Option<Dur>,
 
     /// The breaker opens within this long after the phase named by `after` begins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -254,6 +267,7 @@ impl ExpectationSpec {
             &mut self.over,
             &mut self.retry_spacing_at_least,
             &mut self.hedges_cancelled_within,
+            &mut self.p99_below,
         ]
         .into_iter()
         .flatten()

@@ -104,6 +104,7 @@ fn record_with(
         sut_metrics: BTreeMap::new(),
         sut_class_latency: BTreeMap::new(),
         requests: None,
+        postgres: BTreeMap::new(),
     }
 }
 

@@ -416,6 +416,7 @@ pub(crate) mod tests {
             distributed: None,
             dependency_replicas: None,
             requests: None,
+            postgres: BTreeMap::new(),
         }
     }
 

@@ -16,6 +16,7 @@ use crate::run::{Ending, RunOutput};
 use crate::scenario::Validated;
 
 mod build;
+pub mod postgres;
 
 pub use build::tls_summary;
 
@@ -76,6 +77,9 @@ pub struct ResultFile {
     /// with the most dependency calls (the whole join is in `requests.csv` and `calls.csv`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<crate::correlate::summary::FollowedSummary>,
+    /// Per dependency route speaking `protocol: postgres`, per entry: its statements per phase.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub postgres: BTreeMap<String, BTreeMap<String, postgres::StatementSummary>>,
 }
 
 /// The faultd replicas that served the dependency together.

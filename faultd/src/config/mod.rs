@@ -558,9 +558,9 @@ impl Config {
         toxics
     }
 
-    /// TCP route `route`'s postgres entries over the phases, with the name of the phase each comes from
-    /// (`healthy` for the route's own): a phase naming the route with `postgres` replaces them, `healthy`
-    /// restores the route's own, a phase that does not name it keeps what it has. Entries switch at a phase's
+    /// TCP route `route`'s postgres entries over the phases, each with the name of its phase (`healthy` before the
+    /// first): a phase naming the route with `postgres` replaces them, `healthy` restores the route's own, a phase
+    /// that does not name it keeps what it has. Entries switch at a phase's
     /// start; a ramp does not move them.
     pub fn tcp_postgres(&self, route: &str) -> Phased<(String, Vec<PostgresFault>)> {
         let base = self
@@ -569,13 +569,19 @@ impl Config {
             .and_then(|r| r.postgres.clone())
             .unwrap_or_default();
         let mut entries = Phased::new(("healthy".to_string(), base.clone()));
+        let mut current = base.clone();
         for p in &self.phases {
-            let set = match p.routes.get(route) {
-                Some(PhaseRoute::Healthy) => Some(base.clone()),
-                Some(set) => set.set().and_then(|b| b.postgres.clone()),
-                None => None,
-            };
-            entries.push(p.at.get(), None, set.map(|s| (p.name.clone(), s)));
+            match p.routes.get(route) {
+                Some(PhaseRoute::Healthy) => current = base.clone(),
+                Some(set) => {
+                    if let Some(list) = set.set().and_then(|b| b.postgres.clone()) {
+                        current = list;
+                    }
+                }
+                None => {}
+            }
+            // Every phase is named, whether it changes the route or not: statements are recorded by phase.
+            entries.push(p.at.get(), None, Some((p.name.clone(), current.clone())));
         }
         entries
     }

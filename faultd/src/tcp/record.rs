@@ -495,7 +495,10 @@ pub fn with_tcp_routes(
     tcp: BTreeMap<String, TcpRouteRecording>,
 ) -> crate::recorder::Recording {
     for (name, route) in tcp {
-        recording.routes.insert(name, route.as_calls());
+        recording.routes.insert(name.clone(), route.as_calls());
+        if let Some(pg) = route.postgres {
+            recording.postgres.insert(name, pg);
+        }
     }
     recording
 }

@@ -193,6 +193,40 @@ phases:
     }
 
     #[test]
+    fn postgres_entries_follow_the_phases_and_every_phase_names_its_statements() {
+        let yaml = r#"
+routes:
+  db: { tcp: { upstream: 127.0.0.1:5432, protocol: postgres }, postgres: [ { name: a, terminate: true } ] }
+  api: { path: /x }
+phases:
+  - { name: warm, at: 0s }
+  - { name: storm, at: 10s, routes: { db: { postgres: [ { name: b, delay: 1s } ] } } }
+  - { name: other, at: 20s, routes: { api: { latency: { fixed: 1s } } } }
+  - { name: recovered, at: 30s, routes: { db: healthy } }
+"#;
+        let c = Config::from_yaml(yaml, "t.yaml").unwrap();
+        let s = c.tcp_postgres("db");
+        let at = |t: u64| {
+            let (phase, list) = s.at_time(Duration::from_secs(t)).to;
+            (
+                phase.clone(),
+                list.iter().map(|e| e.label(0)).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(at(5), ("warm".to_string(), vec!["a".to_string()]));
+        assert_eq!(at(15), ("storm".to_string(), vec!["b".to_string()]));
+        assert_eq!(
+            at(25),
+            ("other".to_string(), vec!["b".to_string()]),
+            "a phase not naming db keeps its entries"
+        );
+        assert_eq!(at(35), ("recovered".to_string(), vec!["a".to_string()]));
+        let bad = yaml.replace("protocol: postgres", "protocol: bytes");
+        let e = Config::from_yaml(&bad, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("postgres"), "{e}");
+    }
+
+    #[test]
     fn changes_come_at_phase_starts_and_every_step_of_a_ramp() {
         let c = Config::from_yaml(YAML, "t.yaml").unwrap();
         let step = Duration::from_millis(100);

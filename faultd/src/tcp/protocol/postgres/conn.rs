@@ -99,7 +99,7 @@ fn decide(
     route.recorder.started(&entry, pattern);
     Call {
         entry,
-        phase: entries.phase.clone(),
+        phase: route.phase(),
         started: Instant::now(),
         fault: d.fault,
         sqlstate: None,

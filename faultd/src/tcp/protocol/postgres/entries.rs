@@ -40,13 +40,11 @@ pub struct Entry {
     key: u64,
 }
 
-/// The entries in force on a route, and the phase they belong to.
+/// The entries in force on a route.
 #[derive(Debug)]
 pub struct Entries {
     /// The entries, in list order.
     pub list: Vec<Entry>,
-    /// The phase in force (`healthy` before the first), the recording's key.
-    pub phase: Arc<str>,
     /// This list's generation: per-connection counts of an older list are not carried over.
     pub generation: u64,
     /// The list it was compiled from.
@@ -67,7 +65,7 @@ pub struct Decision {
 
 impl Entries {
     /// Compiles a validated list (an entry that fails to compile is left out, with a warning).
-    pub fn new(list: &[PostgresFault], phase: &str) -> Entries {
+    pub fn new(list: &[PostgresFault]) -> Entries {
         let source = list.to_vec();
         let list = list
             .iter()
@@ -110,7 +108,6 @@ impl Entries {
             .collect();
         Entries {
             list,
-            phase: phase.into(),
             generation: GENERATION.fetch_add(1, Ordering::Relaxed),
             source,
         }
@@ -118,7 +115,7 @@ impl Entries {
 
     /// An empty list (a byte-for-byte postgres route).
     pub fn none() -> Entries {
-        Entries::new(&[], "healthy")
+        Entries::new(&[])
     }
 
     /// Which entry takes `statement` on connection `conn` of the route (`seed` and `route` key the draws);
@@ -184,7 +181,6 @@ mod tests {
     fn every_counts_the_routes_matching_statements_and_first_each_connections() {
         let e = Entries::new(
             &list("[ { name: upd, match: { statement: '^UPDATE' }, every: 2, terminate: true }, { first: 1, delay: 1s } ]"),
-            "healthy",
         );
         let (mut a, mut b) = (ConnectionCounts::new(), ConnectionCounts::new());
         let d = |s: &str, c: &mut ConnectionCounts| e.decide(s, 1, 2, c);
@@ -223,7 +219,7 @@ mod tests {
 
     #[test]
     fn a_share_takes_about_its_share_and_the_same_seed_the_same_statements() {
-        let e = Entries::new(&list("[ { share: 10%, terminate: true } ]"), "p");
+        let e = Entries::new(&list("[ { share: 10%, terminate: true } ]"));
         let run = |e: &Entries| {
             let mut c = ConnectionCounts::new();
             (0..2000)
@@ -232,7 +228,7 @@ mod tests {
         };
         let taken = run(&e);
         assert!((120..280).contains(&taken), "{taken} of 2000");
-        let again = Entries::new(&list("[ { share: 10%, terminate: true } ]"), "p");
+        let again = Entries::new(&list("[ { share: 10%, terminate: true } ]"));
         assert_eq!(run(&again), taken);
     }
 }

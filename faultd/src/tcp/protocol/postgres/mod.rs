@@ -58,6 +58,8 @@ pub struct PostgresRoute {
     /// What garbage gets.
     pub on_garbage: OnGarbage,
     entries: RwLock<Arc<Entries>>,
+    /// The phase in force, the recording's key for the statements sent now.
+    phase: RwLock<Arc<str>>,
     /// What the route recorded.
     pub recorder: PostgresRecorder,
 }
@@ -69,6 +71,7 @@ impl PostgresRoute {
             ssl,
             on_garbage,
             entries: RwLock::new(Arc::new(Entries::none())),
+            phase: RwLock::new("healthy".into()),
             recorder: PostgresRecorder::default(),
         }
     }
@@ -81,12 +84,18 @@ impl PostgresRoute {
             .clone()
     }
 
-    /// Puts the entries of `list` in `phase` in force, unless those are in force already: statements sent from
-    /// now on are decided by them, with counts from zero.
+    /// The phase in force.
+    pub fn phase(&self) -> Arc<str> {
+        self.phase.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Puts phase `phase` and the entries of `list` in force: statements sent from now on are recorded under the
+    /// phase and decided by the entries, whose counts start from zero when the list is not the one in force.
     pub fn set_entries_unless_same(&self, list: &[PostgresFault], phase: &str) {
         let mut slot = self.entries.write().unwrap_or_else(|p| p.into_inner());
-        if slot.source != list || &*slot.phase != phase {
-            *slot = Arc::new(Entries::new(list, phase));
+        if slot.source != list {
+            *slot = Arc::new(Entries::new(list));
         }
+        *self.phase.write().unwrap_or_else(|p| p.into_inner()) = phase.into();
     }
 }

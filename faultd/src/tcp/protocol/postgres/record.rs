@@ -144,6 +144,29 @@ impl PostgresRecorder {
 }
 
 impl PostgresRecording {
+    /// Adds another replica's recording of the same route: counts and histograms add up exactly; in flight now
+    /// and its maximum become sums (the maximum an upper bound, as for the routes' calls in flight).
+    pub fn add(&mut self, other: &PostgresRecording) {
+        self.garbage += other.garbage;
+        self.encryption_refused += other.encryption_refused;
+        for (name, theirs) in &other.statements {
+            let mine = self.statements.entry(name.clone()).or_default();
+            mine.pattern = mine.pattern.take().or_else(|| theirs.pattern.clone());
+            mine.in_flight += theirs.in_flight;
+            mine.max_in_flight += theirs.max_in_flight;
+            for (phase, p) in &theirs.phases {
+                let m = mine.phases.entry(phase.clone()).or_default();
+                m.calls += p.calls;
+                m.taken += p.taken;
+                m.cut += p.cut;
+                for (code, n) in &p.errors {
+                    *m.errors.entry(code.clone()).or_default() += n;
+                }
+                let _ = m.latency.add(&p.latency);
+            }
+        }
+    }
+
     /// Per entry: statements over every phase, and those in flight now.
     pub fn totals(&self) -> Vec<(&str, u64, u64)> {
         self.statements
