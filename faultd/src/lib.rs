@@ -231,17 +231,8 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         let toxics = tcp::schedule::toxics_at(&config.tcp_toxics(name), std::time::Duration::ZERO);
         tcp.set_toxics(name, tcp::schedule::build(&toxics))
             .map_err(failed)?;
-        if endpoint.protocol == tcp::protocol::TcpProtocol::Postgres {
-            let pg = tcp::protocol::postgres::PostgresRoute::new(
-                endpoint.ssl.unwrap_or_default(),
-                endpoint.on_garbage.unwrap_or_default(),
-            );
-            tcp.set_wire(name, tcp::protocol::Wire::Postgres(Arc::new(pg)))
-                .map_err(failed)?;
-            let base = route.postgres.clone().unwrap_or_default();
-            tcp.set_postgres_entries(name, &base, "healthy")
-                .map_err(failed)?;
-        }
+        let entries = route.postgres.as_deref().unwrap_or_default();
+        tcp.speak(name, endpoint, entries).map_err(failed)?;
     }
     config.check_not_own(&tcp.own_listeners())?;
     let shared = Arc::new(Shared {
@@ -365,7 +356,7 @@ impl Faultd {
             let bucket = config.bucket();
             let task = tokio::spawn(tcp::schedule::run(
                 self.tcp.clone(),
-                config.tcp_schedules(),
+                tcp::schedule::Schedules::of(&config),
                 origin,
                 bucket,
                 self.shutdown.subscribe(),

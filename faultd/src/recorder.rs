@@ -28,6 +28,7 @@ use crate::tally::EntryTally;
 
 mod guards;
 mod merge;
+pub mod postgres;
 mod recording;
 mod traced;
 mod unmatched;

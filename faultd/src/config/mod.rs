@@ -24,6 +24,9 @@ pub use crate::recorder::DEFAULT_BUCKET;
 pub use http_sections::{Forward, Http2Settings, Unmatched};
 
 mod http_sections;
+mod wire;
+
+pub use wire::{OnGarbage, Ssl, TcpProtocol};
 
 /// A whole faultd configuration (a scenario's `dependency:` section).
 ///
@@ -170,15 +173,15 @@ pub struct TcpEndpoint {
     /// What the connections carry: `bytes` (the default; faulted by `toxics`) or `postgres` (PostgreSQL's v3
     /// protocol, faulted per statement by the route's `postgres` entries).
     #[serde(default, skip_serializing_if = "is_default")]
-    pub protocol: crate::tcp::protocol::TcpProtocol,
+    pub protocol: TcpProtocol,
     /// `protocol: postgres` only: what faultd answers to an SSLRequest: `refuse` (the default: `N`, the client
     /// goes on in plain text) or `pass` (the request goes to the server and faultd reads no further).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ssl: Option<crate::tcp::protocol::postgres::Ssl>,
+    pub ssl: Option<Ssl>,
     /// `protocol: postgres` only: what bytes that are not PostgreSQL get: `pass` (the default: the rest of the
     /// connection passes through untouched) or `close`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_garbage: Option<crate::tcp::protocol::postgres::OnGarbage>,
+    pub on_garbage: Option<OnGarbage>,
 }
 
 fn is_default<T: Default + PartialEq>(t: &T) -> bool {
@@ -584,26 +587,6 @@ impl Config {
             entries.push(p.at.get(), None, Some((p.name.clone(), current.clone())));
         }
         entries
-    }
-
-    /// Every TCP route's toxics over the phases, and every postgres route's entries, by name.
-    pub fn tcp_schedules(&self) -> crate::tcp::schedule::Schedules {
-        let postgres = |r: &Route| {
-            r.tcp
-                .as_ref()
-                .is_some_and(|t| t.protocol == crate::tcp::protocol::TcpProtocol::Postgres)
-        };
-        crate::tcp::schedule::Schedules {
-            toxics: self
-                .tcp_routes()
-                .map(|(name, _)| (name.clone(), self.tcp_toxics(name)))
-                .collect(),
-            postgres: self
-                .tcp_routes()
-                .filter(|(_, r)| postgres(r))
-                .map(|(name, _)| (name.clone(), self.tcp_postgres(name)))
-                .collect(),
-        }
     }
 
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each

@@ -42,7 +42,7 @@ pub struct Recording {
     /// Per TCP route speaking `protocol: postgres`: its statements per entry and phase. Absent without such a
     /// route, and in older recordings.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub postgres: BTreeMap<String, crate::tcp::protocol::postgres::PostgresRecording>,
+    pub postgres: BTreeMap<String, super::postgres::PostgresRecording>,
 }
 
 pub(super) fn one_replica() -> u32 {

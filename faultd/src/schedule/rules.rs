@@ -49,41 +49,7 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         check_name("routes", name)?;
         check_instances(route).map_err(at)?;
         if let Some(tcp) = &route.tcp {
-            if !route.path.is_empty() {
-                return Err(at(Invalid::new("path", "a TCP route has no path")));
-            }
-            if route.method.is_some() {
-                return Err(at(Invalid::new("method", "a TCP route has no method")));
-            }
-            if tcp.upstream.is_empty() {
-                return Err(at(Invalid::new(
-                    "tcp.upstream",
-                    "give the upstream host:port",
-                )));
-            }
-            tcp::listen_addr(&tcp.listen).map_err(|e| at(tcp_invalid(e, "tcp.listen")))?;
-            tcp::check_upstream(&tcp.upstream, &[])
-                .or_else(|e| match e {
-                    // Hosts other than loopback are for faultd's `allow_hosts` to admit, at start.
-                    TcpError::Invalid { ref message, .. } if message.contains("allow_hosts") => {
-                        Ok(())
-                    }
-                    e => Err(e),
-                })
-                .map_err(|e| at(tcp_invalid(e, "tcp.upstream")))?;
-            if tcp.protocol != TcpProtocol::Postgres {
-                for (field, set) in [
-                    ("tcp.ssl", tcp.ssl.is_some()),
-                    ("tcp.on_garbage", tcp.on_garbage.is_some()),
-                ] {
-                    if set {
-                        return Err(at(Invalid::new(
-                            field,
-                            "reads PostgreSQL: give the route `protocol: postgres`",
-                        )));
-                    }
-                }
-            }
+            check_tcp_route(route, tcp).map_err(at)?;
             check_kind(&route.base(), Some(tcp.protocol)).map_err(at)?;
             route.base().validate().map_err(at)?;
             continue;
@@ -202,6 +168,45 @@ fn check_instances(route: &crate::config::Route) -> Result<(), Invalid> {
         )),
         Some(_) => Ok(()),
     }
+}
+
+/// Checks a TCP route's own fields: no path or method, its listen and upstream addresses, and the fields that read
+/// PostgreSQL only on a postgres route.
+fn check_tcp_route(
+    route: &crate::config::Route,
+    tcp: &crate::config::TcpEndpoint,
+) -> Result<(), Invalid> {
+    if !route.path.is_empty() {
+        return Err(Invalid::new("path", "a TCP route has no path"));
+    }
+    if route.method.is_some() {
+        return Err(Invalid::new("method", "a TCP route has no method"));
+    }
+    if tcp.upstream.is_empty() {
+        return Err(Invalid::new("tcp.upstream", "give the upstream host:port"));
+    }
+    tcp::listen_addr(&tcp.listen).map_err(|e| tcp_invalid(e, "tcp.listen"))?;
+    tcp::check_upstream(&tcp.upstream, &[])
+        .or_else(|e| match e {
+            // Hosts other than loopback are for faultd's `allow_hosts` to admit, at start.
+            TcpError::Invalid { ref message, .. } if message.contains("allow_hosts") => Ok(()),
+            e => Err(e),
+        })
+        .map_err(|e| tcp_invalid(e, "tcp.upstream"))?;
+    if tcp.protocol != TcpProtocol::Postgres {
+        for (field, set) in [
+            ("tcp.ssl", tcp.ssl.is_some()),
+            ("tcp.on_garbage", tcp.on_garbage.is_some()),
+        ] {
+            if set {
+                return Err(Invalid::new(
+                    field,
+                    "reads PostgreSQL: give the route `protocol: postgres`",
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that a behaviour fits its route: an HTTP route (`None`) takes HTTP behaviours, a bytes TCP route

@@ -287,7 +287,9 @@ async fn serve(ctx: Arc<ConnCtx>, client: TcpStream) -> Ending {
     let _ = upstream.set_nodelay(true);
     // A route that speaks a protocol runs its connections itself; a bytes route's come back here.
     let conn = Conn {
-        shared: &ctx.shared,
+        route: &ctx.shared.name,
+        seed: ctx.shared.seed,
+        recorder: &ctx.shared.recorder,
         n: ctx.n,
         end: &ctx.end,
     };

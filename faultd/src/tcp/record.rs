@@ -66,7 +66,7 @@ pub struct TcpRouteRecording {
     pub buckets: Vec<TcpBucket>,
     /// A route speaking `protocol: postgres`: its statements per entry and phase.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub postgres: Option<super::protocol::postgres::PostgresRecording>,
+    pub postgres: Option<crate::recorder::postgres::PostgresRecording>,
 }
 
 impl TcpRouteRecording {

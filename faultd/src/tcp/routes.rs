@@ -472,6 +472,25 @@ impl TcpRoutes {
         })
     }
 
+    /// Makes a route speak the protocol its configuration names, with its own `entries` (a postgres route's) in
+    /// force; a bytes route is left as it is.
+    pub fn speak(
+        &self,
+        proxy: &str,
+        endpoint: &crate::config::TcpEndpoint,
+        entries: &[crate::behaviours::PostgresFault],
+    ) -> Result<(), TcpError> {
+        if endpoint.protocol != crate::config::TcpProtocol::Postgres {
+            return Ok(());
+        }
+        let pg = super::protocol::postgres::PostgresRoute::new(
+            endpoint.ssl.unwrap_or_default(),
+            endpoint.on_garbage.unwrap_or_default(),
+        );
+        self.set_wire(proxy, Wire::Postgres(Arc::new(pg)))?;
+        self.set_postgres_entries(proxy, entries, "healthy")
+    }
+
     /// Puts a postgres route's entries of `phase` in force, unless they are in force already (so the counts
     /// of `every` and `calls` run on through the phase). A route that does not speak postgres is left alone.
     pub fn set_postgres_entries(

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use super::{TcpRoutes, Toxic};
 use crate::behaviours::{PostgresFault, TcpToxic};
+use crate::config::{Config, Route, TcpProtocol};
 use crate::phased::Phased;
 
 /// A TCP route's toxics over the run's phases (`Config::tcp_toxics` builds it from a configuration).
@@ -98,6 +99,28 @@ pub struct Schedules {
     pub postgres: Vec<(String, PostgresSchedule)>,
 }
 
+impl Schedules {
+    /// Every TCP route's toxics over the phases of `config`, and every postgres route's entries, by name.
+    pub fn of(config: &Config) -> Schedules {
+        let postgres = |r: &Route| {
+            r.tcp
+                .as_ref()
+                .is_some_and(|t| t.protocol == TcpProtocol::Postgres)
+        };
+        Schedules {
+            toxics: config
+                .tcp_routes()
+                .map(|(name, _)| (name.clone(), config.tcp_toxics(name)))
+                .collect(),
+            postgres: config
+                .tcp_routes()
+                .filter(|(_, r)| postgres(r))
+                .map(|(name, _)| (name.clone(), config.tcp_postgres(name)))
+                .collect(),
+        }
+    }
+}
+
 /// Gives every TCP route of `schedules` (by name) its toxics, and every postgres route its entries, at `t`.
 pub fn apply(routes: &TcpRoutes, schedules: &Schedules, t: Duration) {
     for (name, toxics) in &schedules.toxics {
@@ -144,7 +167,6 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
 
     const YAML: &str = r#"
 routes:

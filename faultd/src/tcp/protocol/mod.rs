@@ -8,26 +8,13 @@ pub mod postgres;
 
 use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
-use super::proxy::RouteShared;
+use super::record::TcpRecorder;
 use super::toxics::Ending;
 
-/// What a TCP route's connections carry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TcpProtocol {
-    /// Bytes, faulted by toxics.
-    #[default]
-    Bytes,
-    /// Redis's RESP.
-    Redis,
-    /// PostgreSQL's v3 protocol, faulted per statement by `postgres` entries.
-    Postgres,
-}
+pub use crate::config::TcpProtocol;
 
 /// What a route speaking a protocol holds while it runs.
 #[derive(Debug, Clone, Default)]
@@ -41,8 +28,12 @@ pub enum Wire {
 
 /// One connection of a route, as a protocol sees it.
 pub struct Conn<'a> {
-    /// The route.
-    pub shared: &'a RouteShared,
+    /// The route's name (its draws' key).
+    pub route: &'a str,
+    /// The seed of the draws.
+    pub seed: u64,
+    /// The route's connection recorder (bytes each way).
+    pub recorder: &'a TcpRecorder,
     /// The connection's number on the route (its draws' key).
     pub n: u64,
     /// The connection's end signal: set it to end the connection, watch it to stop when the route ends it.

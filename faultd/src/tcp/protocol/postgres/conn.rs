@@ -91,7 +91,7 @@ fn decide(
     counts: &mut ConnectionCounts,
 ) -> Call {
     let entries = route.entries();
-    let d = entries.decide(text, conn.shared.seed, route_key(&conn.shared.name), counts);
+    let d = entries.decide(text, conn.seed, route_key(conn.route), counts);
     let (entry, pattern) = match d.entry.and_then(|i| entries.list.get(i)) {
         Some(e) => (e.label.clone(), e.pattern.as_ref()),
         None => (Arc::from(OTHER), None),
@@ -185,7 +185,7 @@ async fn client_side(
                 conn.finish(Ending::Close);
                 return;
             }
-            conn.shared.recorder.bytes(Stream::Upstream, out.len());
+            conn.recorder.bytes(Stream::Upstream, out.len());
             out.clear();
         }
         if stop {
@@ -294,7 +294,7 @@ async fn flush(conn: &Conn<'_>, dst: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> 
         conn.finish(Ending::Close);
         return false;
     }
-    conn.shared.recorder.bytes(Stream::Downstream, out.len());
+    conn.recorder.bytes(Stream::Downstream, out.len());
     out.clear();
     true
 }

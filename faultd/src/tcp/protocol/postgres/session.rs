@@ -121,7 +121,12 @@ fn text(b: &[u8]) -> Arc<str> {
 }
 
 fn remember(map: &mut HashMap<Vec<u8>, Arc<str>>, name: &[u8], text: Arc<str>) {
-    if map.len() >= MAX_NAMES && !map.contains_key(name) {
+    // A name bound again (the unnamed portal, a prepared statement's) keeps its key: no allocation.
+    if let Some(slot) = map.get_mut(name) {
+        *slot = text;
+        return;
+    }
+    if map.len() >= MAX_NAMES {
         map.clear();
     }
     map.insert(name.to_vec(), text);
