@@ -10,10 +10,10 @@ RUNS="${RUNS:-1000000}"
 # Every target, or those named as arguments (fuzz/run.sh toxiproxy_api). import_readers runs once per reader
 # (IMPORT_READER), RUNS executions each; READERS narrows them (READERS="har otlp-json" fuzz/run.sh import_readers).
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(scenario_parse control_config control_route toxiproxy_api import_formats import_readers redis_resp dns_query)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(scenario_parse control_config control_route toxiproxy_api import_formats import_readers redis_resp dns_query postgres_v3)
 READERS=(${READERS:-nginx nginx-timed envoy haproxy har otlp-json regex})
 mkdir -p corpus/scenario_parse corpus/control_config corpus/control_route corpus/toxiproxy_api corpus/import_formats \
-    corpus/redis_resp corpus/dns_query
+    corpus/redis_resp corpus/dns_query corpus/postgres_v3
 cp ../scenarios/*.yaml corpus/scenario_parse/
 cp seeds/control_config/*.json corpus/control_config/
 cp seeds/control_route/*.json corpus/control_route/
@@ -21,6 +21,7 @@ cp seeds/toxiproxy_api/*.json corpus/toxiproxy_api/
 cp seeds/import_formats/* corpus/import_formats/
 cp seeds/redis_resp/* corpus/redis_resp/
 cp seeds/dns_query/* corpus/dns_query/
+cp seeds/postgres_v3/* corpus/postgres_v3/
 # The readers' corpora start from the same records without the format byte import_formats reads first: with
 # it, a HAR file or an OTLP/JSON export is not JSON, and the JSON readers would spend their runs on the parse error.
 for reader in "${READERS[@]}"; do

@@ -117,6 +117,7 @@ pub fn advance(
         .filter_map(|(name, r)| r.redis.clone().map(|x| (name.clone(), x)))
         .collect();
     record.unmatched = dependency.unmatched;
+    record.postgres = dependency.postgres.clone();
     record.unmatched_paths = dependency.unmatched_paths.clone();
     record.dns = dependency.dns.clone();
     record.handshakes = dependency.tls.as_ref().map(|tls| {
@@ -233,6 +234,7 @@ mod tests {
             dns: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
+            postgres: BTreeMap::new(),
         }
     }
 

@@ -177,6 +177,9 @@ pub struct RunRecord {
     pub entries: BTreeMap<String, BTreeMap<String, faultd::MatchCounts>>,
     /// Per Redis route (`protocol: redis`), faultd's per-command recording.
     pub redis: BTreeMap<String, faultd::tcp::protocol::redis::RedisRecording>,
+    /// Per dependency route speaking `protocol: postgres`: its statements per entry and phase, as faultd
+    /// recorded them.
+    pub postgres: BTreeMap<String, faultd::tcp::protocol::postgres::PostgresRecording>,
 }
 
 impl RunRecord {
@@ -232,6 +235,7 @@ impl RunRecord {
             requests: None,
             entries: BTreeMap::new(),
             redis: BTreeMap::new(),
+            postgres: BTreeMap::new(),
         }
     }
 

@@ -281,6 +281,7 @@ fn fixture(buckets: usize) -> Fixture {
         dns: None,
         replicas: 1,
         in_flight_max_is_upper_bound: false,
+        postgres: BTreeMap::new(),
     };
     let mut tls_record = faultline::record::RunRecord::empty(bucket);
     tls_record.duration = duration;
@@ -510,6 +511,7 @@ fn fixture(buckets: usize) -> Fixture {
         distributed: None,
         dependency_replicas: None,
         requests: None,
+        postgres: postgres_statements(),
     };
     Fixture {
         result,
@@ -1389,6 +1391,35 @@ fn result_json_carries_a_pool_limit_only_for_routes_that_have_one() {
         json["dependency"]["pricing"].get("pool_limit").is_none(),
         "a route without an in-flight expectation has no limit: {json}"
     );
+}
+
+/// A postgres route's entry with a phase of statements and one entry that matched nothing yet.
+fn postgres_statements(
+) -> BTreeMap<String, BTreeMap<String, faultline::report::result::postgres::StatementSummary>> {
+    use faultline::report::result::postgres::{StatementPhaseSummary, StatementSummary};
+    let brownout = StatementPhaseSummary {
+        calls: 120,
+        taken: 12,
+        errors: BTreeMap::from([("40001".to_string(), 12), ("25P02".to_string(), 3)]),
+        cut: 0,
+        p50_ms: Some(1.2),
+        p99_ms: Some(4.8),
+        max_ms: Some(9.1),
+    };
+    let update = StatementSummary {
+        pattern: Some("^UPDATE accounts".into()),
+        max_in_flight: 4,
+        phases: BTreeMap::from([("brownout".to_string(), brownout)]),
+    };
+    let other = StatementSummary {
+        pattern: None,
+        max_in_flight: 0,
+        phases: BTreeMap::from([("healthy".to_string(), StatementPhaseSummary::default())]),
+    };
+    BTreeMap::from([(
+        "db".to_string(),
+        BTreeMap::from([("update".to_string(), update), ("other".to_string(), other)]),
+    )])
 }
 
 fn slower(r: &ResultFile, phase: &str, factor: f64) -> ResultFile {

@@ -218,35 +218,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         )),
         None => None,
     };
-    let mut tcp_instances = std::collections::BTreeMap::<String, Vec<SocketAddr>>::new();
-    for (name, route) in config.tcp_routes() {
-        let endpoint = route.tcp.as_ref().expect("a TCP route has its endpoint");
-        let failed = |source| FaultdError::TcpRoute {
-            route: name.clone(),
-            source,
-        };
-        tcp.create(tcp::ProxySpec {
-            protocol: endpoint.protocol,
-            on_garbage: endpoint.on_garbage.unwrap_or_default(),
-            ..tcp::ProxySpec::new(name, &endpoint.listen, &endpoint.upstream)
-        })
-        .map_err(failed)?;
-        if let Some(n) = route.instances {
-            let addrs = tcp.add_instances(name, n).map_err(failed)?;
-            tcp_instances.insert(name.clone(), addrs);
-        }
-        if endpoint.protocol == tcp::TcpProtocol::Redis {
-            let schedule = tcp::schedule::RedisSchedule::of(&config, name);
-            let (entries, phase) = schedule.at(std::time::Duration::ZERO);
-            tcp.set_redis(name, &entries, phase).map_err(failed)?;
-        }
-    }
-    tcp::schedule::apply(
-        &tcp,
-        &config.tcp_schedules(),
-        &tcp::schedule::redis_schedules(&config),
-        std::time::Duration::ZERO,
-    );
+    let tcp_instances = create_tcp_routes(&config, &tcp)?;
     config.check_not_own(&tcp.own_listeners())?;
     let dns = match &config.dns {
         Some(dns) => Some(bind_dns(dns, &options, config.bucket())?),
@@ -323,6 +295,51 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         tasks,
         tcp_schedule: std::sync::Mutex::new(None),
     })
+}
+
+/// Creates the TCP routes of `config` (with their instances, and the entries of protocol routes) with their toxics
+/// of time 0; gives the listeners of each route's instances.
+fn create_tcp_routes(
+    config: &Config,
+    tcp: &tcp::TcpRoutes,
+) -> Result<std::collections::BTreeMap<String, Vec<SocketAddr>>, FaultdError> {
+    let mut tcp_instances = std::collections::BTreeMap::<String, Vec<SocketAddr>>::new();
+    for (name, route) in config.tcp_routes() {
+        let endpoint = route.tcp.as_ref().expect("a TCP route has its endpoint");
+        let failed = |source| FaultdError::TcpRoute {
+            route: name.clone(),
+            source,
+        };
+        tcp.create(tcp::ProxySpec {
+            protocol: endpoint.protocol,
+            on_garbage: endpoint.on_garbage.unwrap_or_default(),
+            ssl: endpoint.ssl.unwrap_or_default(),
+            ..tcp::ProxySpec::new(name, &endpoint.listen, &endpoint.upstream)
+        })
+        .map_err(failed)?;
+        if let Some(n) = route.instances {
+            let addrs = tcp.add_instances(name, n).map_err(failed)?;
+            tcp_instances.insert(name.clone(), addrs);
+        }
+        if endpoint.protocol == tcp::TcpProtocol::Redis {
+            let schedule = tcp::schedule::RedisSchedule::of(config, name);
+            let (entries, phase) = schedule.at(std::time::Duration::ZERO);
+            tcp.set_redis(name, &entries, phase).map_err(failed)?;
+        }
+        if let Some(entries) = &route.postgres {
+            tcp.set_postgres_entries(name, entries, "healthy")
+                .map_err(failed)?;
+        }
+    }
+    tcp::schedule::apply(
+        tcp,
+        &config.tcp_schedules(),
+        &tcp::schedule::redis_schedules(config),
+        // A postgres route's own entries are in force (under `healthy`) until the schedule starts.
+        &[],
+        std::time::Duration::ZERO,
+    );
+    Ok(tcp_instances)
 }
 
 /// Binds the resolver's UDP socket and TCP listener (on loopback, or an address `options` allows) with its
@@ -465,6 +482,7 @@ impl Faultd {
                 self.tcp.clone(),
                 config.tcp_schedules(),
                 tcp::schedule::redis_schedules(&config),
+                tcp::schedule::postgres_schedules(&config),
                 origin,
                 bucket,
                 self.shutdown.subscribe(),
@@ -543,6 +561,8 @@ impl Faultd {
             if let Some(redis) = &route.redis {
                 let _ = self.tcp.set_redis(name, redis, schedule::HEALTHY_RESET);
             }
+            let entries = route.postgres.clone().unwrap_or_default();
+            let _ = self.tcp.set_postgres_entries(name, &entries, "healthy");
         }
     }
 

@@ -28,6 +28,7 @@ use crate::tally::EntryTally;
 
 mod guards;
 mod merge;
+pub mod postgres;
 mod recording;
 pub mod redis;
 mod traced;
@@ -476,6 +477,7 @@ impl Recorder {
             dns: None,
             replicas: 1,
             in_flight_max_is_upper_bound: false,
+            postgres: BTreeMap::new(),
         }
     }
 }

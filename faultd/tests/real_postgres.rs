@@ -49,7 +49,7 @@ fn server_command(program: &str, as_nobody: bool) -> Command {
     }
 }
 
-fn start_postgres() -> Server {
+pub(crate) fn start_postgres() -> Server {
     for program in ["initdb", "postgres"] {
         assert!(
             Path::new(BIN).join(program).exists(),
@@ -99,7 +99,12 @@ fn start_postgres() -> Server {
 }
 
 /// One `psql` session on its own connection, running each command in turn, unaligned and tuples only.
-fn psql(port: u16, commands: &[&str]) -> Output {
+pub(crate) fn psql(port: u16, commands: &[&str]) -> Output {
+    psql_command(port, commands).output().expect("psql runs")
+}
+
+/// The command of [`psql`], for a caller that sets more of its environment.
+pub(crate) fn psql_command(port: u16, commands: &[&str]) -> Command {
     let mut c = Command::new("psql");
     c.args([
         "-X",
@@ -117,7 +122,7 @@ fn psql(port: u16, commands: &[&str]) -> Output {
     for command in commands {
         c.args(["-c", command]);
     }
-    c.output().expect("psql runs")
+    c
 }
 
 /// The query time `psql` prints after `\timing on` (`Time: 301.234 ms`).

@@ -20,6 +20,7 @@ mod http2_bad_input;
 mod instances;
 mod loops;
 mod matched;
+mod postgres_protocol;
 mod real_postgres;
 mod real_redis;
 mod redis_route;

@@ -18,6 +18,7 @@ pub mod dependency;
 pub mod entry;
 pub mod instances;
 pub mod metric;
+pub mod postgres;
 mod probes;
 pub mod redis;
 pub mod requests;
@@ -36,6 +37,7 @@ pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
 pub use instances::InstanceCheck;
 pub use metric::{MetricBound, MetricCheck};
+pub use postgres::PostgresCheck;
 pub use requests::{PerRequest, RequestsCheck};
 pub use spec::{ExpectationSpec, Names, WhileOpen};
 pub use sut::{Percentile, ShareOf, SutCheck};
@@ -64,6 +66,7 @@ pub enum Check {
     Requests(RequestsCheck),
     Instances(InstanceCheck),
     Redis(redis::RedisCheck),
+    Postgres(PostgresCheck),
 }
 
 impl Check {
@@ -77,6 +80,7 @@ impl Check {
             Check::Requests(c) => c.name(),
             Check::Instances(c) => c.name(),
             Check::Redis(c) => c.name(),
+            Check::Postgres(c) => c.name(),
         }
     }
 
@@ -90,6 +94,7 @@ impl Check {
             Check::Requests(c) => c.decidable_live(),
             Check::Instances(c) => c.decidable_live(),
             Check::Redis(c) => c.decidable_live(),
+            Check::Postgres(c) => c.decidable_live(),
         }
     }
 
@@ -102,6 +107,7 @@ impl Check {
             Check::Requests(c) => c.evaluate(name, record),
             Check::Instances(c) => c.evaluate(name, record),
             Check::Redis(c) => c.evaluate(name, record),
+            Check::Postgres(c) => c.evaluate(name, record),
         }
     }
 
@@ -116,6 +122,7 @@ impl Check {
             Check::Instances(c) => c.decide(name, record),
             // Counted per phase and over the run: judged on the finished run.
             Check::Redis(_) => None,
+            Check::Postgres(c) => c.decide(name, record),
         }
     }
 }

@@ -36,6 +36,13 @@ pub struct ExpectationSpec {
     /// series summed), scraped from `metrics` or from the page the breakers are scraped from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sut_metric: Option<String>,
+    /// With `dependency` (a route with `protocol: postgres`): the statements of one of its entries (its `name`,
+    /// or `other` for the statements no entry matched), as faultd recorded them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement: Option<String>,
+    /// `statement` with `errors_at_most`: only errors of this SQLSTATE count (`40001`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sqlstate: Option<String>,
 
     /// The breaker opens within this long after the phase named by `after` begins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,13 +92,15 @@ pub struct ExpectationSpec {
     /// `error_share_below`, `calls_at_least` or `p99_below` bounds, as faultd recorded them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
-    /// With `command`: at most this many error replies (faultd's and the server's).
+    /// With `command`: at most this many error replies (faultd's and the server's). With `statement`: at most
+    /// this many of its statements answered with an error (faultd's or the server's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub errors_at_most: Option<u64>,
     /// With `command`: error replies under this share of its calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_share_below: Option<Share>,
-    /// With `command`: the 99th percentile of its latency at faultd under this.
+    /// With `command`: the 99th percentile of its latency at faultd under this. With `statement`: the 99th
+    /// percentile of its latency (sent to the end of its reply) under this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p99_below: Option<Dur>,
     /// A named entry of the route (HTTP `matched`, Redis `redis`) whose counts `taken_at_least`, `taken_at_most`

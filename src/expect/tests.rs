@@ -107,6 +107,7 @@ fn record_with(
         requests: None,
         entries: BTreeMap::new(),
         redis: BTreeMap::new(),
+        postgres: BTreeMap::new(),
     }
 }
 

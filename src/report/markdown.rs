@@ -417,6 +417,7 @@ pub(crate) mod tests {
             distributed: None,
             dependency_replicas: None,
             requests: None,
+            postgres: BTreeMap::new(),
         }
     }
 

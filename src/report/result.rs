@@ -17,6 +17,7 @@ use crate::scenario::Validated;
 
 mod build;
 mod dns;
+pub mod postgres;
 
 pub use build::tls_summary;
 pub use dns::{dns_summary, DnsSummary, NameSummary, PhaseQueries};
@@ -81,6 +82,9 @@ pub struct ResultFile {
     /// with the most dependency calls (the whole join is in `requests.csv` and `calls.csv`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests: Option<crate::correlate::summary::FollowedSummary>,
+    /// Per dependency route speaking `protocol: postgres`, per entry: its statements per phase.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub postgres: BTreeMap<String, BTreeMap<String, postgres::StatementSummary>>,
 }
 
 /// The faultd replicas that served the dependency together.

@@ -83,6 +83,10 @@ macro_rules! fault_list {
             /// { command, key }, share | every | calls | first, per, error | delay | hang | close }`. A phase's
             /// list replaces the route's; `[]` clears it.
             redis.rs => redis: Vec<RedisEntry>,
+            /// TCP routes with `protocol: postgres` only: statement faults, each entry `{ name, match: {
+            /// statement }, share | every | calls | first, per, error | delay | terminate }`. A phase's list
+            /// replaces the route's; `[]` clears it.
+            postgres.rs => postgres: Vec<PostgresFault>,
         }
     };
 }

@@ -24,6 +24,9 @@ pub use crate::recorder::DEFAULT_BUCKET;
 pub use http_sections::{Forward, Http2Settings, Unmatched};
 
 mod http_sections;
+mod wire;
+
+pub use wire::{OnGarbage, Ssl, TcpEndpoint, TcpProtocol};
 
 /// A whole faultd configuration (a scenario's `dependency:` section).
 ///
@@ -150,8 +153,7 @@ impl Route {
             tcp: Some(TcpEndpoint {
                 listen: listen.to_string(),
                 upstream: upstream.to_string(),
-                protocol: TcpProtocol::Bytes,
-                on_garbage: None,
+                ..TcpEndpoint::default()
             }),
             ..Route::default()
         }
@@ -161,26 +163,6 @@ impl Route {
     pub fn is_tcp(&self) -> bool {
         self.tcp.is_some()
     }
-}
-
-/// Where a TCP route listens and where it forwards to.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct TcpEndpoint {
-    /// `host:port` on loopback; port 0 picks a free one (the runner's `{faultd.routes.NAME.port}`). Default
-    /// `127.0.0.1:0`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub listen: String,
-    /// `host:port` of the real dependency; loopback unless its host is in faultd's `allow_hosts`.
-    pub upstream: String,
-    /// What the connections carry: `bytes` (the default: toxics act on bytes) or `redis` (commands and replies
-    /// are framed, and the route's `redis` entries act on single commands).
-    #[serde(default, skip_serializing_if = "TcpProtocol::is_bytes")]
-    pub protocol: TcpProtocol,
-    /// What a `redis` route does with bytes that are not RESP: `pass` (the default) forwards the connection
-    /// untouched from there on, `close` closes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub on_garbage: Option<OnGarbage>,
 }
 
 /// A named phase of the schedule. From `at` on, each route it names gets the behaviour it sets (laid over the
@@ -598,6 +580,34 @@ impl Config {
             }
         }
         schedules
+    }
+
+    /// TCP route `route`'s postgres entries over the phases, each with the name of its phase (`healthy` before the
+    /// first): a phase naming the route with `postgres` replaces them, `healthy` restores the route's own, a phase
+    /// that does not name it keeps what it has. Entries switch at a phase's
+    /// start; a ramp does not move them.
+    pub fn tcp_postgres(&self, route: &str) -> Phased<(String, Vec<PostgresFault>)> {
+        let base = self
+            .routes
+            .get(route)
+            .and_then(|r| r.postgres.clone())
+            .unwrap_or_default();
+        let mut entries = Phased::new(("healthy".to_string(), base.clone()));
+        let mut current = base.clone();
+        for p in &self.phases {
+            match p.routes.get(route) {
+                Some(PhaseRoute::Healthy) => current = base.clone(),
+                Some(set) => {
+                    if let Some(list) = set.set().and_then(|b| b.postgres.clone()) {
+                        current = list;
+                    }
+                }
+                None => {}
+            }
+            // Every phase is named, whether it changes the route or not: statements are recorded by phase.
+            entries.push(p.at.get(), None, Some((p.name.clone(), current.clone())));
+        }
+        entries
     }
 
     /// Refuses a route that proxies to one of faultd's own listeners (`own`), on its base or in a phase: each

@@ -134,6 +134,9 @@ impl Recording {
             }
             (a, b) => a.or_else(|| b.clone()),
         };
+        for (route, pg) in &other.postgres {
+            self.postgres.entry(route.clone()).or_default().add(pg);
+        }
         self.replicas += other.replicas;
         self.in_flight_max_is_upper_bound = true;
         Ok(())

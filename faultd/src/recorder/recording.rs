@@ -43,6 +43,10 @@ pub struct Recording {
     /// need not fall at the same instant. Counts, histograms and means are exact either way. False for one faultd.
     #[serde(default)]
     pub in_flight_max_is_upper_bound: bool,
+    /// Per TCP route speaking `protocol: postgres`: its statements per entry and phase. Absent without such a
+    /// route, and in older recordings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub postgres: BTreeMap<String, super::postgres::PostgresRecording>,
 }
 
 pub(super) fn one_replica() -> u32 {

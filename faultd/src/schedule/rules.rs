@@ -48,29 +48,9 @@ pub(super) fn check(config: &Config) -> Result<(), ConfigError> {
         check_name("routes", name)?;
         check_instances(route).map_err(at)?;
         if let Some(tcp) = &route.tcp {
-            if !route.path.is_empty() {
-                return Err(at(Invalid::new("path", "a TCP route has no path")));
-            }
-            if route.method.is_some() {
-                return Err(at(Invalid::new("method", "a TCP route has no method")));
-            }
-            if tcp.upstream.is_empty() {
-                return Err(at(Invalid::new(
-                    "tcp.upstream",
-                    "give the upstream host:port",
-                )));
-            }
-            tcp::listen_addr(&tcp.listen).map_err(|e| at(tcp_invalid(e, "tcp.listen")))?;
-            tcp::check_upstream(&tcp.upstream, &[])
-                .or_else(|e| match e {
-                    // Hosts other than loopback are for faultd's `allow_hosts` to admit, at start.
-                    TcpError::Invalid { ref message, .. } if message.contains("allow_hosts") => {
-                        Ok(())
-                    }
-                    e => Err(e),
-                })
-                .map_err(|e| at(tcp_invalid(e, "tcp.upstream")))?;
-            check_tcp_behaviour(route, tcp).map_err(at)?;
+            check_tcp_route(route, tcp).map_err(at)?;
+            check_kind(&route.base(), Some(tcp.protocol)).map_err(at)?;
+            route.base().validate().map_err(at)?;
             continue;
         }
         PathPattern::parse(&route.path).map_err(|e| at(e.at("path")))?;
@@ -180,57 +160,110 @@ fn check_instances(route: &crate::config::Route) -> Result<(), Invalid> {
     }
 }
 
-/// Checks a TCP route's `on_garbage` (protocol routes only) and its base behaviour.
-fn check_tcp_behaviour(
+/// Checks a TCP route's own fields: no path or method, its listen and upstream addresses, `on_garbage` on a
+/// protocol route only and `ssl` on a postgres route only.
+fn check_tcp_route(
     route: &crate::config::Route,
     tcp: &crate::config::TcpEndpoint,
 ) -> Result<(), Invalid> {
+    if !route.path.is_empty() {
+        return Err(Invalid::new("path", "a TCP route has no path"));
+    }
+    if route.method.is_some() {
+        return Err(Invalid::new("method", "a TCP route has no method"));
+    }
+    if tcp.upstream.is_empty() {
+        return Err(Invalid::new("tcp.upstream", "give the upstream host:port"));
+    }
+    tcp::listen_addr(&tcp.listen).map_err(|e| tcp_invalid(e, "tcp.listen"))?;
+    tcp::check_upstream(&tcp.upstream, &[])
+        .or_else(|e| match e {
+            // Hosts other than loopback are for faultd's `allow_hosts` to admit, at start.
+            TcpError::Invalid { ref message, .. } if message.contains("allow_hosts") => Ok(()),
+            e => Err(e),
+        })
+        .map_err(|e| tcp_invalid(e, "tcp.upstream"))?;
     if tcp.on_garbage.is_some() && tcp.protocol == TcpProtocol::Bytes {
         return Err(Invalid::new(
             "tcp.on_garbage",
-            "on_garbage says what a route that frames a protocol does with bytes it cannot frame; give the route a `protocol` (redis)",
+            "on_garbage says what a route that frames a protocol does with bytes it cannot frame; give the route a `protocol` (redis or postgres)",
         ));
     }
-    check_kind(&route.base(), Some(tcp.protocol))?;
-    route.base().validate()
+    if tcp.ssl.is_some() && tcp.protocol != TcpProtocol::Postgres {
+        return Err(Invalid::new(
+            "tcp.ssl",
+            "reads PostgreSQL: give the route `protocol: postgres`",
+        ));
+    }
+    Ok(())
 }
 
-/// Checks that a behaviour (a TCP route's base, or what a phase sets on one) has toxics only (and `redis`
-/// entries on a Redis route), or (HTTP, `tcp` is `None`) none of them.
+/// Checks that a behaviour fits its route: an HTTP route (`None`) takes HTTP behaviours, a bytes TCP route
+/// `toxics` only, a Redis route `toxics` and `redis` entries, a postgres route `postgres` entries only.
 fn check_kind(b: &Behaviour, tcp: Option<TcpProtocol>) -> Result<(), Invalid> {
-    if let Some(protocol) = tcp {
-        if let Some(entries) = &b.redis {
-            if protocol != TcpProtocol::Redis {
+    let Some(protocol) = tcp else {
+        for (field, set) in [
+            ("toxics", b.toxics.is_some()),
+            ("postgres", b.postgres.is_some()),
+        ] {
+            if set {
                 return Err(Invalid::new(
-                    "redis",
-                    "redis entries act on a route that speaks redis: give it `tcp: { ..., protocol: redis }`",
+                    field,
+                    format!("{field} act on TCP routes only (give the route `tcp: {{ listen, upstream }}`)"),
                 ));
             }
-            crate::tcp::protocol::redis::validate_list(entries).map_err(|e| e.at("redis"))?;
         }
-        let http = serde_json::to_value(Behaviour {
-            toxics: None,
-            redis: None,
-            ..b.clone()
-        })
-        .ok()
-        .and_then(|v| v.as_object().and_then(|m| m.keys().next().cloned()));
-        if let Some(field) = http {
+        if b.redis.is_some() {
             return Err(Invalid::new(
-                field,
-                "a TCP route takes `toxics` (and, speaking redis, `redis` entries) only (HTTP behaviours act on HTTP routes)",
+                "redis",
+                "redis entries act on TCP routes that speak redis (give the route `tcp: { listen, upstream, protocol: redis }`)",
             ));
         }
-    } else if b.toxics.is_some() {
+        return Ok(());
+    };
+    if let Some(entries) = &b.redis {
+        if protocol != TcpProtocol::Redis {
+            return Err(Invalid::new(
+                "redis",
+                "redis entries act on a route that speaks redis: give it `tcp: { ..., protocol: redis }`",
+            ));
+        }
+        crate::tcp::protocol::redis::validate_list(entries).map_err(|e| e.at("redis"))?;
+    }
+    let postgres = protocol == TcpProtocol::Postgres;
+    if postgres && b.toxics.is_some() {
         return Err(Invalid::new(
             "toxics",
-            "toxics act on TCP routes only (give the route `tcp: { listen, upstream }`)",
+            "a route with protocol: postgres takes `postgres` entries (toxics act on bytes routes)",
         ));
-    } else if b.redis.is_some() {
+    }
+    if !postgres && b.postgres.is_some() {
         return Err(Invalid::new(
-            "redis",
-            "redis entries act on TCP routes that speak redis (give the route `tcp: { listen, upstream, protocol: redis }`)",
+            "postgres",
+            "postgres entries act on a route with `tcp: { protocol: postgres }`",
         ));
+    }
+    let http = serde_json::to_value(Behaviour {
+        toxics: None,
+        redis: None,
+        postgres: None,
+        ..b.clone()
+    })
+    .ok()
+    .and_then(|v| v.as_object().and_then(|m| m.keys().next().cloned()));
+    if let Some(field) = http {
+        let takes = match protocol {
+            TcpProtocol::Bytes => "`toxics`",
+            TcpProtocol::Redis => "`toxics` and `redis` entries",
+            TcpProtocol::Postgres => "`postgres` entries",
+        };
+        return Err(Invalid::new(
+            field,
+            format!("a TCP route takes {takes} only (HTTP behaviours act on HTTP routes)"),
+        ));
+    }
+    if let Some(list) = &b.postgres {
+        crate::behaviours::postgres::validate_list(list).map_err(|e| e.at("postgres"))?;
     }
     Ok(())
 }

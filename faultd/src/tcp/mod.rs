@@ -38,7 +38,7 @@ use serde_json::{Map, Value};
 use crate::behaviours::Invalid;
 use crate::draw::route_key;
 
-pub use protocol::{OnGarbage, TcpProtocol};
+pub use protocol::{OnGarbage, Ssl, TcpProtocol};
 pub use record::{TcpBucket, TcpRecorder, TcpRouteRecording};
 pub use routes::{TcpRoutes, TcpSettings};
 pub use toxics::{Effect, Registration, Stream, REGISTRY};
@@ -165,12 +165,16 @@ pub struct ProxySpec {
     /// Listening or down. Default true.
     #[serde(default = "yes")]
     pub enabled: bool,
-    /// What the connections carry: `bytes` (the default) or `redis`, whose commands the route frames.
+    /// What the connections carry: `bytes` (the default), `redis`, whose commands the route frames, or
+    /// `postgres`, whose statements it reads.
     #[serde(default, skip_serializing_if = "TcpProtocol::is_bytes")]
     pub protocol: TcpProtocol,
     /// What a protocol route does with bytes it cannot frame: `pass` (the default) or `close`.
     #[serde(default, skip_serializing_if = "OnGarbage::is_pass")]
     pub on_garbage: OnGarbage,
+    /// What a `postgres` route answers to an encryption request: `refuse` (the default) or `pass`.
+    #[serde(default, skip_serializing_if = "Ssl::is_refuse")]
+    pub ssl: Ssl,
 }
 
 fn yes() -> bool {
@@ -187,6 +191,7 @@ impl ProxySpec {
             enabled: true,
             protocol: TcpProtocol::Bytes,
             on_garbage: OnGarbage::Pass,
+            ssl: Ssl::Refuse,
         }
     }
 }

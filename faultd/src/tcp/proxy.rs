@@ -143,6 +143,14 @@ impl super::protocol::Connection for ConnCtx {
     fn bytes(&self, stream: Stream, n: usize) {
         self.shared.recorder.bytes(stream, n);
     }
+
+    fn conn(&self) -> super::protocol::Conn<'_> {
+        super::protocol::Conn {
+            route: &self.shared.name,
+            seed: self.shared.seed,
+            link: self,
+        }
+    }
 }
 
 impl ConnCtx {

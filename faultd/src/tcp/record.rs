@@ -72,6 +72,9 @@ pub struct TcpRouteRecording {
     /// A route with `protocol: redis`: its commands, replies and entries. Absent on other routes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<super::protocol::redis::RedisRecording>,
+    /// A route speaking `protocol: postgres`: its statements per entry and phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<crate::recorder::postgres::PostgresRecording>,
 }
 
 impl TcpRouteRecording {
@@ -386,6 +389,7 @@ impl TcpRecorder {
             buckets,
             instances: Vec::new(),
             redis: None,
+            postgres: None,
         }
     }
 }
@@ -492,6 +496,43 @@ impl prometheus_client::collector::Collector for TcpMetrics {
             "Connections a toxic took, by TCP route and toxic type",
             MetricType::Counter,
             toxics,
+        )?;
+        let pg = || {
+            self.0
+                .iter()
+                .filter_map(|(n, r)| Some((n.as_str(), r.postgres.as_ref()?)))
+        };
+        let totals = || pg().flat_map(|(route, p)| p.totals().into_iter().map(move |t| (route, t)));
+        let labels = |route, entry| vec![("tcp_route", route), ("entry", entry)];
+        family(
+            "faultd_postgres_statements",
+            "Statements whose reply ended, by postgres route and entry (other: no entry matched)",
+            MetricType::Counter,
+            totals()
+                .map(|(route, (entry, n, _))| (labels(route, entry), n))
+                .collect(),
+        )?;
+        family(
+            "faultd_postgres_in_flight",
+            "Statements waiting for their reply now, by postgres route and entry",
+            MetricType::Gauge,
+            totals()
+                .map(|(route, (entry, _, n))| (labels(route, entry), n))
+                .collect(),
+        )?;
+        let errors = pg().flat_map(|(route, p)| {
+            p.error_totals().into_iter().map(move |(entry, code, n)| {
+                (
+                    vec![("tcp_route", route), ("entry", entry), ("sqlstate", code)],
+                    n,
+                )
+            })
+        });
+        family(
+            "faultd_postgres_errors",
+            "Statements answered with an error (faultd's or the server's), by postgres route, entry and SQLSTATE",
+            MetricType::Counter,
+            errors.collect(),
         )
     }
 }
@@ -503,7 +544,10 @@ pub fn with_tcp_routes(
     tcp: BTreeMap<String, TcpRouteRecording>,
 ) -> crate::recorder::Recording {
     for (name, route) in tcp {
-        recording.routes.insert(name, route.as_calls());
+        recording.routes.insert(name.clone(), route.as_calls());
+        if let Some(pg) = route.postgres {
+            recording.postgres.insert(name, pg);
+        }
     }
     recording
 }

@@ -16,11 +16,12 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::protocol::Wire;
 use super::proxy::{listen, Listening, RouteShared};
 use super::record::{TcpRecorder, TcpRouteRecording};
 use super::{
     check_not_own, check_upstream, listen_addr_allowing, OnGarbage, ProxySpec, ProxyUpdate,
-    ProxyView, TcpError, TcpProtocol, Toxic, ToxicSpec, ToxicUpdate, ToxicView,
+    ProxyView, Ssl, TcpError, TcpProtocol, Toxic, ToxicSpec, ToxicUpdate, ToxicView,
 };
 use crate::limits::{MAX_ENTRIES, MAX_ROUTES};
 
@@ -179,7 +180,7 @@ impl TcpRoutes {
     /// Creates and (if `enabled`) starts a route. Must run inside the tokio runtime.
     pub fn create(&self, spec: ProxySpec) -> Result<ProxyView, TcpError> {
         let mut routes = self.routes();
-        self.create_locked(&mut routes, spec, Vec::new())
+        self.create_locked(&mut routes, spec, Vec::new(), None)
     }
 
     fn create_locked(
@@ -187,6 +188,7 @@ impl TcpRoutes {
         routes: &mut BTreeMap<String, Route>,
         spec: ProxySpec,
         toxics: Vec<Toxic>,
+        carried: Option<Wire>,
     ) -> Result<ProxyView, TcpError> {
         if spec.name.is_empty() {
             return Err(TcpError::MissingField("name"));
@@ -212,12 +214,15 @@ impl TcpRoutes {
             recorder: Arc::new(TcpRecorder::new(self.settings.bucket, origin)),
             accepted: AtomicU64::new(0),
             deadlines: self.settings.deadlines.clone(),
-            wire: super::protocol::Wire::new(
-                spec.protocol,
-                &spec.name,
-                self.settings.seed,
-                spec.on_garbage,
-            ),
+            wire: carried.or_else(|| {
+                Wire::new(
+                    spec.protocol,
+                    &spec.name,
+                    self.settings.seed,
+                    spec.on_garbage,
+                    spec.ssl,
+                )
+            }),
         });
         // Bind even a disabled route once, so its port is known and kept, as Toxiproxy reports it.
         let listening = bind(addr, self.settings.backlog, shared.clone())?;
@@ -284,6 +289,7 @@ impl TcpRoutes {
                     ..spec
                 },
                 Vec::new(),
+                None,
             ) {
                 Ok(view) => {
                     created.push(name);
@@ -369,13 +375,16 @@ impl TcpRoutes {
                     .wire
                     .as_ref()
                     .map_or(OnGarbage::Pass, |w| w.on_garbage()),
+                ssl: route.shared.wire.as_ref().map_or(Ssl::Refuse, |w| w.ssl()),
             };
             let toxics = route.toxics().as_ref().clone();
             let mut old = routes.remove(name).expect("looked up above");
             old.disable();
             let instances = old.instances.len() as u32;
+            // A protocol route keeps its entries in force and its recording across the move.
+            let carried = old.shared.wire.clone();
             let created = self
-                .create_locked(&mut routes, spec, toxics)
+                .create_locked(&mut routes, spec, toxics, carried)
                 .and_then(|view| {
                     // The instances follow the route to its new upstream, on ports of their own again.
                     self.add_instances_locked(&mut routes, name, instances)?;
@@ -615,6 +624,22 @@ impl TcpRoutes {
                 "redis",
                 format!("route {proxy:?} does not speak redis (give it `protocol: redis`)"),
             )),
+        })
+    }
+
+    /// Puts a postgres route's entries of `phase` in force, unless they are in force already (so the counts
+    /// of `every` and `calls` run on through the phase). A route that does not speak postgres is left alone.
+    pub fn set_postgres_entries(
+        &self,
+        proxy: &str,
+        list: &[crate::behaviours::PostgresFault],
+        phase: &str,
+    ) -> Result<(), TcpError> {
+        self.with_route(proxy, |r| {
+            if let Some(Wire::Postgres(pg)) = &r.shared.wire {
+                pg.set_entries_unless_same(list, phase);
+            }
+            Ok(())
         })
     }
 

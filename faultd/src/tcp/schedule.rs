@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{TcpRoutes, Toxic};
-use crate::behaviours::{RedisEntry, TcpToxic};
+use crate::behaviours::{PostgresFault, RedisEntry, TcpToxic};
 use crate::phased::Phased;
 
 /// A TCP route's toxics over the run's phases (`Config::tcp_toxics` builds it from a configuration).
@@ -153,14 +153,32 @@ pub fn redis_schedules(config: &crate::Config) -> Vec<(String, RedisSchedule)> {
         .collect()
 }
 
+/// A postgres route's entries over the phases, each with the name of its phase (`Config::tcp_postgres`).
+pub type PostgresSchedule = Phased<(String, Vec<PostgresFault>)>;
+
+/// Every postgres route's entries over the phases, by name.
+pub fn postgres_schedules(config: &crate::Config) -> Vec<(String, PostgresSchedule)> {
+    config
+        .tcp_routes()
+        .filter(|(_, r)| {
+            r.tcp
+                .as_ref()
+                .is_some_and(|t| t.protocol == super::TcpProtocol::Postgres)
+        })
+        .map(|(name, _)| (name.clone(), config.tcp_postgres(name)))
+        .collect()
+}
+
 /// Every TCP route's toxics over the phases, by route name and instance (`None`: the route's own listener).
 pub type TcpSchedules = Vec<(String, Option<u32>, TcpSchedule)>;
 
-/// Gives every TCP route (and instance) of `schedules` its toxics at `t`, and every Redis route its entries.
+/// Gives every TCP route (and instance) of `schedules` its toxics at `t`, and every Redis and postgres route its
+/// entries.
 pub fn apply(
     routes: &TcpRoutes,
     schedules: &TcpSchedules,
     redis: &[(String, RedisSchedule)],
+    postgres: &[(String, PostgresSchedule)],
     t: Duration,
 ) {
     for (name, instance, toxics) in schedules {
@@ -174,6 +192,10 @@ pub fn apply(
         let (entries, phase) = schedule.at(t);
         let _ = routes.set_redis(name, &entries, phase);
     }
+    for (name, entries) in postgres {
+        let (phase, list) = entries.at_time(t).to;
+        let _ = routes.set_postgres_entries(name, list, phase);
+    }
 }
 
 /// Runs the schedules from `origin` until `stop` changes: each change of toxics at its time, a ramp's in steps
@@ -182,6 +204,7 @@ pub async fn run(
     routes: Arc<TcpRoutes>,
     schedules: TcpSchedules,
     redis: Vec<(String, RedisSchedule)>,
+    postgres: Vec<(String, PostgresSchedule)>,
     origin: Instant,
     step: Duration,
     mut stop: watch::Receiver<bool>,
@@ -189,7 +212,7 @@ pub async fn run(
     let step = step.max(Duration::from_millis(10));
     loop {
         let t = Instant::now().saturating_duration_since(origin);
-        apply(&routes, &schedules, &redis, t);
+        apply(&routes, &schedules, &redis, &postgres, t);
         let next = schedules
             .iter()
             .filter_map(|(_, _, toxics)| toxics.next_change(t, step))
@@ -198,6 +221,7 @@ pub async fn run(
                     .iter()
                     .filter_map(|(_, r)| r.entries.next_change(t, step)),
             )
+            .chain(postgres.iter().filter_map(|(_, s)| s.next_change(t, step)))
             .min();
         let Some(next) = next else {
             return;
@@ -212,7 +236,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use crate::Config;
 
     const YAML: &str = r#"
 routes:
@@ -258,6 +282,40 @@ phases:
         assert_eq!(s(25.0).len(), 1, "the slicer left at the start of the ramp");
         assert_eq!(s(25.0)[0].attributes.as_ref().unwrap()["jitter"], 50);
         assert_eq!(latency(&s(30.0)), vec![4000]);
+    }
+
+    #[test]
+    fn postgres_entries_follow_the_phases_and_every_phase_names_its_statements() {
+        let yaml = r#"
+routes:
+  db: { tcp: { upstream: 127.0.0.1:5432, protocol: postgres }, postgres: [ { name: a, terminate: true } ] }
+  api: { path: /x }
+phases:
+  - { name: warm, at: 0s }
+  - { name: storm, at: 10s, routes: { db: { postgres: [ { name: b, delay: 1s } ] } } }
+  - { name: other, at: 20s, routes: { api: { latency: { fixed: 1s } } } }
+  - { name: recovered, at: 30s, routes: { db: healthy } }
+"#;
+        let c = Config::from_yaml(yaml, "t.yaml").unwrap();
+        let s = c.tcp_postgres("db");
+        let at = |t: u64| {
+            let (phase, list) = s.at_time(Duration::from_secs(t)).to;
+            (
+                phase.clone(),
+                list.iter().map(|e| e.label(0)).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(at(5), ("warm".to_string(), vec!["a".to_string()]));
+        assert_eq!(at(15), ("storm".to_string(), vec!["b".to_string()]));
+        assert_eq!(
+            at(25),
+            ("other".to_string(), vec!["b".to_string()]),
+            "a phase not naming db keeps its entries"
+        );
+        assert_eq!(at(35), ("recovered".to_string(), vec!["a".to_string()]));
+        let bad = yaml.replace("protocol: postgres", "protocol: bytes");
+        let e = Config::from_yaml(&bad, "t.yaml").unwrap_err().to_string();
+        assert!(e.contains("postgres"), "{e}");
     }
 
     #[test]

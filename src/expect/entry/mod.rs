@@ -11,6 +11,7 @@ use faultline_units::{Dur, GrpcCode, Rate, Share};
 use super::dependency::{Counted, DependencyCheck};
 use super::instances::InstanceEntry;
 use super::metric::{self, MetricCheck, MetricEntry};
+use super::postgres::PostgresEntry;
 use super::redis::RedisCheck;
 use super::requests::{RequestsCheck, RequestsEntry};
 use super::spec::{ExpectationSpec, Names, WhileOpen};
@@ -98,6 +99,17 @@ pub const CHECKS: &[(&str, &[&str])] = &[
             "matched_at_least",
         ],
     ),
+    (
+        "statement",
+        &[
+            "dependency",
+            "errors_at_most",
+            "sqlstate",
+            "calls_at_least",
+            "p99_below",
+            "during",
+        ],
+    ),
 ];
 
 /// One entry's check as written, its bounds parsed and its names not yet checked against the scenario: by family,
@@ -117,6 +129,8 @@ pub enum Entry<'a> {
     Requests(&'a str, RequestsEntry<'a>),
     /// The instances of a dependency route (`instances: N`).
     Instances(InstanceEntry<'a>),
+    /// The statements of one entry of a postgres route.
+    Postgres(PostgresEntry<'a>),
     /// A command of a Redis route, or an entry of a route (`super::redis`).
     Redis(&'a str, RedisEntry<'a>),
 }
@@ -299,6 +313,9 @@ impl<'a> Entry<'a> {
         if let Some(selector) = &spec.sut_metric {
             return metric::entry(spec, selector).map(Entry::Metric);
         }
+        if let Some(entry) = PostgresEntry::read(spec) {
+            return entry.map(Entry::Postgres);
+        }
         if let (Some(route), Some(r)) = (&spec.dependency, RequestsEntry::read(spec)) {
             return r.map(|r| Entry::Requests(route, r));
         }
@@ -347,6 +364,9 @@ impl<'a> Entry<'a> {
                 bound: e.bound,
                 during: r.during(e.during)?,
             })),
+            Entry::Postgres(p) => p
+                .resolve(&|f, n| r.route(f, n), &|f, n| r.phase(f, n))
+                .map(Check::Postgres),
             Entry::Instances(i) => {
                 let check = i.resolve(&|f, n| r.route(f, n), &|f, n| r.phase(f, n))?;
                 let (route, instance) = check.instance();

@@ -68,6 +68,7 @@ impl ResultFile {
                 .requests
                 .as_deref()
                 .map(crate::correlate::summary::FollowedSummary::of),
+            postgres: super::postgres::statements(rec),
         }
     }
 }

@@ -161,6 +161,12 @@ impl Matched {
                 "redis entries act on TCP routes with `protocol: redis`",
             ));
         }
+        if self.postgres.is_some() {
+            return Err(Invalid::new(
+                "postgres",
+                "postgres entries act on TCP routes with protocol: postgres and match statements themselves",
+            ));
+        }
         self.over(within).validate()
     }
 

@@ -34,6 +34,7 @@ fn recording(routes: Vec<(&str, RouteRecording)>) -> Recording {
         dns: None,
         replicas: 1,
         in_flight_max_is_upper_bound: false,
+        postgres: BTreeMap::new(),
     }
 }
 

@@ -1,56 +1,20 @@
 //! The wire a TCP route understands: plain bytes (the default), or a protocol whose calls faultd frames so that
 //! faults can hit single calls.
 //!
-//! For: the `protocol` of a route's `tcp:` section and the one dispatch from the proxy's connection to the
+//! For: the `protocol` of a route's `tcp:` section (its enum lives in `crate::config::wire`, re-exported here)
+//! and the one dispatch from the proxy's connection to the
 //! protocol's own relay. Each protocol lives in a folder of its own beside this file (its reader, its entries,
 //! its recording); this file only names them. Not for: byte toxics (`super::toxics`), which act on plain routes.
 
 use std::sync::Arc;
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use super::toxics::{Ending, Stream};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
-use super::toxics::{Ending, Stream};
-
+pub mod postgres;
 pub mod redis;
 
-/// What a TCP route's connections carry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum TcpProtocol {
-    /// Bytes, forwarded through the route's toxics.
-    #[default]
-    Bytes,
-    /// Redis (RESP2 and RESP3): commands and replies are framed and paired, and the route's `redis` entries act
-    /// on single commands.
-    Redis,
-}
-
-impl TcpProtocol {
-    /// Whether this is the default (plain bytes), left out when written.
-    pub fn is_bytes(&self) -> bool {
-        *self == TcpProtocol::Bytes
-    }
-}
-
-/// What a protocol route does with bytes it cannot frame.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum OnGarbage {
-    /// Forward the connection's bytes untouched from there on (no more faults or counts on it).
-    #[default]
-    Pass,
-    /// Close the connection.
-    Close,
-}
-
-impl OnGarbage {
-    /// Whether this is the default (`pass`), left out when written.
-    pub fn is_pass(&self) -> bool {
-        *self == OnGarbage::Pass
-    }
-}
+pub use crate::config::{OnGarbage, Ssl, TcpProtocol};
 
 /// What a protocol's relay needs of the connection it serves: its end signal and the byte counts of its route.
 pub(crate) trait Connection: Send + Sync {
@@ -60,6 +24,25 @@ pub(crate) trait Connection: Send + Sync {
     fn ending(&self) -> tokio::sync::watch::Receiver<Ending>;
     /// Counts `n` bytes forwarded on `stream` in the route's recorder.
     fn bytes(&self, stream: Stream, n: usize);
+    /// The connection as a protocol that runs whole sockets (PostgreSQL) sees it.
+    fn conn(&self) -> Conn<'_>;
+}
+
+/// One connection of a route, as a protocol that runs whole sockets sees it.
+pub(crate) struct Conn<'a> {
+    /// The route's name (its draws' key).
+    pub route: &'a str,
+    /// The seed of the draws.
+    pub seed: u64,
+    /// The connection itself: its end signal and its route's byte counts.
+    pub link: &'a dyn Connection,
+}
+
+impl Conn<'_> {
+    /// Ends the connection `how`, unless it has ended already.
+    pub fn finish(&self, how: Ending) {
+        self.link.finish(how);
+    }
 }
 
 /// A protocol route's state, shared by its connections.
@@ -67,6 +50,8 @@ pub(crate) trait Connection: Send + Sync {
 pub enum Wire {
     /// A Redis route.
     Redis(Arc<redis::RedisRoute>),
+    /// A PostgreSQL route.
+    Postgres(Arc<postgres::PostgresRoute>),
 }
 
 impl Wire {
@@ -76,11 +61,15 @@ impl Wire {
         route: &str,
         seed: u64,
         on_garbage: OnGarbage,
+        ssl: Ssl,
     ) -> Option<Wire> {
         match protocol {
             TcpProtocol::Bytes => None,
             TcpProtocol::Redis => Some(Wire::Redis(Arc::new(redis::RedisRoute::new(
                 route, seed, on_garbage,
+            )))),
+            TcpProtocol::Postgres => Some(Wire::Postgres(Arc::new(postgres::PostgresRoute::new(
+                ssl, on_garbage,
             )))),
         }
     }
@@ -89,6 +78,7 @@ impl Wire {
     pub fn on_garbage(&self) -> OnGarbage {
         match self {
             Wire::Redis(r) => r.on_garbage,
+            Wire::Postgres(p) => p.on_garbage,
         }
     }
 
@@ -96,6 +86,7 @@ impl Wire {
     pub fn record(&self, mut recording: super::TcpRouteRecording) -> super::TcpRouteRecording {
         match self {
             Wire::Redis(r) => recording.redis = Some(r.recorder.snapshot()),
+            Wire::Postgres(p) => recording.postgres = Some(p.recorder.snapshot()),
         }
         recording
     }
@@ -104,10 +95,20 @@ impl Wire {
     pub fn protocol(&self) -> TcpProtocol {
         match self {
             Wire::Redis(_) => TcpProtocol::Redis,
+            Wire::Postgres(_) => TcpProtocol::Postgres,
         }
     }
 
-    /// Relays one connection in the protocol's way; gives the client's halves back.
+    /// What it answers to encryption requests (PostgreSQL's; `refuse` for the others, which have none).
+    pub fn ssl(&self) -> Ssl {
+        match self {
+            Wire::Postgres(p) => p.ssl,
+            Wire::Redis(_) => Ssl::Refuse,
+        }
+    }
+
+    /// Relays one connection in the protocol's way; gives the client's halves back (PostgreSQL, which runs the
+    /// whole sockets, closes them itself).
     pub(crate) async fn relay(
         &self,
         ctx: Arc<dyn Connection>,
@@ -125,6 +126,18 @@ impl Wire {
                     upstream.1,
                 )
                 .await
+            }
+            Wire::Postgres(route) => {
+                let client = client.0.reunite(client.1);
+                let upstream = upstream.0.reunite(upstream.1);
+                match (client, upstream) {
+                    (Ok(client), Ok(upstream)) => {
+                        postgres::serve(route, ctx.conn(), client, upstream).await;
+                    }
+                    // Halves of one socket always reunite; were they not, the connection ends.
+                    _ => ctx.finish(Ending::Close),
+                }
+                None
             }
         }
     }
