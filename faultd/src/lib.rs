@@ -218,7 +218,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         )),
         None => None,
     };
-    let tcp_instances = create_tcp_routes(&config, &tcp)?;
+    let tcp_instances = create_tcp_routes(config, &tcp)?;
     config.check_not_own(&tcp.own_listeners())?;
     let dns = match &config.dns {
         Some(dns) => Some(bind_dns(dns, &options, config.bucket())?),
