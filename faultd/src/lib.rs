@@ -218,35 +218,7 @@ pub async fn start(config: Config, mut options: Options) -> Result<Faultd, Fault
         )),
         None => None,
     };
-    let mut tcp_instances = std::collections::BTreeMap::<String, Vec<SocketAddr>>::new();
-    for (name, route) in config.tcp_routes() {
-        let endpoint = route.tcp.as_ref().expect("a TCP route has its endpoint");
-        let failed = |source| FaultdError::TcpRoute {
-            route: name.clone(),
-            source,
-        };
-        tcp.create(tcp::ProxySpec {
-            protocol: endpoint.protocol,
-            on_garbage: endpoint.on_garbage.unwrap_or_default(),
-            ..tcp::ProxySpec::new(name, &endpoint.listen, &endpoint.upstream)
-        })
-        .map_err(failed)?;
-        if let Some(n) = route.instances {
-            let addrs = tcp.add_instances(name, n).map_err(failed)?;
-            tcp_instances.insert(name.clone(), addrs);
-        }
-        if endpoint.protocol == tcp::TcpProtocol::Redis {
-            let schedule = tcp::schedule::RedisSchedule::of(&config, name);
-            let (entries, phase) = schedule.at(std::time::Duration::ZERO);
-            tcp.set_redis(name, &entries, phase).map_err(failed)?;
-        }
-    }
-    tcp::schedule::apply(
-        &tcp,
-        &config.tcp_schedules(),
-        &tcp::schedule::redis_schedules(&config),
-        std::time::Duration::ZERO,
-    );
+    let tcp_instances = create_tcp_routes(config, &tcp)?;
     config.check_not_own(&tcp.own_listeners())?;
     let dns = match &config.dns {
         Some(dns) => Some(bind_dns(dns, &options, config.bucket())?),
@@ -404,6 +376,44 @@ impl dns::serve::Names for ScheduleNames {
     fn time_ns(&self, at: Instant) -> u64 {
         self.0.recorder.time_ns(at)
     }
+}
+
+/// Creates the configuration's TCP routes in `tcp`, with their instances, and gives them (and their instances)
+/// their toxics and Redis entries at t = 0. Returns each route's instances' addresses, by route.
+fn create_tcp_routes(
+    config: &Config,
+    tcp: &tcp::TcpRoutes,
+) -> Result<std::collections::BTreeMap<String, Vec<SocketAddr>>, FaultdError> {
+    let mut tcp_instances = std::collections::BTreeMap::<String, Vec<SocketAddr>>::new();
+    for (name, route) in config.tcp_routes() {
+        let endpoint = route.tcp.as_ref().expect("a TCP route has its endpoint");
+        let failed = |source| FaultdError::TcpRoute {
+            route: name.clone(),
+            source,
+        };
+        tcp.create(tcp::ProxySpec {
+            protocol: endpoint.protocol,
+            on_garbage: endpoint.on_garbage.unwrap_or_default(),
+            ..tcp::ProxySpec::new(name, &endpoint.listen, &endpoint.upstream)
+        })
+        .map_err(failed)?;
+        if let Some(n) = route.instances {
+            let addrs = tcp.add_instances(name, n).map_err(failed)?;
+            tcp_instances.insert(name.clone(), addrs);
+        }
+        if endpoint.protocol == tcp::TcpProtocol::Redis {
+            let schedule = tcp::schedule::RedisSchedule::of(config, name);
+            let (entries, phase) = schedule.at(std::time::Duration::ZERO);
+            tcp.set_redis(name, &entries, phase).map_err(failed)?;
+        }
+    }
+    tcp::schedule::apply(
+        tcp,
+        &config.tcp_schedules(),
+        &tcp::schedule::redis_schedules(config),
+        std::time::Duration::ZERO,
+    );
+    Ok(tcp_instances)
 }
 
 /// Binds a listener, with the address it got (the real port when 0 was asked for).
