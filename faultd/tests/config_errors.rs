@@ -190,7 +190,7 @@ fn tcp_routes_name_the_line_and_field_of_what_is_wrong() {
     let e =
         error_of("routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 }, latency: { fixed: 1s } }\n");
     assert_eq!(e.field, "routes.db.latency", "{e}");
-    assert!(e.to_string().contains("takes `toxics` only"), "{e}");
+    assert!(e.to_string().contains("a TCP route takes `toxics`"), "{e}");
     let e = error_of("routes:\n  api: { path: /x, toxics: [ { type: latency } ] }\n");
     assert_eq!(e.field, "routes.api.toxics", "{e}");
     let e = error_of("routes:\n  db: { tcp: { listen: 0.0.0.0:1, upstream: 127.0.0.1:6379 } }\n");
@@ -222,7 +222,7 @@ fn matched_entries_name_the_line_and_field_of_what_is_wrong() {
         "routes:\n  db: { tcp: { upstream: 127.0.0.1:6379 }, matched: [ { every: 2 } ] }\n",
     );
     assert_eq!(e.field, "routes.db.matched", "{e}");
-    assert!(e.to_string().contains("takes `toxics` only"), "{e}");
+    assert!(e.to_string().contains("a TCP route takes `toxics`"), "{e}");
 }
 
 #[test]
