@@ -97,6 +97,17 @@ impl PostgresFault {
     pub fn label(&self, i: usize) -> String {
         self.name.clone().unwrap_or_else(|| format!("postgres[{i}]"))
     }
+
+    /// Its trigger fields, checked and compiled as every wire's entries are.
+    pub(crate) fn trigger_fields(&self) -> super::matched::TriggerFields<'_> {
+        super::matched::TriggerFields {
+            share: Some(self.share.is_some()),
+            every: self.every,
+            calls: self.calls.as_deref(),
+            first: self.first,
+            per: self.per,
+        }
+    }
 }
 
 impl Fault for PostgresFault {
@@ -109,35 +120,7 @@ impl Fault for PostgresFault {
             regex::Regex::new(re)
                 .map_err(|e| Invalid::new("match.statement", format!("not a regular expression: {e}")))?;
         }
-        let triggers: Vec<&str> = [
-            ("share", self.share.is_some()),
-            ("every", self.every.is_some()),
-            ("calls", self.calls.is_some()),
-            ("first", self.first.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(n, set)| set.then_some(n))
-        .collect();
-        if let [a, b, ..] = triggers[..] {
-            return Err(Invalid::new(b, format!("give one of share, every, calls or first, not both {a} and {b}")));
-        }
-        if self.every == Some(0) {
-            return Err(Invalid::new("every", "at least 1 (every: 1 takes every matching statement)"));
-        }
-        if self.first == Some(0) {
-            return Err(Invalid::new("first", "at least 1"));
-        }
-        if let Some(calls) = &self.calls {
-            if calls.is_empty() {
-                return Err(Invalid::new("calls", "give at least one statement number"));
-            }
-            if let Some(i) = calls.iter().position(|n| *n == 0) {
-                return Err(Invalid::new(format!("calls[{i}]"), "statement numbers start at 1"));
-            }
-        }
-        if self.per.is_some() && self.every.is_none() && self.calls.is_none() {
-            return Err(Invalid::new("per", "per says what every or calls count; give one of them"));
-        }
+        self.trigger_fields().check("statement")?;
         let effects: Vec<&str> = [
             ("error", self.error.is_some()),
             ("delay", self.delay.is_some()),

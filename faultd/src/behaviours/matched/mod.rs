@@ -128,17 +128,7 @@ impl Matched {
 
     /// The trigger and what it counts, `None` for every matching call. Assumes a validated entry.
     fn trigger(&self) -> Option<(Trigger, Per)> {
-        let per = self.per.unwrap_or(Per::Route);
-        if let Some(n) = self.every {
-            return Some((Trigger::Every(n), per));
-        }
-        if let Some(calls) = &self.calls {
-            let mut numbers = calls.clone();
-            numbers.sort_unstable();
-            numbers.dedup();
-            return Some((Trigger::Calls(numbers.into()), per));
-        }
-        self.first.map(|n| (Trigger::First(n), Per::Connection))
+        self.trigger_fields().compile()
     }
 
     /// Checks the conditions, the trigger and the fault fields laid over `within`; fields are named relative to
@@ -171,7 +161,41 @@ impl Matched {
     }
 
     fn check_trigger(&self) -> Result<(), Invalid> {
+        self.trigger_fields().check("call")
+    }
+
+    fn trigger_fields(&self) -> TriggerFields<'_> {
+        TriggerFields {
+            share: None,
+            every: self.every,
+            calls: self.calls.as_deref(),
+            first: self.first,
+            per: self.per,
+        }
+    }
+}
+
+/// The trigger fields an entry carries on any wire (an HTTP route's `matched`, a Redis or a PostgreSQL route's
+/// entries), checked and compiled in one place so that they mean the same everywhere.
+pub(crate) struct TriggerFields<'a> {
+    /// Whether `share` was given, on the wires that draw one; `None` on a wire without `share`.
+    pub share: Option<bool>,
+    /// `every`.
+    pub every: Option<u64>,
+    /// `calls`.
+    pub calls: Option<&'a [u64]>,
+    /// `first`.
+    pub first: Option<u64>,
+    /// `per`.
+    pub per: Option<Per>,
+}
+
+impl TriggerFields<'_> {
+    /// Checks that at most one trigger is given, that counts start at 1, and that `per` goes with a count;
+    /// `unit` names what is counted (`call`, `command`, `statement`).
+    pub(crate) fn check(&self, unit: &str) -> Result<(), Invalid> {
         let given: Vec<&str> = [
+            ("share", self.share == Some(true)),
             ("every", self.every.is_some()),
             ("calls", self.calls.is_some()),
             ("first", self.first.is_some()),
@@ -180,42 +204,67 @@ impl Matched {
         .filter_map(|(name, set)| set.then_some(name))
         .collect();
         if let [first, second, ..] = given[..] {
+            let one_of = if self.share.is_some() {
+                "share, every, calls or first"
+            } else {
+                "every, calls or first"
+            };
             return Err(Invalid::new(
                 second,
-                format!("give one of every, calls or first, not both {first} and {second}"),
+                format!("give one of {one_of}, not both {first} and {second}"),
             ));
         }
         if self.every == Some(0) {
             return Err(Invalid::new(
                 "every",
-                "at least 1 (every: 1 takes every matching call)",
+                format!("at least 1 (every: 1 takes every matching {unit})"),
             ));
         }
         if self.first == Some(0) {
             return Err(Invalid::new("first", "at least 1"));
         }
-        if let Some(calls) = &self.calls {
+        if let Some(calls) = self.calls {
             if calls.is_empty() {
-                return Err(Invalid::new("calls", "give at least one call number"));
+                return Err(Invalid::new(
+                    "calls",
+                    format!("give at least one {unit} number"),
+                ));
             }
             if let Some(i) = calls.iter().position(|n| *n == 0) {
                 return Err(Invalid::new(
                     format!("calls[{i}]"),
-                    "call numbers start at 1",
+                    format!("{unit} numbers start at 1"),
                 ));
             }
         }
+        let counted = self.every.is_some() || self.calls.is_some() || self.first.is_some();
         match self.per {
-            Some(_) if given.is_empty() => Err(Invalid::new(
+            Some(_) if !counted => Err(Invalid::new(
                 "per",
                 "per says what every or calls count; give one of them",
             )),
             Some(Per::Route) if self.first.is_some() => Err(Invalid::new(
                 "per",
-                "first counts the calls of each connection; for the route's first calls give calls: [1, 2, ...]",
+                format!("first counts the {unit}s of each connection; for the route's first {unit}s give calls: [1, 2, ...]"),
             )),
             _ => Ok(()),
         }
+    }
+
+    /// The trigger and what it counts, `None` for every matching call (or a share's draw). Assumes checked
+    /// fields.
+    pub(crate) fn compile(&self) -> Option<(Trigger, Per)> {
+        let per = self.per.unwrap_or(Per::Route);
+        if let Some(n) = self.every {
+            return Some((Trigger::Every(n), per));
+        }
+        if let Some(calls) = self.calls {
+            let mut numbers = calls.to_vec();
+            numbers.sort_unstable();
+            numbers.dedup();
+            return Some((Trigger::Calls(numbers.into()), per));
+        }
+        self.first.map(|n| (Trigger::First(n), Per::Connection))
     }
 }
 

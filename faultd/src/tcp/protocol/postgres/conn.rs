@@ -15,11 +15,11 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::entries::ConnectionCounts;
 use super::frame::{Event, Framer, Side, Startup};
 use super::record::{Ended, OTHER};
 use super::session::{Call, Finished, Reply, Session, Statement};
 use super::{OnGarbage, PostgresRoute, Ssl};
+use crate::behaviours::ConnectionCounts;
 use crate::behaviours::StatementFault;
 use crate::draw::route_key;
 use crate::tcp::protocol::Conn;
@@ -85,12 +85,7 @@ fn record(route: &PostgresRoute, finished: Vec<Finished>, cut: bool) {
 }
 
 /// Decides a statement's entry and notes it as started.
-fn decide(
-    route: &PostgresRoute,
-    conn: &Conn<'_>,
-    text: &str,
-    counts: &mut ConnectionCounts,
-) -> Call {
+fn decide(route: &PostgresRoute, conn: &Conn<'_>, text: &str, counts: &ConnectionCounts) -> Call {
     let entries = route.entries();
     let d = entries.decide(text, conn.seed, route_key(conn.route), counts);
     let (entry, pattern) = match d.entry.and_then(|i| entries.list.get(i)) {
@@ -117,7 +112,7 @@ async fn client_side(
 ) {
     let mut framer = Framer::new(Side::Client);
     let mut buf = BytesMut::with_capacity(8 * 1024);
-    let mut counts = ConnectionCounts::new();
+    let counts = ConnectionCounts::default();
     let mut out = Vec::with_capacity(8 * 1024);
     loop {
         match src.read_buf(&mut buf).await {
@@ -155,7 +150,7 @@ async fn client_side(
                     // A message too long to read whole is decided on its first bytes (a statement's start).
                     let mut s = lock(session);
                     let call = match s.client_statement(tag, &bytes) {
-                        Statement::Runs(text) => Some(decide(route, conn, &text, &mut counts)),
+                        Statement::Runs(text) => Some(decide(route, conn, &text, &counts)),
                         Statement::None => None,
                     };
                     let terminate = matches!(

@@ -2,28 +2,19 @@
 //!
 //! For: compiling a list (regexes once), the triggers (`share` drawn from the seed per statement; `every` and
 //! `calls` counting the route's or the connection's matching statements; `first` a connection's), and the
-//! counts that restart with each phase (each compiled list has its own generation). Not for: what the fault does
+//! counts that restart with each phase (each compiled entry counts under a number of its own). Not for: what the fault does
 //! (see `session`) or recording (see `record`).
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use regex::Regex;
 
-use crate::behaviours::{Per, PostgresFault, StatementFault};
+use faultline_units::Share;
+
+use crate::behaviours::matched::{Trigger, NEXT_ENTRY};
+use crate::behaviours::{ConnectionCounts, Per, PostgresFault, StatementFault};
 use crate::draw::{route_key, CallDraws};
-
-static GENERATION: AtomicU64 = AtomicU64::new(1);
-
-#[derive(Debug)]
-enum Trigger {
-    All,
-    Share(f64),
-    Every(u64, Per),
-    Calls(Box<[u64]>, Per),
-    First(u64),
-}
 
 /// One compiled entry.
 #[derive(Debug)]
@@ -33,7 +24,11 @@ pub struct Entry {
     /// Its pattern as written (shown in the recording).
     pub pattern: Option<String>,
     regex: Option<Regex>,
-    trigger: Trigger,
+    /// `every`, `calls` or `first`, and what it counts; `None` for a share's draw or every matching statement.
+    trigger: Option<(Trigger, Per)>,
+    share: Option<f64>,
+    /// Its number among every compiled entry, under which connections count its statements.
+    id: u64,
     fault: StatementFault,
     /// Matching statements of the route so far (under this list).
     seen: AtomicU64,
@@ -45,14 +40,9 @@ pub struct Entry {
 pub struct Entries {
     /// The entries, in list order.
     pub list: Vec<Entry>,
-    /// This list's generation: per-connection counts of an older list are not carried over.
-    pub generation: u64,
     /// The list it was compiled from.
     pub source: Vec<PostgresFault>,
 }
-
-/// A connection's own counts, per (generation, entry).
-pub type ConnectionCounts = HashMap<(u64, usize), u64>;
 
 /// The decision for one statement.
 #[derive(Debug, PartialEq)]
@@ -79,38 +69,21 @@ impl Entries {
                     }
                     None => None,
                 };
-                let per = f.per.unwrap_or(Per::Route);
-                let trigger = if let Some(s) = f.share {
-                    Trigger::Share(s.fraction())
-                } else if let Some(n) = f.every {
-                    Trigger::Every(n, per)
-                } else if let Some(c) = &f.calls {
-                    let mut c = c.clone();
-                    c.sort_unstable();
-                    c.dedup();
-                    Trigger::Calls(c.into(), per)
-                } else if let Some(n) = f.first {
-                    Trigger::First(n)
-                } else {
-                    Trigger::All
-                };
                 let label = f.label(i);
                 Some(Entry {
                     key: route_key(&label),
                     label: label.into(),
                     pattern: f.conditions.statement.clone(),
                     regex,
-                    trigger,
+                    trigger: f.trigger_fields().compile(),
+                    share: f.share.map(Share::fraction),
+                    id: NEXT_ENTRY.fetch_add(1, Ordering::Relaxed),
                     fault: f.fault(),
                     seen: AtomicU64::new(0),
                 })
             })
             .collect();
-        Entries {
-            list,
-            generation: GENERATION.fetch_add(1, Ordering::Relaxed),
-            source,
-        }
+        Entries { list, source }
     }
 
     /// An empty list (a byte-for-byte postgres route).
@@ -125,7 +98,7 @@ impl Entries {
         statement: &str,
         seed: u64,
         route: u64,
-        conn: &mut ConnectionCounts,
+        conn: &ConnectionCounts,
     ) -> Decision {
         let mut first_match = None;
         for (i, e) in self.list.iter().enumerate() {
@@ -134,26 +107,13 @@ impl Entries {
             }
             first_match.get_or_insert(i);
             let n_route = e.seen.fetch_add(1, Ordering::Relaxed) + 1;
-            let n_conn = {
-                let c = conn.entry((self.generation, i)).or_insert(0);
-                *c += 1;
-                *c
-            };
-            let n = |per: &Per| {
-                if *per == Per::Connection {
-                    n_conn
-                } else {
-                    n_route
+            let takes = match (&e.trigger, e.share) {
+                (Some((trigger, Per::Route)), _) => trigger.picks(n_route),
+                (Some((trigger, Per::Connection)), _) => trigger.picks(conn.next(e.id)),
+                (None, Some(share)) => {
+                    CallDraws::new(seed, route ^ e.key.rotate_left(17), n_route).fault < share
                 }
-            };
-            let takes = match &e.trigger {
-                Trigger::All => true,
-                Trigger::Share(s) => {
-                    CallDraws::new(seed, route ^ e.key.rotate_left(17), n_route).fault < *s
-                }
-                Trigger::Every(k, per) => n(per).is_multiple_of(*k),
-                Trigger::Calls(c, per) => c.binary_search(&n(per)).is_ok(),
-                Trigger::First(k) => n_conn <= *k,
+                (None, None) => true,
             };
             if takes {
                 return Decision {
@@ -182,34 +142,34 @@ mod tests {
         let e = Entries::new(
             &list("[ { name: upd, match: { statement: '^UPDATE' }, every: 2, terminate: true }, { first: 1, delay: 1s } ]"),
         );
-        let (mut a, mut b) = (ConnectionCounts::new(), ConnectionCounts::new());
-        let d = |s: &str, c: &mut ConnectionCounts| e.decide(s, 1, 2, c);
+        let (a, b) = (ConnectionCounts::default(), ConnectionCounts::default());
+        let d = |s: &str, c: &ConnectionCounts| e.decide(s, 1, 2, c);
         let delay = Some(StatementFault::Delay(std::time::Duration::from_secs(1)));
         // upd passes on the route's first UPDATE: the next entry takes the connection's first statement.
         assert_eq!(
-            d("UPDATE x", &mut a),
+            d("UPDATE x", &a),
             Decision {
                 entry: Some(1),
                 fault: delay.clone()
             }
         );
-        assert_eq!(d("UPDATE x", &mut b).fault, Some(StatementFault::Terminate));
+        assert_eq!(d("UPDATE x", &b).fault, Some(StatementFault::Terminate));
         assert_eq!(
-            d("select 1", &mut a),
+            d("select 1", &a),
             Decision {
                 entry: Some(1),
                 fault: None
             }
         );
         assert_eq!(
-            d("select 1", &mut b),
+            d("select 1", &b),
             Decision {
                 entry: Some(1),
                 fault: delay
             }
         );
         assert_eq!(
-            d("UPDATE x", &mut a),
+            d("UPDATE x", &a),
             Decision {
                 entry: Some(0),
                 fault: None
@@ -221,9 +181,9 @@ mod tests {
     fn a_share_takes_about_its_share_and_the_same_seed_the_same_statements() {
         let e = Entries::new(&list("[ { share: 10%, terminate: true } ]"));
         let run = |e: &Entries| {
-            let mut c = ConnectionCounts::new();
+            let c = ConnectionCounts::default();
             (0..2000)
-                .filter(|_| e.decide("x", 7, 3, &mut c).fault.is_some())
+                .filter(|_| e.decide("x", 7, 3, &c).fault.is_some())
                 .count()
         };
         let taken = run(&e);

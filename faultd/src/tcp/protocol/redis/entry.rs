@@ -16,7 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::resp::Head;
-use crate::behaviours::matched::{ConnectionCounts, Trigger, NEXT_ENTRY};
+use crate::behaviours::matched::{ConnectionCounts, Trigger, TriggerFields, NEXT_ENTRY};
 use crate::behaviours::{Invalid, Per};
 use crate::draw::{route_key, CallDraws};
 use crate::tally::EntryTally;
@@ -163,62 +163,21 @@ impl RedisEntry {
     }
 
     fn check_trigger(&self) -> Result<(), Invalid> {
-        let given: Vec<&str> = [
-            ("share", self.share.is_some()),
-            ("every", self.every.is_some()),
-            ("calls", self.calls.is_some()),
-            ("first", self.first.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(n, set)| set.then_some(n))
-        .collect();
-        if let [first, second, ..] = given[..] {
-            return Err(Invalid::new(
-                second,
-                format!("give one of share, every, calls or first, not both {first} and {second}"),
-            ));
-        }
-        if self.every == Some(0) {
-            return Err(Invalid::new(
-                "every",
-                "at least 1 (every: 1 takes every matching command)",
-            ));
-        }
-        if self.first == Some(0) {
-            return Err(Invalid::new("first", "at least 1"));
-        }
-        if let Some(calls) = &self.calls {
-            if calls.is_empty() {
-                return Err(Invalid::new("calls", "give at least one command number"));
-            }
-            if let Some(i) = calls.iter().position(|n| *n == 0) {
-                return Err(Invalid::new(
-                    format!("calls[{i}]"),
-                    "command numbers start at 1",
-                ));
-            }
-        }
-        match self.per {
-            Some(_) if self.every.is_none() && self.calls.is_none() => Err(Invalid::new(
-                "per",
-                "per says what every or calls count; give one of them",
-            )),
-            _ => Ok(()),
+        self.trigger_fields().check("command")
+    }
+
+    fn trigger_fields(&self) -> TriggerFields<'_> {
+        TriggerFields {
+            share: Some(self.share.is_some()),
+            every: self.every,
+            calls: self.calls.as_deref(),
+            first: self.first,
+            per: self.per,
         }
     }
 
     fn trigger(&self) -> Option<(Trigger, Per)> {
-        let per = self.per.unwrap_or(Per::Route);
-        if let Some(n) = self.every {
-            return Some((Trigger::Every(n), per));
-        }
-        if let Some(calls) = &self.calls {
-            let mut numbers = calls.clone();
-            numbers.sort_unstable();
-            numbers.dedup();
-            return Some((Trigger::Calls(numbers.into()), per));
-        }
-        self.first.map(|n| (Trigger::First(n), Per::Connection))
+        self.trigger_fields().compile()
     }
 }
 
