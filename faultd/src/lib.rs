@@ -33,6 +33,7 @@ pub mod deadlines;
 pub mod dns;
 pub mod draw;
 mod error;
+mod exposition;
 pub mod files;
 pub mod http;
 pub mod invalid;

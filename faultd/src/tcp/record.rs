@@ -403,23 +403,11 @@ impl prometheus_client::collector::Collector for TcpMetrics {
         &self,
         mut encoder: prometheus_client::encoding::DescriptorEncoder,
     ) -> Result<(), std::fmt::Error> {
-        use prometheus_client::encoding::EncodeMetric;
-        use prometheus_client::metrics::counter::ConstCounter;
-        use prometheus_client::metrics::gauge::ConstGauge;
+        use crate::exposition::Row;
         use prometheus_client::metrics::MetricType;
 
-        type Row<'a> = (Vec<(&'a str, &'a str)>, u64);
         let mut family = |name: &str, help: &str, kind: MetricType, rows: Vec<Row<'_>>| {
-            let mut f = encoder.encode_descriptor(name, help, None, kind)?;
-            for (labels, v) in rows {
-                match kind {
-                    MetricType::Gauge => {
-                        ConstGauge::new(v as i64).encode(f.encode_family(&labels)?)?
-                    }
-                    _ => ConstCounter::new(v).encode(f.encode_family(&labels)?)?,
-                }
-            }
-            Ok::<(), std::fmt::Error>(())
+            crate::exposition::family(&mut encoder, name, help, kind, rows)
         };
         let per_route = |get: fn(&TcpRouteRecording) -> u64| -> Vec<Row<'_>> {
             self.0
