@@ -166,23 +166,14 @@ async fn client_side(
                     }
                 }
                 Event::Garbage(bytes) => {
-                    route.recorder.garbage();
-                    if route.on_garbage == OnGarbage::Close {
-                        conn.finish(Ending::Close);
+                    if !garbage(route, conn, session, &bytes, &mut out) {
                         return;
                     }
-                    lock(session).raw = true;
-                    out.extend_from_slice(&bytes);
                 }
             }
         }
-        if !out.is_empty() {
-            if dst.write_all(&out).await.is_err() {
-                conn.finish(Ending::Close);
-                return;
-            }
-            conn.link.bytes(Stream::Upstream, out.len());
-            out.clear();
+        if !flush(conn, Stream::Upstream, &mut dst, &mut out).await {
+            return;
         }
         if stop {
             return std::future::pending().await;
@@ -241,20 +232,16 @@ async fn server_side(
                     continue;
                 }
                 Event::Garbage(bytes) => {
-                    route.recorder.garbage();
-                    if route.on_garbage == OnGarbage::Close {
-                        conn.finish(Ending::Close);
+                    if !garbage(route, conn, session, &bytes, &mut out) {
                         return;
                     }
-                    lock(session).raw = true;
-                    out.extend_from_slice(&bytes);
                     continue;
                 }
             };
             let due = lock(session).due();
             if let Some(due) = due.filter(|d| *d > Instant::now()) {
                 // A delayed statement's reply: what came before it goes now, the reply when its delay is over.
-                if !flush(conn, &mut dst, &mut out).await {
+                if !flush(conn, Stream::Downstream, &mut dst, &mut out).await {
                     return;
                 }
                 tokio::time::sleep_until(due).await;
@@ -270,19 +257,44 @@ async fn server_side(
             };
             record(route, std::mem::take(&mut finished), false);
             if terminate {
-                let _ = flush(conn, &mut dst, &mut out).await;
+                let _ = flush(conn, Stream::Downstream, &mut dst, &mut out).await;
                 conn.finish(Ending::Close);
                 return;
             }
         }
-        if !flush(conn, &mut dst, &mut out).await {
+        if !flush(conn, Stream::Downstream, &mut dst, &mut out).await {
             return;
         }
     }
 }
 
 /// Writes what is batched for the client; false when the client is gone.
-async fn flush(conn: &Conn<'_>, dst: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> bool {
+/// Bytes that are not the protocol, from either side: counted, then the connection closes (false) or passes
+/// them and everything after untouched, as the route says.
+fn garbage(
+    route: &PostgresRoute,
+    conn: &Conn<'_>,
+    session: &Shared,
+    bytes: &[u8],
+    out: &mut Vec<u8>,
+) -> bool {
+    route.recorder.garbage();
+    if route.on_garbage == OnGarbage::Close {
+        conn.finish(Ending::Close);
+        return false;
+    }
+    lock(session).raw = true;
+    out.extend_from_slice(bytes);
+    true
+}
+
+/// Writes what `out` holds to `dst` (the `stream` way) and counts it; false when the connection broke.
+async fn flush(
+    conn: &Conn<'_>,
+    stream: Stream,
+    dst: &mut OwnedWriteHalf,
+    out: &mut Vec<u8>,
+) -> bool {
     if out.is_empty() {
         return true;
     }
@@ -290,7 +302,7 @@ async fn flush(conn: &Conn<'_>, dst: &mut OwnedWriteHalf, out: &mut Vec<u8>) -> 
         conn.finish(Ending::Close);
         return false;
     }
-    conn.link.bytes(Stream::Downstream, out.len());
+    conn.link.bytes(stream, out.len());
     out.clear();
     true
 }
