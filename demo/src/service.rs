@@ -266,6 +266,8 @@ fn name_resolver(
     let Some(dns) = &config.dns else {
         return Ok(None);
     };
+    // Checked here rather than with the configuration: a scenario writes the resolver as `{faultd.dns}`, an
+    // address only once faultd listens.
     let invalid = |message: String| DemoError::Invalid {
         field: "dns".into(),
         message,

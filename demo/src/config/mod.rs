@@ -7,6 +7,7 @@
 //! (`operation`). Every field has a default, so `demo: {}` is the recommended configuration of seed 000, and a
 //! partly written operation (`pricing: { timeout: 100ms }`) keeps the recommended value of every field it omits.
 
+mod dns;
 mod mistake;
 mod operations;
 mod overrides;
@@ -19,12 +20,12 @@ use std::collections::BTreeSet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use dns::ResolveConfig;
 pub use mistake::Mistake;
 pub use operations::Operations;
 pub use overrides::{BreakerOverrides, OperationOverrides, RetryOverrides};
 
 use crate::admission::{AdmissionConfig, MAX_MAX_IN_FLIGHT};
-use crate::layers::resolve::ResolveConfig;
 use crate::operation::Operation;
 use crate::settings::{Fallback, HedgeAfter, HedgeConfig};
 use crate::DemoError;
@@ -158,9 +159,6 @@ impl DemoConfig {
             return invalid("admission.target_latency".into(), "must be above 0s".into());
         }
         if let Some(d) = &self.dns {
-            if let Err(m) = d.server() {
-                return invalid("dns.resolver".into(), m);
-            }
             if d.timeout.get().is_zero() {
                 return invalid("dns.timeout".into(), "must be above 0s".into());
             }

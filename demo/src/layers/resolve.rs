@@ -16,60 +16,15 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use faultline_units::Dur;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, RData, RecordType};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
+use crate::config::ResolveConfig;
+
 /// While a stale answer is served, the least time between two attempts to refresh it.
 pub const RETRY_STALE: Duration = Duration::from_secs(1);
-
-/// The demo's `dns:` section: resolve the dependency's host through this server.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResolveConfig {
-    /// The DNS server (`host:port`, UDP), e.g. faultd's resolver: `"{faultd.dns}"`.
-    pub resolver: String,
-    /// The name to call the dependency by, in place of the dependency URL's host (whose port and path are kept),
-    /// e.g. `pricing.internal`. Without it, the URL's own host is the name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// How long the last answer is still served after its TTL when resolution fails.
-    #[serde(default = "stale_for")]
-    pub stale_for: Dur,
-    /// How long one query waits for its answer.
-    #[serde(default = "query_timeout")]
-    pub timeout: Dur,
-}
-
-fn stale_for() -> Dur {
-    Dur::from_millis(60_000)
-}
-
-fn query_timeout() -> Dur {
-    Dur::from_millis(1_000)
-}
-
-impl ResolveConfig {
-    /// The server's address, or why it is not one.
-    pub fn server(&self) -> Result<SocketAddr, String> {
-        self.resolver.trim().parse().map_err(|_| {
-            format!(
-                "{:?} is not an address such as 127.0.0.1:5300",
-                self.resolver
-            )
-        })
-    }
-
-    /// Multiplies every duration by `factor`.
-    pub fn scale_time(&mut self, factor: f64) {
-        self.stale_for = self.stale_for.scaled(factor);
-        self.timeout = self.timeout.scaled(factor);
-    }
-}
 
 /// Why a name did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

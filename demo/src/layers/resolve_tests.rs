@@ -10,6 +10,7 @@ use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::Record;
 
 use super::*;
+use faultline_units::Dur;
 
 const OLD: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
 const NEW: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
