@@ -248,8 +248,9 @@ impl DnsCheck {
         let per_sec = peak as f64 / peak_window.as_secs_f64();
         let from = record.bucket_start(at);
         let text = format!(
-            "{} was asked {peak} times in the busiest {} window, {:.1}-{:.1} s ({}/s; {} queries {}, {}/s on average); expected at most {}/s in every {} window",
+            "{} was asked {} in the busiest {} window, {:.1}-{:.1} s ({}/s; {} queries {}, {}/s on average); expected at most {}/s in every {} window",
             self.name,
+            times(peak),
             secs(peak_window),
             from.as_secs_f64(),
             (from + peak_window).as_secs_f64(),
@@ -311,7 +312,7 @@ impl DnsCheck {
             .filter_map(|i| buckets.get(i))
             .map(|b| b.total())
             .sum();
-        let asked = format!("{} was asked {asked} times in that span", self.name);
+        let asked = format!("{} was asked {} in that span", self.name, times(asked));
         match first {
             Some(at) => {
                 let took = at - phase.start;
@@ -348,6 +349,14 @@ impl DnsCheck {
                 )
             }
         }
+    }
+}
+
+/// "once", "2 times".
+fn times(n: u64) -> String {
+    match n {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
     }
 }
 
