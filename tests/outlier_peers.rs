@@ -159,6 +159,7 @@ fn verdict(spec: &str, record: &RunRecord) -> Verdict {
         tls: false,
         metrics: &[],
         instances: &|_| 3,
+        dns_names: &[],
     })
     .unwrap()
     .evaluate(record)

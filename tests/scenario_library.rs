@@ -165,6 +165,17 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["cancelled"],
         only_these: true,
     },
+    // Uncached, every request of the outage fails, and every request is a query in both phases.
+    Entry {
+        file: "dns-outage.yaml",
+        scale: "0.5",
+        fails_with_mistake: &[
+            "keeps-answering",
+            "asks-once-a-ttl",
+            "asks-rarely-while-down",
+        ],
+        only_these: true,
+    },
     // Without ejection the breaker opens on the third of the calls that fail; its fallback then serves everyone,
     // which no other expectation judges.
     Entry {
@@ -347,6 +358,11 @@ fn slow_dependency_pool_fills_without_a_timeout() {
         );
         assert!(sentence.ends_with("expected below 200: FAIL"), "{sentence}");
     });
+}
+
+#[test]
+fn dns_outage_is_served_from_the_stale_answer_and_without_a_cache_every_request_fails() {
+    prove("dns-outage.yaml");
 }
 
 #[test]

@@ -31,6 +31,7 @@ use crate::layers::fallback::FallbackLayer;
 use crate::layers::grpc::{GrpcChannel, GrpcClient};
 use crate::layers::hedge::{HedgeLayer, HedgePolicy};
 use crate::layers::redis::RedisClient;
+use crate::layers::resolve::NameResolver;
 use crate::layers::retry::{RetryLayer, RetryPolicy, Spacing};
 use crate::layers::timeout::TimeoutLayer;
 use crate::layers::{stack, Answer, CallError, DepRequest, OperationStack, Reply};
@@ -109,6 +110,7 @@ impl App {
         // One gRPC channel for the whole process, as a service keeps one per target.
         let channel = (config.protocol == Protocol::Grpc)
             .then(|| GrpcChannel::new(&authority(dependency_url)));
+        let resolver = name_resolver(config, dependency_url)?;
         let instances = (0..config.instances)
             .map(|i| -> Result<Instance, DemoError> {
                 let mut stacks = vec![None; Operation::ALL.len()];
@@ -159,9 +161,10 @@ impl App {
                     } else {
                         match &channel {
                             Some(channel) => Client::new(GrpcClient::new(channel.clone(), op)),
-                            None if c.endpoints.is_empty() => {
-                                Client::new(DependencyClient::new(client.clone(), dependency_url))
-                            }
+                            None if c.endpoints.is_empty() => Client::new(
+                                DependencyClient::new(client.clone(), dependency_url)
+                                    .resolving(resolver.clone()),
+                            ),
                             // Several endpoints: round robin, with outlier ejection unless it is the mistake.
                             None => Client::new(Balancer::new(
                                 endpoints(op, &c.endpoints, &client)?,
@@ -254,6 +257,37 @@ fn spacing(config: &DemoConfig) -> Spacing {
 
 /// The innermost service of a stack, whichever protocol it speaks: HTTP, gRPC or Redis.
 type Client = BoxCloneSyncService<DepRequest, Reply, CallError>;
+
+/// The resolver of the dependency's name, one for the whole process as a host has one cache (`dns:`).
+fn name_resolver(
+    config: &DemoConfig,
+    dependency_url: &str,
+) -> Result<Option<Arc<NameResolver>>, DemoError> {
+    let Some(dns) = &config.dns else {
+        return Ok(None);
+    };
+    // Checked here rather than with the configuration: a scenario writes the resolver as `{faultd.dns}`, an
+    // address only once faultd listens.
+    let invalid = |message: String| DemoError::Invalid {
+        field: "dns".into(),
+        message,
+    };
+    let url = reqwest::Url::parse(dependency_url).map_err(|e| invalid(e.to_string()))?;
+    if url.scheme() != "http" {
+        return Err(invalid(format!(
+            "{dependency_url}: the name is resolved for http:// dependencies only (over TLS the certificate would be checked against the address)"
+        )));
+    }
+    let name = match (&dns.name, url.host_str()) {
+        (Some(n), _) => n.clone(),
+        (None, Some(h)) => h.to_string(),
+        (None, None) => return Err(invalid(format!("{dependency_url} has no host to resolve"))),
+    };
+    let uncached = config.has(Mistake::NoDnsCache);
+    NameResolver::new(dns, &name, uncached)
+        .map(|r| Some(Arc::new(r)))
+        .map_err(invalid)
+}
 
 /// One client per endpoint of `op`, each a base URL (checked here: a scenario writes them as placeholders).
 fn endpoints(

@@ -7,4 +7,5 @@ mod e2e_faultd;
 mod grpc;
 mod https;
 mod propagation;
+mod resolve;
 mod service;

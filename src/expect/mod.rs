@@ -8,13 +8,15 @@
 //! One file per family: `breaker` (when it opens and closes, how it flaps, how many probes it lets through),
 //! `dependency` (calls in flight, the call rate while open, retry amplification, TLS handshakes per request), `sut`
 //! (latency percentiles, outcome shares and goodput, whole or over sliding windows), `metric` (any series of the
-//! SUT's own metrics), `requests` (each SUT request and the calls it caused) and `instances` (an instance of a route
-//! ejected and returned, the healthy instances' calls in flight). `spec` is the format as written, `entry` the one
+//! SUT's own metrics), `requests` (each SUT request and the calls it caused), `instances` (an instance of a route
+//! ejected and returned, the healthy instances' calls in flight) and `dns` (how often the dependency's name is
+//! asked for, how soon calls follow its move). `spec` is the format as written, `entry` the one
 //! check an entry holds and its resolution. An [`Expectation`] carries its id, its abort flag and its check, and
 //! judges itself: [`Expectation::evaluate`] on a finished run, [`Expectation::decide`] while the run goes on.
 
 pub mod breaker;
 pub mod dependency;
+pub mod dns;
 pub mod entry;
 pub mod instances;
 pub mod metric;
@@ -35,6 +37,7 @@ use crate::record::{PhaseSpan, RunRecord};
 
 pub use breaker::BreakerCheck;
 pub use dependency::DependencyCheck;
+pub use dns::DnsCheck;
 pub use instances::InstanceCheck;
 pub use metric::{MetricBound, MetricCheck};
 pub use postgres::PostgresCheck;
@@ -67,6 +70,7 @@ pub enum Check {
     Instances(InstanceCheck),
     Redis(redis::RedisCheck),
     Postgres(PostgresCheck),
+    Dns(DnsCheck),
 }
 
 impl Check {
@@ -81,6 +85,7 @@ impl Check {
             Check::Instances(c) => c.name(),
             Check::Redis(c) => c.name(),
             Check::Postgres(c) => c.name(),
+            Check::Dns(c) => c.name(),
         }
     }
 
@@ -95,6 +100,7 @@ impl Check {
             Check::Instances(c) => c.decidable_live(),
             Check::Redis(c) => c.decidable_live(),
             Check::Postgres(c) => c.decidable_live(),
+            Check::Dns(c) => c.decidable_live(),
         }
     }
 
@@ -108,6 +114,7 @@ impl Check {
             Check::Instances(c) => c.evaluate(name, record),
             Check::Redis(c) => c.evaluate(name, record),
             Check::Postgres(c) => c.evaluate(name, record),
+            Check::Dns(c) => c.evaluate(name, record),
         }
     }
 
@@ -123,6 +130,7 @@ impl Check {
             // Counted per phase and over the run: judged on the finished run.
             Check::Redis(_) => None,
             Check::Postgres(c) => c.decide(name, record),
+            Check::Dns(c) => c.decide(name, record),
         }
     }
 }

@@ -36,6 +36,9 @@ pub struct ExpectationSpec {
     /// series summed), scraped from `metrics` or from the page the breakers are scraped from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sut_metric: Option<String>,
+    /// Subject: a name the dependency's resolver answers (`dependency.dns.names`), e.g. `pricing.internal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<String>,
     /// With `dependency` (a route with `protocol: postgres`): the statements of one of its entries (its `name`,
     /// or `other` for the statements no entry matched), as faultd recorded them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -50,7 +53,7 @@ pub struct ExpectationSpec {
     /// The breaker closes within this long after the phase named by `after` begins.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closes_within: Option<Dur>,
-    /// The phase whose start `opens_within` / `closes_within` count from.
+    /// The phase whose start `opens_within` / `closes_within` / `moved_within` count from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
     /// The breaker never leaves closed during the phase named by `during` (or the whole run).
@@ -62,7 +65,16 @@ pub struct ExpectationSpec {
     /// At most this many calls reach the dependency in each half-open window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes_per_half_open_at_most: Option<u32>,
-    /// The route the breaker guards, for probe counting (default: the breaker's own `route`).
+    /// With `dns`: in every 1 s window of the phase named by `during` (or the run), the resolver was asked for the
+    /// name at most this many times per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queries_per_second_at_most: Option<f64>,
+    /// With `dns`: the first call at `route` (the listener the record moved to) comes within this long after the
+    /// phase named by `after` begins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved_within: Option<Dur>,
+    /// The route the breaker guards, for probe counting (default: the breaker's own `route`); with `moved_within`,
+    /// the route whose listener the moved record points at.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route: Option<String>,
 
@@ -268,6 +280,8 @@ pub struct Names<'a> {
     pub metrics: &'a [String],
     /// How many instances a route is served by (`instances: N`; 0 for a route without them).
     pub instances: &'a dyn Fn(&str) -> u32,
+    /// The names the dependency's resolver answers (`dependency.dns.names`), as written.
+    pub dns_names: &'a [String],
 }
 
 impl ExpectationSpec {
@@ -291,6 +305,7 @@ impl ExpectationSpec {
             &mut self.retry_spacing_at_least,
             &mut self.hedges_cancelled_within,
             &mut self.p99_below,
+            &mut self.moved_within,
         ]
         .into_iter()
         .flatten()
@@ -306,6 +321,9 @@ impl ExpectationSpec {
         .flatten()
         {
             *r = Rate::per_second(r.per_sec() / factor);
+        }
+        if let Some(q) = self.queries_per_second_at_most.as_mut() {
+            *q /= factor;
         }
         if self.sut_latency.is_some() {
             if let Some(b) = self.below.as_mut() {

@@ -127,7 +127,9 @@ pub(super) fn resolve(spec: &str) -> Result<Expectation, String> {
     let spec: ExpectationSpec = serde_saphyr::from_str(spec).map_err(|e| e.to_string())?;
     let (phases, breakers, routes) = names();
     let routes_of = |b: &str| (b == "pricing").then(|| "pricing".to_string());
+    let dns = ["Pricing.Internal.".to_string()];
     spec.resolve(&Names {
+        dns_names: &dns,
         phases: &phases,
         breakers: &breakers,
         routes: &routes,
@@ -652,6 +654,7 @@ fn handshakes_per_request_are_refused_for_a_dependency_without_tls() {
             tls: false,
             metrics: &[],
             instances: &|_| 3,
+            dns_names: &[],
         })
         .unwrap_err();
     assert!(err.contains("add `tls: {}` under `dependency`"), "{err}");

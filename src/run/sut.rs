@@ -59,6 +59,10 @@ impl Sut {
                 scale,
             };
             cfg.redis = cfg.redis.map(|r| p.render(&r));
+            // The dependency's name resolved through faultd's resolver: `dns: { resolver: "{faultd.dns}" }`.
+            if let Some(d) = cfg.dns.as_mut() {
+                d.resolver = p.render(&d.resolver);
+            }
             // A dependency of several instances: `endpoints: "{faultd.routes.pricing.instances}"`.
             for op in demo::operation::Operation::ALL {
                 if let Some(c) = cfg.operations.get_mut(op) {

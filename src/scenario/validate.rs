@@ -168,6 +168,12 @@ impl Scenario {
             .chain(
                 sut.demo
                     .iter()
+                    .filter_map(|d| d.dns.as_ref())
+                    .map(|d| ("sut.demo.dns.resolver", &d.resolver)),
+            )
+            .chain(
+                sut.demo
+                    .iter()
                     .flat_map(|d| d.operations.configured())
                     .flat_map(|(_, c)| c.endpoints.iter())
                     .map(|v| ("sut.demo.operations", v)),
@@ -249,6 +255,13 @@ impl Scenario {
                 &format!("dependency.routes.{name}.tcp"),
                 "tcp:",
                 "TCP routes need the embedded faultd for now; leave out `faultd:` (an external faultd takes TCP routes through its Toxiproxy API)".into(),
+            ));
+        }
+        if let (Some(_), Some(_)) = (&self.faultd, &self.dependency.dns) {
+            errors.push(at(
+                "dependency.dns",
+                "dns:",
+                "a resolver needs the embedded faultd; leave out `faultd:` (a faultd started elsewhere is given its `dns:` section in its own configuration)".into(),
             ));
         }
         if let Some(f) = &self.faultd {
@@ -358,7 +371,14 @@ impl Scenario {
                 .and_then(|r| r.instances)
                 .unwrap_or(0)
         };
+        let dns_names: Vec<String> = self
+            .dependency
+            .dns
+            .iter()
+            .flat_map(|d| d.names.keys().cloned())
+            .collect();
         let names = Names {
+            dns_names: &dns_names,
             instances: &instances,
             metrics: &pages,
             phases: &phases,

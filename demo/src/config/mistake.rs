@@ -68,11 +68,15 @@ pub enum Mistake {
     /// Seed 002 / 001: calls are balanced over an operation's `endpoints` with no outlier ejection, so one sick
     /// instance of three fails a third of the calls and opens the breaker over the whole dependency for everyone.
     NoOutlierEjection,
+    /// The dependency's name is resolved on every call and a failed resolution fails the call, with no cache
+    /// honouring the TTL and no stale answer: every call is a query, and a resolver outage is the service's outage
+    /// (with `dns:`).
+    NoDnsCache,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 16] = [
+    pub const ALL: [Mistake; 17] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -89,6 +93,7 @@ impl Mistake {
         Mistake::NoDeadlinePropagation,
         Mistake::UncancelledHedges,
         Mistake::NoOutlierEjection,
+        Mistake::NoDnsCache,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -110,6 +115,7 @@ impl Mistake {
             Mistake::NoDeadlinePropagation => "no_deadline_propagation",
             Mistake::UncancelledHedges => "uncancelled_hedges",
             Mistake::NoOutlierEjection => "no_outlier_ejection",
+            Mistake::NoDnsCache => "no_dns_cache",
         }
     }
 }

@@ -7,6 +7,7 @@
 //! (`operation`). Every field has a default, so `demo: {}` is the recommended configuration of seed 000, and a
 //! partly written operation (`pricing: { timeout: 100ms }`) keeps the recommended value of every field it omits.
 
+mod dns;
 mod mistake;
 mod operations;
 mod overrides;
@@ -19,6 +20,7 @@ use std::collections::BTreeSet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use dns::ResolveConfig;
 pub use mistake::Mistake;
 pub use operations::Operations;
 pub use overrides::{BreakerOverrides, OperationOverrides, RetryOverrides};
@@ -59,6 +61,11 @@ pub struct DemoConfig {
     /// `Retry-After` (see `admission`).
     #[serde(default)]
     pub admission: AdmissionConfig,
+    /// Resolve the HTTP dependency's host through this DNS server, with a cache that honours the TTL and serves
+    /// the last answer for `stale_for` when resolution fails (see `layers::resolve`), e.g.
+    /// `dns: { resolver: "{faultd.dns}", name: pricing.internal }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<ResolveConfig>,
 }
 
 /// The protocol of the calls to the dependency; the layers around them are the same.
@@ -94,6 +101,7 @@ impl Default for DemoConfig {
             protocol: Protocol::Http,
             redis: None,
             admission: AdmissionConfig::default(),
+            dns: None,
         }
     }
 }
@@ -149,6 +157,17 @@ impl DemoConfig {
             .is_some_and(|t| t.get().is_zero())
         {
             return invalid("admission.target_latency".into(), "must be above 0s".into());
+        }
+        if let Some(d) = &self.dns {
+            if d.timeout.get().is_zero() {
+                return invalid("dns.timeout".into(), "must be above 0s".into());
+            }
+            if self.protocol == Protocol::Grpc {
+                return invalid(
+                    "dns".into(),
+                    "the dependency's name is resolved for HTTP calls only".into(),
+                );
+            }
         }
         if self.operations.configured().next().is_none() {
             return invalid(
@@ -269,6 +288,9 @@ impl DemoConfig {
     /// (The demo has no rates: its budget is a share of calls, not a rate.)
     pub fn scale_time(&mut self, factor: f64) {
         self.admission.retry_after = self.admission.retry_after.scaled(factor);
+        if let Some(d) = self.dns.as_mut() {
+            d.scale_time(factor);
+        }
         if let Some(t) = self.admission.target_latency.as_mut() {
             *t = t.scaled(factor);
         }

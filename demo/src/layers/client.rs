@@ -4,6 +4,9 @@
 //! Each call carries the caller's trace id in a `traceparent` of its own (a new span id) and, when the caller's
 //! deadline is propagated, the attempt's remaining budget in `x-request-timeout` (see `context`).
 //!
+//! With a [`NameResolver`], each call first resolves the dependency's name (from its cache, usually) and goes to
+//! the address it gives, with the name in `Host`.
+//!
 //! Not a limit of any kind: the connection pool is unbounded (idle connections kept per host without a cap), so
 //! the bulkhead is the only bound on calls in flight, as the seeds' arithmetic assumes.
 //!
@@ -18,11 +21,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::http::header::CONTENT_TYPE;
+use axum::http::header::{CONTENT_TYPE, HOST};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use tower::Service;
 
+use super::resolve::NameResolver;
 use super::{CallError, DepRequest, Reply};
 use crate::context::{deadline_header, DEADLINE_HEADER, TRACEPARENT};
 use crate::DemoError;
@@ -81,6 +85,7 @@ pub fn tls_config(ca_pem: Option<&str>) -> Result<rustls::ClientConfig, DemoErro
 pub struct DependencyClient {
     client: reqwest::Client,
     base: String,
+    resolve: Option<Arc<NameResolver>>,
 }
 
 impl DependencyClient {
@@ -89,7 +94,29 @@ impl DependencyClient {
         DependencyClient {
             client,
             base: base.trim_end_matches('/').to_string(),
+            resolve: None,
         }
+    }
+
+    /// Calls resolve `resolver`'s name first and go to the address it gives (the base URL's port and path kept).
+    pub fn resolving(mut self, resolver: Option<Arc<NameResolver>>) -> Self {
+        self.resolve = resolver;
+        self
+    }
+
+    /// The base URL with `ip` in place of its host, and the `Host` the name gives.
+    fn at(&self, ip: std::net::IpAddr, name: &str) -> Result<(String, String), CallError> {
+        let mut url = reqwest::Url::parse(&self.base)
+            .map_err(|e| CallError::Transport(format!("dependency URL: {e}")))?;
+        let port = url.port_or_known_default().unwrap_or(80);
+        url.set_ip_host(ip)
+            .map_err(|_| CallError::Transport("dependency URL: no host to replace".into()))?;
+        let host = if url.port().is_some() {
+            format!("{name}:{port}")
+        } else {
+            name.to_string()
+        };
+        Ok((url.as_str().trim_end_matches('/').to_string(), host))
     }
 }
 
@@ -103,9 +130,34 @@ impl Service<DepRequest> for DependencyClient {
     }
 
     fn call(&mut self, req: DepRequest) -> Self::Future {
+        let Some(resolver) = self.resolve.clone() else {
+            return self.send(req, self.base.clone(), None);
+        };
+        let this = self.clone();
+        Box::pin(async move {
+            let ip = resolver
+                .lookup()
+                .await
+                .map_err(|e| CallError::Transport(e.to_string()))?;
+            let (base, host) = this.at(ip, resolver.name())?;
+            this.send(req, base, Some(host)).await
+        })
+    }
+}
+
+impl DependencyClient {
+    fn send(
+        &self,
+        req: DepRequest,
+        base: String,
+        host: Option<String>,
+    ) -> Pin<Box<dyn Future<Output = Result<Reply, CallError>> + Send>> {
         let mut builder = self
             .client
-            .request(req.method.clone(), format!("{}{}", self.base, req.path));
+            .request(req.method.clone(), format!("{base}{}", req.path));
+        if let Some(host) = host {
+            builder = builder.header(HOST, host);
+        }
         if !req.body.is_empty() {
             builder = builder
                 .header(CONTENT_TYPE, "application/json")

@@ -20,6 +20,7 @@ pub mod fallback;
 pub mod grpc;
 pub mod hedge;
 pub mod redis;
+pub mod resolve;
 pub mod retry;
 pub mod timeout;
 

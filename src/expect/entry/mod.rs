@@ -9,6 +9,7 @@
 use faultline_units::{Dur, GrpcCode, Rate, Share};
 
 use super::dependency::{Counted, DependencyCheck};
+use super::dns::DnsEntry;
 use super::instances::InstanceEntry;
 use super::metric::{self, MetricCheck, MetricEntry};
 use super::postgres::PostgresEntry;
@@ -79,6 +80,8 @@ pub const CHECKS: &[(&str, &[&str])] = &[
     ("deadline_propagated", &["dependency", "during"]),
     ("hedges_per_request_at_most", &["dependency", "during"]),
     ("hedges_cancelled_within", &["dependency", "during"]),
+    ("queries_per_second_at_most", &["dns", "during"]),
+    ("moved_within", &["dns", "after", "route"]),
     (
         "command",
         &[
@@ -133,6 +136,8 @@ pub enum Entry<'a> {
     Postgres(PostgresEntry<'a>),
     /// A command of a Redis route, or an entry of a route (`super::redis`).
     Redis(&'a str, RedisEntry<'a>),
+    /// A name the dependency's resolver answers (`super::dns`).
+    Dns(DnsEntry<'a>),
 }
 
 /// A `command` or `entry` check as written.
@@ -279,9 +284,10 @@ impl<'a> Entry<'a> {
             spec.unmatched_calls_at_most.is_some(),
             spec.sut_goodput_at_least.is_some(),
             spec.sut_metric.is_some(),
+            spec.dns.is_some(),
         ];
         if subjects.iter().filter(|s| **s).count() != 1 {
-            return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `sut_latency`, `sut_share`, `sut_goodput_at_least`, `sut_metric` or `unmatched_calls_at_most`".into());
+            return Err("an expectation needs exactly one subject: `breaker`, `dependency`, `dns`, `sut_latency`, `sut_share`, `sut_goodput_at_least`, `sut_metric` or `unmatched_calls_at_most`".into());
         }
         check_window(spec)?;
         if let [(name, reads)] = checks.as_slice() {
@@ -312,6 +318,9 @@ impl<'a> Entry<'a> {
         }
         if let Some(selector) = &spec.sut_metric {
             return metric::entry(spec, selector).map(Entry::Metric);
+        }
+        if let Some(entry) = DnsEntry::read(spec) {
+            return entry.map(Entry::Dns);
         }
         if let Some(entry) = PostgresEntry::read(spec) {
             return entry.map(Entry::Postgres);
@@ -364,6 +373,11 @@ impl<'a> Entry<'a> {
                 bound: e.bound,
                 during: r.during(e.during)?,
             })),
+            Entry::Dns(d) => d
+                .resolve(&|f, n| r.dns_name(f, n), &|f, n| r.route(f, n), &|f, n| {
+                    r.phase(f, n)
+                })
+                .map(Check::Dns),
             Entry::Postgres(p) => p
                 .resolve(&|f, n| r.route(f, n), &|f, n| r.phase(f, n))
                 .map(Check::Postgres),

@@ -54,6 +54,28 @@ impl Resolver<'_, '_> {
         }
     }
 
+    /// A name the dependency's resolver answers, as its recording keys it (lower case, no final dot).
+    pub(super) fn dns_name(&self, field: &str, n: &str) -> Result<String, String> {
+        let key = faultd::dns::name_key(n);
+        if self
+            .names
+            .dns_names
+            .iter()
+            .any(|d| faultd::dns::name_key(d) == key)
+        {
+            Ok(key)
+        } else if self.names.dns_names.is_empty() {
+            Err(format!(
+                "`{field}` names `{n}`, but the dependency has no resolver: give it `dependency.dns.names`"
+            ))
+        } else {
+            Err(format!(
+                "`{field}` names `{n}`, which is not under `dependency.dns.names` (names: {})",
+                list(self.names.dns_names)
+            ))
+        }
+    }
+
     /// The route a breaker check counts at: the one written under `route`, else the one the breaker guards.
     pub(super) fn guarded(
         &self,

@@ -393,6 +393,7 @@ fn resolve_error(spec: &str) -> String {
         tls: false,
         metrics: &[],
         instances: &|_| 3,
+        dns_names: &[],
     })
     .unwrap_err()
 }
