@@ -126,7 +126,8 @@ pub struct ExpectationSpec {
     /// The dependency's call rate while the breaker named by `while_open` is open stays below this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_while_open_below: Option<Rate>,
-    /// Calls at the dependency per request sent to the SUT stay at or under this (retry amplification).
+    /// Calls at the dependency per request sent to the SUT stay at or under this (retry amplification). With
+    /// `statement`: that entry's statements per request sent to the SUT.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amplification_at_most: Option<f64>,
     /// Subject and check at once: calls that reached the dependency on a path no route matches (answered 404, or

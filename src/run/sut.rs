@@ -52,13 +52,15 @@ impl Sut {
         // Durations in placeholders follow the time scale the scenario was loaded with, as its own durations do.
         let scale = scenario.sut.time_scale.unwrap_or(1.0);
         if let Some(cfg) = &scenario.sut.demo {
-            // A Redis operation reaches its server through a TCP route: `redis: "{faultd.routes.db.addr}"`.
+            // A Redis or PostgreSQL operation reaches its server through a TCP route:
+            // `redis: "{faultd.routes.db.addr}"`, `postgres: "{faultd.routes.db.addr}"`.
             let mut cfg = cfg.clone();
             let p = Placeholders {
                 values: dependency.placeholders(),
                 scale,
             };
             cfg.redis = cfg.redis.map(|r| p.render(&r));
+            cfg.postgres = cfg.postgres.map(|r| p.render(&r));
             // A dependency of several instances: `endpoints: "{faultd.routes.pricing.instances}"`.
             for op in demo::operation::Operation::ALL {
                 if let Some(c) = cfg.operations.get_mut(op) {

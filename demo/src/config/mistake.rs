@@ -68,11 +68,15 @@ pub enum Mistake {
     /// Seed 002 / 001: calls are balanced over an operation's `endpoints` with no outlier ejection, so one sick
     /// instance of three fails a third of the calls and opens the breaker over the whole dependency for everyone.
     NoOutlierEjection,
+    /// PostgreSQL's rule for SERIALIZABLE transactions broken: a transaction the database aborts with 40001
+    /// (serialization failure) or 40P01 (deadlock) is not run again, so the caller gets an error for an order the
+    /// next attempt would have placed.
+    NoTransactionRetry,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 16] = [
+    pub const ALL: [Mistake; 17] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -89,6 +93,7 @@ impl Mistake {
         Mistake::NoDeadlinePropagation,
         Mistake::UncancelledHedges,
         Mistake::NoOutlierEjection,
+        Mistake::NoTransactionRetry,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -110,6 +115,7 @@ impl Mistake {
             Mistake::NoDeadlinePropagation => "no_deadline_propagation",
             Mistake::UncancelledHedges => "uncancelled_hedges",
             Mistake::NoOutlierEjection => "no_outlier_ejection",
+            Mistake::NoTransactionRetry => "no_transaction_retry",
         }
     }
 }

@@ -107,6 +107,7 @@ pub const CHECKS: &[(&str, &[&str])] = &[
             "sqlstate",
             "calls_at_least",
             "p99_below",
+            "amplification_at_most",
             "during",
         ],
     ),
