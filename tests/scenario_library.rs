@@ -284,9 +284,8 @@ fn prove_then(file: &str, env: &[(&str, String)], then: impl FnOnce(&Value, &Val
             "with the mistake, scenarios/{file} failed {failed:?}, not all of {expected:?}:\n{stdout}"
         );
     }
-    let read = |p: &Path| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
+    let read =
+        |p: &Path| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
     then(
         &read(&report.join("recommended").join("result.json")),
         &read(&mistaken),
@@ -548,7 +547,10 @@ fn serialization_failures_are_run_again_and_without_the_retry_orders_fail() {
                 crate::servers::postgres::psql(postgres.port, &["select count(*) from orders"]);
             let said = String::from_utf8_lossy(&placed.stderr);
             assert!(placed.status.success(), "{said}");
-            let rows: u64 = String::from_utf8_lossy(&placed.stdout).trim().parse().unwrap();
+            let rows: u64 = String::from_utf8_lossy(&placed.stdout)
+                .trim()
+                .parse()
+                .unwrap();
             assert!(
                 ok <= rows && rows < sent,
                 "{rows} orders in the table for {ok} answered 201 of {sent} sent"

@@ -160,12 +160,13 @@ impl App {
                     } else if op.is_postgres() {
                         let addr = config.postgres.as_deref().unwrap_or_default();
                         let retry = !config.has(Mistake::NoTransactionRetry);
-                        let postgres = PostgresClient::new(addr, c.pool, retry).map_err(|message| {
-                            DemoError::Invalid {
-                                field: "postgres".into(),
-                                message,
-                            }
-                        })?;
+                        let postgres =
+                            PostgresClient::new(addr, c.pool, retry).map_err(|message| {
+                                DemoError::Invalid {
+                                    field: "postgres".into(),
+                                    message,
+                                }
+                            })?;
                         Client::new(postgres)
                     } else {
                         match &channel {
@@ -549,7 +550,11 @@ async fn cart(State(app): State<Arc<App>>, Path(id): Path<String>, headers: Head
     }
 }
 
-async fn order(State(app): State<Arc<App>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+async fn order(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
     let instance = app.pick();
     let context = app.context(&headers);
     match instance

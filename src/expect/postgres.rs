@@ -77,15 +77,22 @@ impl<'a> PostgresEntry<'a> {
                 .map(|at_least| StatementBound::CallsAtLeast { at_least }),
             spec.p99_below
                 .map(|below| StatementBound::P99Below { below }),
-            spec.amplification_at_most
+            spec.per_request_at_most
                 .map(|at_most| StatementBound::PerRequestAtMost { at_most }),
         ];
         let mut given = bounds.into_iter().flatten();
         let (Some(bound), None) = (given.next(), given.next()) else {
             return Some(Err(
-                "`statement` takes one of `errors_at_most`, `calls_at_least`, `p99_below` or `amplification_at_most`".into(),
+                "`statement` takes one of `errors_at_most`, `calls_at_least`, `p99_below` or `per_request_at_most`".into(),
             ));
         };
+        if let StatementBound::PerRequestAtMost { at_most } = bound {
+            if !(at_most.is_finite() && at_most >= 0.0) {
+                return Some(Err(format!(
+                    "`per_request_at_most` must be a number at or above 0, got {at_most}"
+                )));
+            }
+        }
         if spec.sqlstate.is_some() && !matches!(bound, StatementBound::ErrorsAtMost { .. }) {
             return Some(Err("`sqlstate` narrows `errors_at_most`; give that".into()));
         }
@@ -334,24 +341,36 @@ mod tests {
 
     #[test]
     fn statements_per_request_are_the_phases_statements_over_the_requests_sent_in_it() {
-        let v = judge("{ dependency: db, statement: update, amplification_at_most: 1.2, during: brownout }");
+        let v = judge(
+            "{ dependency: db, statement: update, per_request_at_most: 1.2, during: brownout }",
+        );
         assert!(v.passed, "{}", v.sentence);
-        assert!((v.measured.unwrap() - 100.0 / 90.0).abs() < 1e-9, "{}", v.sentence);
+        assert!(
+            (v.measured.unwrap() - 100.0 / 90.0).abs() < 1e-9,
+            "{}",
+            v.sentence
+        );
         assert!(
             v.sentence.contains("100 for 90 SUT requests"),
             "{}",
             v.sentence
         );
+        assert!(judge(
+            "{ dependency: db, statement: update, per_request_at_most: 1.1, during: brownout }"
+        )
+        .failed());
         assert!(
-            judge("{ dependency: db, statement: update, amplification_at_most: 1.1, during: brownout }")
-                .failed()
+            judge(
+                "{ dependency: db, statement: update, per_request_at_most: 1.0, during: healthy }"
+            )
+            .passed
         );
+        let v = judge("{ dependency: db, statement: update, per_request_at_most: 1.0 }");
         assert!(
-            judge("{ dependency: db, statement: update, amplification_at_most: 1.0, during: healthy }")
-                .passed
+            v.failed() && v.measured == Some(200.0 / 190.0),
+            "{}",
+            v.sentence
         );
-        let v = judge("{ dependency: db, statement: update, amplification_at_most: 1.0 }");
-        assert!(v.failed() && v.measured == Some(200.0 / 190.0), "{}", v.sentence);
     }
 
     #[test]
@@ -368,6 +387,11 @@ mod tests {
         );
         assert!(
             read("{ dependency: db, statement: u, p99_below: 1s, sqlstate: '40001' }")
+                .unwrap()
+                .is_err()
+        );
+        assert!(
+            read("{ dependency: db, statement: u, per_request_at_most: -1 }")
                 .unwrap()
                 .is_err()
         );

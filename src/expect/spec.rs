@@ -120,14 +120,17 @@ pub struct ExpectationSpec {
     /// calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_at_least: Option<u64>,
+    /// With `statement`: its statements per request sent to the SUT over the span stay at or under this (a
+    /// transaction run again, or a call retried, is one more statement for the same request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request_at_most: Option<f64>,
     /// With `grpc_status`: at most this many calls ended with that status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_at_most: Option<u64>,
     /// The dependency's call rate while the breaker named by `while_open` is open stays below this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_while_open_below: Option<Rate>,
-    /// Calls at the dependency per request sent to the SUT stay at or under this (retry amplification). With
-    /// `statement`: that entry's statements per request sent to the SUT.
+    /// Calls at the dependency per request sent to the SUT stay at or under this (retry amplification).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amplification_at_most: Option<f64>,
     /// Subject and check at once: calls that reached the dependency on a path no route matches (answered 404, or

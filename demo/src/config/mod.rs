@@ -179,7 +179,8 @@ impl DemoConfig {
             if c.timeout.get().is_zero() {
                 return invalid(at("timeout"), "must be above 0s".into());
             }
-            if !c.endpoints.is_empty() && (op.is_redis() || op.is_postgres() || self.protocol == Protocol::Grpc)
+            if !c.endpoints.is_empty()
+                && (op.is_redis() || op.is_postgres() || self.protocol == Protocol::Grpc)
             {
                 return invalid(
                     at("endpoints"),

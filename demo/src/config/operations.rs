@@ -89,7 +89,10 @@ impl Default for Operations {
     /// so they are configured only when named).
     fn default() -> Self {
         let mut all = Operations::none();
-        for op in Operation::ALL.into_iter().filter(|op| !op.is_redis() && !op.is_postgres()) {
+        for op in Operation::ALL
+            .into_iter()
+            .filter(|op| !op.is_redis() && !op.is_postgres())
+        {
             *all.get_mut(op) = Some(op.recommended());
         }
         all

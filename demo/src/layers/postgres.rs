@@ -67,7 +67,9 @@ const INSERT: &str = "INSERT INTO orders (account) VALUES ($1) RETURNING id";
 /// deadlock (40P01), the two SQLSTATEs PostgreSQL's manual names for it. Every other code, and an error without
 /// one (a broken connection), is final.
 pub fn asks_for_retry(code: Option<&SqlState>) -> bool {
-    code.is_some_and(|c| *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
+    code.is_some_and(|c| {
+        *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED
+    })
 }
 
 /// The pause before run `again` (1 for the first run again): [`RETRY_PAUSE`] doubled per run, times a factor
@@ -126,13 +128,17 @@ pub fn connection(addr: &str) -> Result<tokio_postgres::Config, String> {
         return tokio_postgres::Config::from_str(addr).map_err(|e| e.to_string());
     }
     let Some((host, port)) = addr.rsplit_once(':') else {
-        return Err(format!("expected host:port or postgresql://..., got {addr:?}"));
+        return Err(format!(
+            "expected host:port or postgresql://..., got {addr:?}"
+        ));
     };
     let port: u16 = port
         .parse()
         .map_err(|_| format!("expected host:port or postgresql://..., got {addr:?}"))?;
     if host.is_empty() || host.contains('/') {
-        return Err(format!("expected host:port or postgresql://..., got {addr:?}"));
+        return Err(format!(
+            "expected host:port or postgresql://..., got {addr:?}"
+        ));
     }
     let mut config = tokio_postgres::Config::new();
     config
@@ -215,7 +221,10 @@ impl Service<DepRequest> for PostgresClient {
         let this = self.clone();
         Box::pin(async move {
             let Ok(account) = req.key.parse::<i32>() else {
-                return Ok(reply(StatusCode::BAD_REQUEST, "{\"error\":\"account ids are integers\"}".into()));
+                return Ok(reply(
+                    StatusCode::BAD_REQUEST,
+                    "{\"error\":\"account ids are integers\"}".into(),
+                ));
             };
             let mut client = this
                 .pool
@@ -244,7 +253,10 @@ impl Service<DepRequest> for PostgresClient {
                     StatusCode::CREATED,
                     format!("{{\"order\":{order},\"account\":{account}}}"),
                 ),
-                None => reply(StatusCode::NOT_FOUND, "{\"error\":\"no such account\"}".into()),
+                None => reply(
+                    StatusCode::NOT_FOUND,
+                    "{\"error\":\"no such account\"}".into(),
+                ),
             })
         })
     }
@@ -267,7 +279,9 @@ mod tests {
         assert!(asks_for_retry(Some(&SqlState::T_R_SERIALIZATION_FAILURE)));
         assert!(asks_for_retry(Some(&SqlState::T_R_DEADLOCK_DETECTED)));
         assert!(asks_for_retry(Some(&SqlState::from_code("40001"))));
-        for code in ["23505", "25P02", "57014", "40002", "40003", "53300", "XX000"] {
+        for code in [
+            "23505", "25P02", "57014", "40002", "40003", "53300", "XX000",
+        ] {
             assert!(!asks_for_retry(Some(&SqlState::from_code(code))), "{code}");
         }
         assert!(!asks_for_retry(None), "a broken connection is final");
@@ -278,11 +292,21 @@ mod tests {
         for again in 1..=3u32 {
             let base = RETRY_PAUSE * 2u32.pow(again - 1);
             let pauses: Vec<Duration> = (0..200).map(|_| retry_pause(again)).collect();
-            assert!(pauses.iter().all(|p| *p >= base / 2 && *p < base * 3 / 2), "{pauses:?}");
+            assert!(
+                pauses.iter().all(|p| *p >= base / 2 && *p < base * 3 / 2),
+                "{pauses:?}"
+            );
             let distinct: std::collections::BTreeSet<_> = pauses.iter().collect();
-            assert!(distinct.len() > 100, "jittered: {} distinct of 200", distinct.len());
+            assert!(
+                distinct.len() > 100,
+                "jittered: {} distinct of 200",
+                distinct.len()
+            );
         }
-        assert!(retry_pause(40) < RETRY_PAUSE * 100, "bounded however many runs");
+        assert!(
+            retry_pause(40) < RETRY_PAUSE * 100,
+            "bounded however many runs"
+        );
     }
 
     /// A transaction that fails with `codes` in turn, then succeeds; counts its runs.
@@ -324,7 +348,10 @@ mod tests {
         assert_eq!(c.get_user(), Some("postgres"));
         assert_eq!(c.get_dbname(), Some("postgres"));
         let c = connection("postgresql://shop@127.0.0.1:5434/orders").unwrap();
-        assert_eq!((c.get_user(), c.get_dbname()), (Some("shop"), Some("orders")));
+        assert_eq!(
+            (c.get_user(), c.get_dbname()),
+            (Some("shop"), Some("orders"))
+        );
         for bad in ["localhost", "127.0.0.1:x", ":5432", "", "postgresql://[::1"] {
             assert!(PostgresClient::new(bad, 4, true).is_err(), "{bad}");
         }

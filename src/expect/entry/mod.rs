@@ -107,7 +107,7 @@ pub const CHECKS: &[(&str, &[&str])] = &[
             "sqlstate",
             "calls_at_least",
             "p99_below",
-            "amplification_at_most",
+            "per_request_at_most",
             "during",
         ],
     ),
