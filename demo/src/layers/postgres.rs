@@ -1,14 +1,13 @@
 //! The innermost service of the operations backed by PostgreSQL (`order`): one short transaction on a connection
 //! taken from a deadpool-postgres pool (tokio-postgres underneath), its outcome turned into a [`Reply`].
 //!
-//! The transaction places an order: `BEGIN ISOLATION LEVEL SERIALIZABLE`, `UPDATE accounts SET balance = balance
-//! - 1 WHERE id = $1`, `INSERT INTO orders (account) VALUES ($1) RETURNING id`, `COMMIT`. Under SERIALIZABLE the
-//! server may abort any transaction with 40001 (serialization failure) or 40P01 (deadlock detected), and
-//! PostgreSQL's manual says what the application must do: run the whole transaction again. So the client does, at
-//! most [`TRANSACTION_RETRIES`] more times, each after a short jittered pause so that transactions which collided
-//! do not collide again in lockstep; the `no_transaction_retry` mistake hands the first such failure to the caller
-//! instead. Any other error is the call's at once: retrying a constraint violation or a broken connection here
-//! would only repeat it.
+//! The transaction places an order: `BEGIN ISOLATION LEVEL SERIALIZABLE`, [`UPDATE`] (the account's balance down
+//! by one), [`INSERT`] (the order's row), `COMMIT`. Under SERIALIZABLE the server may abort any transaction with
+//! 40001 (serialization failure) or 40P01 (deadlock detected), and PostgreSQL's manual says what the application
+//! must do: run the whole transaction again. So the client does, at most [`TRANSACTION_RETRIES`] more times, each
+//! after a short jittered pause so that transactions which collided do not collide again in lockstep; the
+//! `no_transaction_retry` mistake hands the first such failure to the caller instead. Any other error is the
+//! call's at once: retrying a constraint violation or a broken connection here would only repeat it.
 //!
 //! The tables are created, if missing, before a pool's first order (under an advisory lock, so that the pools of
 //! several instances do not race on `CREATE TABLE IF NOT EXISTS`): accounts 1 to [`ACCOUNTS`] with a balance
@@ -60,8 +59,10 @@ const SCHEMA: &str = "BEGIN; \
     INSERT INTO accounts SELECT g, 1000000000 FROM generate_series(1, ACCOUNTS) g ON CONFLICT (id) DO NOTHING; \
     COMMIT";
 
-const UPDATE: &str = "UPDATE accounts SET balance = balance - 1 WHERE id = $1";
-const INSERT: &str = "INSERT INTO orders (account) VALUES ($1) RETURNING id";
+/// The account's balance down by one.
+pub const UPDATE: &str = "UPDATE accounts SET balance = balance - 1 WHERE id = $1";
+/// The order's row, its id returned.
+pub const INSERT: &str = "INSERT INTO orders (account) VALUES ($1) RETURNING id";
 
 /// Whether the database asks for the whole transaction to run again: a serialization failure (40001) or a
 /// deadlock (40P01), the two SQLSTATEs PostgreSQL's manual names for it. Every other code, and an error without
