@@ -6,6 +6,9 @@
 
 mod hardening;
 mod peers;
+// The real servers faultd's tests start (PostgreSQL in a temporary folder, ...), started the same way here.
+#[path = "../faultd/tests/servers/mod.rs"]
+mod servers;
 
 // The longest runs first: libtest starts a binary's tests in the order of their names and the binary ends with its
 // last test, so the full-length main scenario (90 s), the library's proofs (20-90 s each) and the sweep of the main

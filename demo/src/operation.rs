@@ -31,11 +31,14 @@ pub enum Operation {
     /// `GET cart:{id}` on Redis (not the HTTP dependency), for the cart page: a database behind a connection
     /// pool, seed 000's pool-exhaustion story where it happens as often as over HTTP.
     Cart,
+    /// A transaction on PostgreSQL (not the HTTP dependency) placing an order: one account's balance down, one
+    /// order row in, under SERIALIZABLE, where the database may ask for the whole transaction to run again.
+    Order,
 }
 
 impl Operation {
     /// Every operation, in the order used for display and for choosing the `shared_breaker` settings.
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Pricing,
         Operation::Reviews,
         Operation::Payments,
@@ -43,6 +46,7 @@ impl Operation {
         Operation::AccountRead,
         Operation::AccountWrite,
         Operation::Cart,
+        Operation::Order,
     ];
 
     /// The operation key used in the configuration and in the `operation` label: `pricing`, `account-read`, ...
@@ -55,6 +59,7 @@ impl Operation {
             Operation::AccountRead => "account-read",
             Operation::AccountWrite => "account-write",
             Operation::Cart => "cart",
+            Operation::Order => "order",
         }
     }
 
@@ -70,7 +75,7 @@ impl Operation {
     /// The HTTP method of the call to the dependency.
     pub fn method(self) -> Method {
         match self {
-            Operation::Payments | Operation::AccountWrite => Method::POST,
+            Operation::Payments | Operation::AccountWrite | Operation::Order => Method::POST,
             _ => Method::GET,
         }
     }
@@ -84,6 +89,7 @@ impl Operation {
             Operation::Report => "/report".to_string(),
             Operation::AccountRead | Operation::AccountWrite => format!("/accounts/{id}"),
             Operation::Cart => format!("/cart/{id}"),
+            Operation::Order => format!("/order/{id}"),
         }
     }
 
@@ -91,6 +97,11 @@ impl Operation {
     /// HTTP dependency.
     pub fn is_redis(self) -> bool {
         matches!(self, Operation::Cart)
+    }
+
+    /// Whether the operation talks to PostgreSQL (the `postgres:` address of the configuration).
+    pub fn is_postgres(self) -> bool {
+        matches!(self, Operation::Order)
     }
 
     /// The operation's position in [`Operation::ALL`], used to index per-operation tables.
@@ -101,7 +112,10 @@ impl Operation {
     /// Writes may only fail visibly: a faked success on a payment or an account write loses money or data
     /// (seeds 003 and 004: "payments: fail closed, never fake success").
     pub fn is_write(self) -> bool {
-        matches!(self, Operation::Payments | Operation::AccountWrite)
+        matches!(
+            self,
+            Operation::Payments | Operation::AccountWrite | Operation::Order
+        )
     }
 
     /// The body served as the `default` fallback: an empty answer of the right shape.
@@ -112,7 +126,7 @@ impl Operation {
             Operation::Report => b"{\"rows\":[]}",
             Operation::AccountRead => b"{}",
             Operation::Cart => b"{\"items\":[]}",
-            Operation::Payments | Operation::AccountWrite => b"",
+            Operation::Payments | Operation::AccountWrite | Operation::Order => b"",
         }
     }
 
@@ -241,6 +255,23 @@ impl Operation {
                 pool: 20,
                 fallback: Fallback::Default,
                 breaker: seed_000_breaker(),
+                retries: no_retries,
+                hedge: None,
+            },
+            // A transaction of four round trips takes a few milliseconds: 500 ms leaves room for its runs again
+            // (three at most, 10-40 ms apart) and for a pause, and a pool of 20 connections is a common size.
+            // Seed 004's write breaker, as for any write; an order is never faked, the caller is told to retry.
+            // The call is not retried by the retry layer: the client already runs the transaction again when the
+            // database asks, and any other failure would only repeat.
+            Operation::Order => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
+                timeout: ms(500),
+                pool: 20,
+                fallback: Fallback::Unavailable {
+                    retry_after: ms(1_000),
+                },
+                breaker: seed_004_breaker(ms(250)),
                 retries: no_retries,
                 hedge: None,
             },

@@ -30,6 +30,7 @@ use crate::layers::client::DependencyClient;
 use crate::layers::fallback::FallbackLayer;
 use crate::layers::grpc::{GrpcChannel, GrpcClient};
 use crate::layers::hedge::{HedgeLayer, HedgePolicy};
+use crate::layers::postgres::PostgresClient;
 use crate::layers::redis::RedisClient;
 use crate::layers::resolve::NameResolver;
 use crate::layers::retry::{RetryLayer, RetryPolicy, Spacing};
@@ -97,8 +98,8 @@ pub struct App {
 }
 
 impl App {
-    /// Builds every instance's stacks and the breakers, as `config` says. Fails only on a Redis address that
-    /// cannot be used.
+    /// Builds every instance's stacks and the breakers, as `config` says. Fails only on a Redis or PostgreSQL
+    /// address that cannot be used.
     pub fn new(
         config: &DemoConfig,
         client: reqwest::Client,
@@ -146,7 +147,7 @@ impl App {
                         HedgePolicy::new(h, timeout, retry.budget(), hedges)
                             .uncancelled(config.has(Mistake::UncancelledHedges))
                     });
-                    // Each Redis operation of each instance has its own connection pool, as each has its own
+                    // Each Redis or PostgreSQL operation of each instance has its own connection pool, as each has its own
                     // bulkhead; HTTP operations share the client's unbounded pool, gRPC ones the process's channel.
                     let dependency: Client = if op.is_redis() {
                         let addr = config.redis.as_deref().unwrap_or_default();
@@ -158,6 +159,17 @@ impl App {
                                 }
                             })?;
                         Client::new(redis)
+                    } else if op.is_postgres() {
+                        let addr = config.postgres.as_deref().unwrap_or_default();
+                        let retry = !config.has(Mistake::NoTransactionRetry);
+                        let postgres =
+                            PostgresClient::new(addr, c.pool, retry).map_err(|message| {
+                                DemoError::Invalid {
+                                    field: "postgres".into(),
+                                    message,
+                                }
+                            })?;
+                        Client::new(postgres)
                     } else {
                         match &channel {
                             Some(channel) => Client::new(GrpcClient::new(channel.clone(), op)),
@@ -255,7 +267,7 @@ fn spacing(config: &DemoConfig) -> Spacing {
     }
 }
 
-/// The innermost service of a stack, whichever protocol it speaks: HTTP, gRPC or Redis.
+/// The innermost service of a stack, whichever protocol it speaks: HTTP, gRPC, Redis or PostgreSQL.
 type Client = BoxCloneSyncService<DepRequest, Reply, CallError>;
 
 /// The resolver of the dependency's name, one for the whole process as a host has one cache (`dns:`).
@@ -382,6 +394,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/admin/report", get(report))
         .route("/account/{id}", get(account_read).post(account_write))
         .route("/cart/{id}", get(cart))
+        .route("/order/{id}", axum::routing::post(order))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(admission, admit))
@@ -568,6 +581,22 @@ async fn cart(State(app): State<Arc<App>>, Path(id): Path<String>, headers: Head
     {
         Some(answer) => respond(answer),
         None => not_configured(Operation::Cart),
+    }
+}
+
+async fn order(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let instance = app.pick();
+    let context = app.context(&headers);
+    match instance
+        .call(Operation::Order, &id, Bytes::new(), None, context)
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(Operation::Order),
     }
 }
 

@@ -1,4 +1,4 @@
-//! A TCP route with `protocol: postgres` in front of a real PostgreSQL (started as in `real_postgres`): psql
+//! A TCP route with `protocol: postgres` in front of a real PostgreSQL (started by `servers::postgres`): psql
 //! (the simple query protocol) and psycopg 3 (the extended protocol, prepared statements, and libpq's PQexec)
 //! get the SQLSTATEs, exception classes and transaction states of real failures, untouched queries give what the
 //! server gives, and bytes that are not PostgreSQL never stop faultd.
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::real_postgres::{psql, psql_command, start_postgres};
+use crate::servers::postgres::{psql, psql_command, start_postgres};
 
 const ENTRIES: &str = r#"
     postgres:

@@ -503,7 +503,7 @@ fn max_in_flight(
 
 /// A count at the dependency (`what` says of what, with the figures) per SUT request sent over the span, against
 /// `at_most`; a span in which the SUT was sent nothing has no ratio and fails.
-fn per_request(
+pub(super) fn per_request(
     name: String,
     s: &PhaseSpan,
     counted: u64,

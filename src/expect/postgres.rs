@@ -1,6 +1,7 @@
 //! Expectations on the statements of a dependency route speaking `protocol: postgres`, as faultd recorded them
 //! per entry and phase: at most so many errors (of one SQLSTATE, or any), at least so many statements, a p99
-//! latency bound. `statement` names the entry (its `name`, `postgres[i]`, or `other` for the statements no entry
+//! latency bound, at most so many statements per request sent to the SUT (a transaction run again, or a call
+//! retried, shows as more than one statement per request). `statement` names the entry (its `name`, `postgres[i]`, or `other` for the statements no entry
 //! matched).
 //!
 //! Every figure is faultd's own: errors count faultd's answers and the server's alike, and the latency runs from
@@ -12,9 +13,10 @@ use std::time::Duration;
 use faultline_units::Dur;
 use serde::{Deserialize, Serialize};
 
+use super::dependency::per_request;
 use super::spec::ExpectationSpec;
 use super::words::{during_words, ms};
-use super::{ended, Outcome, Verdict};
+use super::{ended, span, Outcome, Verdict};
 use crate::record::RunRecord;
 
 /// A check on one entry's statements.
@@ -40,6 +42,8 @@ pub enum StatementBound {
     CallsAtLeast { at_least: u64 },
     /// The 99th percentile of their latency below this.
     P99Below { below: Dur },
+    /// At most this many statements per request sent to the SUT in the same span.
+    PerRequestAtMost { at_most: f64 },
 }
 
 /// A postgres check as written, its names not yet resolved.
@@ -73,13 +77,22 @@ impl<'a> PostgresEntry<'a> {
                 .map(|at_least| StatementBound::CallsAtLeast { at_least }),
             spec.p99_below
                 .map(|below| StatementBound::P99Below { below }),
+            spec.per_request_at_most
+                .map(|at_most| StatementBound::PerRequestAtMost { at_most }),
         ];
         let mut given = bounds.into_iter().flatten();
         let (Some(bound), None) = (given.next(), given.next()) else {
             return Some(Err(
-                "`statement` takes one of `errors_at_most`, `calls_at_least` or `p99_below`".into(),
+                "`statement` takes one of `errors_at_most`, `calls_at_least`, `p99_below` or `per_request_at_most`".into(),
             ));
         };
+        if let StatementBound::PerRequestAtMost { at_most } = bound {
+            if !(at_most.is_finite() && at_most >= 0.0) {
+                return Some(Err(format!(
+                    "`per_request_at_most` must be a number at or above 0, got {at_most}"
+                )));
+            }
+        }
         if spec.sqlstate.is_some() && !matches!(bound, StatementBound::ErrorsAtMost { .. }) {
             return Some(Err("`sqlstate` narrows `errors_at_most`; give that".into()));
         }
@@ -115,6 +128,9 @@ impl PostgresCheck {
             ),
             StatementBound::CallsAtLeast { at_least } => format!("at least {at_least} statements"),
             StatementBound::P99Below { below } => format!("p99 below {below}"),
+            StatementBound::PerRequestAtMost { at_most } => {
+                format!("at most {at_most} per SUT request")
+            }
         };
         format!(
             "statements {} on {}: {what}{}",
@@ -206,6 +222,16 @@ impl PostgresCheck {
                 let measured = Some(p99.as_secs_f64());
                 Verdict::new(name, p99 < below.get(), text, measured, bound)
             }
+            StatementBound::PerRequestAtMost { at_most } => {
+                let calls: u64 = in_span.map(|p| p.calls).sum();
+                let s = span(record, &self.during);
+                let sent = record.sent_in(record.buckets_in(s.start, s.end));
+                let what = format!(
+                    "statements {} on {}: {calls} for {sent} SUT requests",
+                    self.statement, self.route
+                );
+                per_request(name, &s, calls, sent, *at_most, what)
+            }
         }
     }
 }
@@ -251,6 +277,14 @@ mod tests {
         let mut pg = PostgresRecording::default();
         pg.statements.insert("update".into(), update);
         r.postgres.insert("db".into(), pg);
+        // One request sent to the SUT per 100 ms bucket, save the brownout's last second: 100 in healthy, 90 in
+        // the brownout.
+        r.sut = (0..200)
+            .map(|i| crate::record::SutBucket {
+                offered: u64::from(i < 190),
+                ..Default::default()
+            })
+            .collect();
         r
     }
 
@@ -306,6 +340,40 @@ mod tests {
     }
 
     #[test]
+    fn statements_per_request_are_the_phases_statements_over_the_requests_sent_in_it() {
+        let v = judge(
+            "{ dependency: db, statement: update, per_request_at_most: 1.2, during: brownout }",
+        );
+        assert!(v.passed, "{}", v.sentence);
+        assert!(
+            (v.measured.unwrap() - 100.0 / 90.0).abs() < 1e-9,
+            "{}",
+            v.sentence
+        );
+        assert!(
+            v.sentence.contains("100 for 90 SUT requests"),
+            "{}",
+            v.sentence
+        );
+        assert!(judge(
+            "{ dependency: db, statement: update, per_request_at_most: 1.1, during: brownout }"
+        )
+        .failed());
+        assert!(
+            judge(
+                "{ dependency: db, statement: update, per_request_at_most: 1.0, during: healthy }"
+            )
+            .passed
+        );
+        let v = judge("{ dependency: db, statement: update, per_request_at_most: 1.0 }");
+        assert!(
+            v.failed() && v.measured == Some(200.0 / 190.0),
+            "{}",
+            v.sentence
+        );
+    }
+
+    #[test]
     fn an_entry_needs_its_route_and_one_bound() {
         let read = |y: &str| PostgresEntry::read(&spec(y)).map(|r| r.map(|_| ()));
         assert!(read("{ dependency: db, statement: u }").unwrap().is_err());
@@ -319,6 +387,11 @@ mod tests {
         );
         assert!(
             read("{ dependency: db, statement: u, p99_below: 1s, sqlstate: '40001' }")
+                .unwrap()
+                .is_err()
+        );
+        assert!(
+            read("{ dependency: db, statement: u, per_request_at_most: -1 }")
                 .unwrap()
                 .is_err()
         );

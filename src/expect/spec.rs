@@ -132,6 +132,10 @@ pub struct ExpectationSpec {
     /// calls.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_at_least: Option<u64>,
+    /// With `statement`: its statements per request sent to the SUT over the span stay at or under this (a
+    /// transaction run again, or a call retried, is one more statement for the same request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request_at_most: Option<f64>,
     /// With `grpc_status`: at most this many calls ended with that status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calls_at_most: Option<u64>,

@@ -52,7 +52,8 @@ impl Sut {
         // Durations in placeholders follow the time scale the scenario was loaded with, as its own durations do.
         let scale = scenario.sut.time_scale.unwrap_or(1.0);
         if let Some(cfg) = &scenario.sut.demo {
-            // A Redis operation reaches its server through a TCP route: `redis: "{faultd.routes.db.addr}"`.
+            // A Redis or PostgreSQL operation reaches its server through a TCP route:
+            // `redis: "{faultd.routes.db.addr}"`, `postgres: "{faultd.routes.db.addr}"`.
             let mut cfg = cfg.clone();
             let p = Placeholders {
                 values: dependency.placeholders(),
@@ -63,6 +64,7 @@ impl Sut {
             if let Some(d) = cfg.dns.as_mut() {
                 d.resolver = p.render(&d.resolver);
             }
+            cfg.postgres = cfg.postgres.map(|r| p.render(&r));
             // A dependency of several instances: `endpoints: "{faultd.routes.pricing.instances}"`.
             for op in demo::operation::Operation::ALL {
                 if let Some(c) = cfg.operations.get_mut(op) {

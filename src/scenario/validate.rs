@@ -174,6 +174,12 @@ impl Scenario {
             .chain(
                 sut.demo
                     .iter()
+                    .filter_map(|d| d.postgres.as_ref())
+                    .map(|v| ("sut.demo.postgres", v)),
+            )
+            .chain(
+                sut.demo
+                    .iter()
                     .flat_map(|d| d.operations.configured())
                     .flat_map(|(_, c)| c.endpoints.iter())
                     .map(|v| ("sut.demo.operations", v)),

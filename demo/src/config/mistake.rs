@@ -72,11 +72,15 @@ pub enum Mistake {
     /// honouring the TTL and no stale answer: every call is a query, and a resolver outage is the service's outage
     /// (with `dns:`).
     NoDnsCache,
+    /// PostgreSQL's rule for SERIALIZABLE transactions broken: a transaction the database aborts with 40001
+    /// (serialization failure) or 40P01 (deadlock) is not run again, so the caller gets an error for an order the
+    /// next attempt would have placed.
+    NoTransactionRetry,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 17] = [
+    pub const ALL: [Mistake; 18] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -94,6 +98,7 @@ impl Mistake {
         Mistake::UncancelledHedges,
         Mistake::NoOutlierEjection,
         Mistake::NoDnsCache,
+        Mistake::NoTransactionRetry,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -116,6 +121,7 @@ impl Mistake {
             Mistake::UncancelledHedges => "uncancelled_hedges",
             Mistake::NoOutlierEjection => "no_outlier_ejection",
             Mistake::NoDnsCache => "no_dns_cache",
+            Mistake::NoTransactionRetry => "no_transaction_retry",
         }
     }
 }

@@ -57,6 +57,11 @@ pub struct DemoConfig {
     /// `redis: "{faultd.routes.db.addr}"`. Needed when such an operation is configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redis: Option<String>,
+    /// The PostgreSQL server the PostgreSQL operations (`order`) call: `host:port` (user and database
+    /// `postgres`), or `postgresql://user@host:port/database`; in a scenario usually a TCP route:
+    /// `postgres: "{faultd.routes.db.addr}"`. Needed when such an operation is configured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<String>,
     /// Admission control at the front door: requests served at once per instance, the excess refused with 503 and
     /// `Retry-After` (see `admission`).
     #[serde(default)]
@@ -100,6 +105,7 @@ impl Default for DemoConfig {
             mistakes: BTreeSet::new(),
             protocol: Protocol::Http,
             redis: None,
+            postgres: None,
             admission: AdmissionConfig::default(),
             dns: None,
         }
@@ -183,13 +189,21 @@ impl DemoConfig {
                     "a Redis operation needs the server's address: `redis: 127.0.0.1:6379` (in a scenario, a TCP route: `redis: \"{faultd.routes.db.addr}\"`)".into(),
                 );
             }
+            if op.is_postgres() && self.postgres.is_none() {
+                return invalid(
+                    format!("operations.{}", op.key()),
+                    "a PostgreSQL operation needs the server's address: `postgres: 127.0.0.1:5432` (in a scenario, a TCP route: `postgres: \"{faultd.routes.db.addr}\"`)".into(),
+                );
+            }
             if c.timeout.get().is_zero() {
                 return invalid(at("timeout"), "must be above 0s".into());
             }
-            if !c.endpoints.is_empty() && (op.is_redis() || self.protocol == Protocol::Grpc) {
+            if !c.endpoints.is_empty()
+                && (op.is_redis() || op.is_postgres() || self.protocol == Protocol::Grpc)
+            {
                 return invalid(
                     at("endpoints"),
-                    "endpoints are balanced over HTTP only (not Redis or gRPC)".into(),
+                    "endpoints are balanced over HTTP only (not Redis, PostgreSQL or gRPC)".into(),
                 );
             }
             let o = &c.outlier;

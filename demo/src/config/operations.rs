@@ -74,14 +74,25 @@ pub struct Operations {
     #[schemars(with = "Option<OperationOverrides>")]
     /// `cart`: `GET cart:{id}` on Redis (needs `redis:`); not among the defaults.
     pub cart: Option<OperationConfig>,
+    #[serde(
+        default,
+        deserialize_with = "order",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<OperationOverrides>")]
+    /// `order`: a SERIALIZABLE transaction on PostgreSQL (needs `postgres:`); not among the defaults.
+    pub order: Option<OperationConfig>,
 }
 
 impl Default for Operations {
-    /// The six HTTP operations with their recommended settings (the Redis one needs an address, so it is
-    /// configured only when named).
+    /// The six HTTP operations with their recommended settings (the Redis and PostgreSQL ones need an address,
+    /// so they are configured only when named).
     fn default() -> Self {
         let mut all = Operations::none();
-        for op in Operation::ALL.into_iter().filter(|op| !op.is_redis()) {
+        for op in Operation::ALL
+            .into_iter()
+            .filter(|op| !op.is_redis() && !op.is_postgres())
+        {
             *all.get_mut(op) = Some(op.recommended());
         }
         all
@@ -99,6 +110,7 @@ impl Operations {
             account_read: None,
             account_write: None,
             cart: None,
+            order: None,
         }
     }
 
@@ -112,6 +124,7 @@ impl Operations {
             Operation::AccountRead => self.account_read.as_ref(),
             Operation::AccountWrite => self.account_write.as_ref(),
             Operation::Cart => self.cart.as_ref(),
+            Operation::Order => self.order.as_ref(),
         }
     }
 
@@ -125,6 +138,7 @@ impl Operations {
             Operation::AccountRead => &mut self.account_read,
             Operation::AccountWrite => &mut self.account_write,
             Operation::Cart => &mut self.cart,
+            Operation::Order => &mut self.order,
         }
     }
 
@@ -159,3 +173,4 @@ operation_reader!(report, Operation::Report);
 operation_reader!(account_read, Operation::AccountRead);
 operation_reader!(account_write, Operation::AccountWrite);
 operation_reader!(cart, Operation::Cart);
+operation_reader!(order, Operation::Order);

@@ -2,7 +2,7 @@
 //! thing, is tested alone against a mock service, and the stack is composed in one place ([`stack`]).
 //!
 //! Outermost first: fallback -> breaker -> retry (with budget) -> hedge -> bulkhead -> timeout -> client (HTTP,
-//! gRPC, or Redis through its connection pool; over several endpoints of one dependency, the `balance` layer in
+//! gRPC, or Redis or PostgreSQL through a connection pool; over several endpoints of one dependency, the `balance` layer in
 //! front of one HTTP client per endpoint). The breaker wraps the retries (seed 004: "circuit breaker wraps retry
 //! logic, not vice versa"), so one user call is one breaker outcome however many attempts it took; every attempt
 //! takes a bulkhead slot and has its own timeout, because every attempt holds a connection (or a stream) to the
@@ -19,6 +19,7 @@ pub mod client;
 pub mod fallback;
 pub mod grpc;
 pub mod hedge;
+pub mod postgres;
 pub mod redis;
 pub mod resolve;
 pub mod retry;
@@ -79,6 +80,10 @@ pub enum CallError {
     /// The dependency answered a gRPC call with a status other than OK and the caller's codes.
     #[error("dependency answered gRPC {0}")]
     Grpc(faultline_units::GrpcCode),
+    /// The database ended the call with an error of its own (its SQLSTATE and message), after the client ran
+    /// again what the database asked to be run again (see `postgres`): another attempt would repeat it.
+    #[error("database error {0}")]
+    Database(String),
     /// The bulkhead had no free slot; the dependency was not called.
     #[error("bulkhead full")]
     BulkheadFull,
@@ -89,7 +94,8 @@ pub enum CallError {
 
 impl CallError {
     /// Whether another attempt may help: timeouts, transport errors (a failed handshake among them), 5xx and
-    /// failing gRPC statuses. Not a full bulkhead (more calls would only add to the load) and not a breaker refusal.
+    /// failing gRPC statuses. Not a full bulkhead (more calls would only add to the load), not a breaker refusal,
+    /// and not a database's error (its client already ran again what the database asked to run again).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -111,7 +117,7 @@ impl CallError {
             CallError::Grpc(code) if *code == faultline_units::GrpcCode::DEADLINE_EXCEEDED => {
                 "timeout"
             }
-            CallError::Grpc(_) => "server_error",
+            CallError::Grpc(_) | CallError::Database(_) => "server_error",
             CallError::BulkheadFull => "bulkhead_full",
             CallError::Rejected(_) => "breaker_open",
         }

@@ -2,6 +2,8 @@
 //! stops the server and removes its folder when the test ends, however it ends.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

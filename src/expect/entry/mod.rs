@@ -110,6 +110,7 @@ pub const CHECKS: &[(&str, &[&str])] = &[
             "sqlstate",
             "calls_at_least",
             "p99_below",
+            "per_request_at_most",
             "during",
         ],
     ),
