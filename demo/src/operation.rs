@@ -31,11 +31,14 @@ pub enum Operation {
     /// `GET cart:{id}` on Redis (not the HTTP dependency), for the cart page: a database behind a connection
     /// pool, seed 000's pool-exhaustion story where it happens as often as over HTTP.
     Cart,
+    /// `RPUSH cart:{id}` on Redis, for adding an item to the cart: a write Redis cannot recognise when it comes
+    /// twice (no idempotency key reaches it), so it is retried only when Redis said it did nothing.
+    CartWrite,
 }
 
 impl Operation {
     /// Every operation, in the order used for display and for choosing the `shared_breaker` settings.
-    pub const ALL: [Operation; 7] = [
+    pub const ALL: [Operation; 8] = [
         Operation::Pricing,
         Operation::Reviews,
         Operation::Payments,
@@ -43,6 +46,7 @@ impl Operation {
         Operation::AccountRead,
         Operation::AccountWrite,
         Operation::Cart,
+        Operation::CartWrite,
     ];
 
     /// The operation key used in the configuration and in the `operation` label: `pricing`, `account-read`, ...
@@ -55,14 +59,16 @@ impl Operation {
             Operation::AccountRead => "account-read",
             Operation::AccountWrite => "account-write",
             Operation::Cart => "cart",
+            Operation::CartWrite => "cart-write",
         }
     }
 
     /// The dependency service the operation belongs to (the `dependency` label): account reads and writes are
-    /// two operations of one service, `accounts`.
+    /// two operations of one service, `accounts`, and the cart's reads and writes two of `cart`.
     pub fn dependency(self) -> &'static str {
         match self {
             Operation::AccountRead | Operation::AccountWrite => "accounts",
+            Operation::CartWrite => "cart",
             other => other.key(),
         }
     }
@@ -70,7 +76,7 @@ impl Operation {
     /// The HTTP method of the call to the dependency.
     pub fn method(self) -> Method {
         match self {
-            Operation::Payments | Operation::AccountWrite => Method::POST,
+            Operation::Payments | Operation::AccountWrite | Operation::CartWrite => Method::POST,
             _ => Method::GET,
         }
     }
@@ -83,14 +89,14 @@ impl Operation {
             Operation::Payments => "/payments/charge".to_string(),
             Operation::Report => "/report".to_string(),
             Operation::AccountRead | Operation::AccountWrite => format!("/accounts/{id}"),
-            Operation::Cart => format!("/cart/{id}"),
+            Operation::Cart | Operation::CartWrite => format!("/cart/{id}"),
         }
     }
 
     /// Whether the operation talks to Redis (the `redis:` address of the configuration) rather than to the
     /// HTTP dependency.
     pub fn is_redis(self) -> bool {
-        matches!(self, Operation::Cart)
+        matches!(self, Operation::Cart | Operation::CartWrite)
     }
 
     /// The operation's position in [`Operation::ALL`], used to index per-operation tables.
@@ -101,7 +107,18 @@ impl Operation {
     /// Writes may only fail visibly: a faked success on a payment or an account write loses money or data
     /// (seeds 003 and 004: "payments: fail closed, never fake success").
     pub fn is_write(self) -> bool {
-        matches!(self, Operation::Payments | Operation::AccountWrite)
+        matches!(
+            self,
+            Operation::Payments | Operation::AccountWrite | Operation::CartWrite
+        )
+    }
+
+    /// A write its dependency cannot recognise when it comes twice: the HTTP writes carry an `Idempotency-Key`
+    /// the dependency de-duplicates on, a Redis command carries none. Such a write is retried only after a
+    /// failure that proves it was not carried out ([`crate::layers::CallError::NotApplied`]); a timed-out one
+    /// may have been.
+    pub fn is_unrepeatable(self) -> bool {
+        matches!(self, Operation::CartWrite)
     }
 
     /// The body served as the `default` fallback: an empty answer of the right shape.
@@ -112,7 +129,7 @@ impl Operation {
             Operation::Report => b"{\"rows\":[]}",
             Operation::AccountRead => b"{}",
             Operation::Cart => b"{\"items\":[]}",
-            Operation::Payments | Operation::AccountWrite => b"",
+            Operation::Payments | Operation::AccountWrite | Operation::CartWrite => b"",
         }
     }
 
@@ -242,6 +259,26 @@ impl Operation {
                 fallback: Fallback::Default,
                 breaker: seed_000_breaker(),
                 retries: no_retries,
+                hedge: None,
+            },
+            // Adding to the cart: the read's timeout and pool; a write that failed is answered 503 + Retry-After
+            // (never a faked success). Redis loading its dataset after a restart refuses every command for a few
+            // seconds without doing it (-LOADING): two retries, 200 ms and 400 ms later, ride out a short one. A
+            // timed-out write is not retried: Redis may have applied it.
+            Operation::CartWrite => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
+                timeout: ms(100),
+                pool: 20,
+                fallback: Fallback::Unavailable {
+                    retry_after: ms(1_000),
+                },
+                breaker: seed_000_breaker(),
+                retries: RetryConfig {
+                    max: 2,
+                    backoff: ms(200),
+                    budget: share(10.0),
+                },
                 hedge: None,
             },
         }

@@ -68,11 +68,15 @@ pub enum Mistake {
     /// Seed 002 / 001: calls are balanced over an operation's `endpoints` with no outlier ejection, so one sick
     /// instance of three fails a third of the calls and opens the breaker over the whole dependency for everyone.
     NoOutlierEjection,
+    /// Seed 000's duplicates from at-least-once delivery, on a store that cannot recognise them: a write to Redis
+    /// (the cart) is retried on any failure, a timed-out reply included, so a write Redis applied but whose answer
+    /// came late is applied again.
+    NonIdempotentRetry,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 16] = [
+    pub const ALL: [Mistake; 17] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -89,6 +93,7 @@ impl Mistake {
         Mistake::NoDeadlinePropagation,
         Mistake::UncancelledHedges,
         Mistake::NoOutlierEjection,
+        Mistake::NonIdempotentRetry,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -110,6 +115,7 @@ impl Mistake {
             Mistake::NoDeadlinePropagation => "no_deadline_propagation",
             Mistake::UncancelledHedges => "uncancelled_hedges",
             Mistake::NoOutlierEjection => "no_outlier_ejection",
+            Mistake::NonIdempotentRetry => "non_idempotent_retry",
         }
     }
 }

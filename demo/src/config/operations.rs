@@ -74,10 +74,19 @@ pub struct Operations {
     #[schemars(with = "Option<OperationOverrides>")]
     /// `cart`: `GET cart:{id}` on Redis (needs `redis:`); not among the defaults.
     pub cart: Option<OperationConfig>,
+    #[serde(
+        rename = "cart-write",
+        default,
+        deserialize_with = "cart_write",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<OperationOverrides>")]
+    /// `cart-write`: `RPUSH cart:{id}` on Redis (needs `redis:`); not among the defaults.
+    pub cart_write: Option<OperationConfig>,
 }
 
 impl Default for Operations {
-    /// The six HTTP operations with their recommended settings (the Redis one needs an address, so it is
+    /// The six HTTP operations with their recommended settings (the Redis ones need an address, so they are
     /// configured only when named).
     fn default() -> Self {
         let mut all = Operations::none();
@@ -99,6 +108,7 @@ impl Operations {
             account_read: None,
             account_write: None,
             cart: None,
+            cart_write: None,
         }
     }
 
@@ -112,6 +122,7 @@ impl Operations {
             Operation::AccountRead => self.account_read.as_ref(),
             Operation::AccountWrite => self.account_write.as_ref(),
             Operation::Cart => self.cart.as_ref(),
+            Operation::CartWrite => self.cart_write.as_ref(),
         }
     }
 
@@ -125,6 +136,7 @@ impl Operations {
             Operation::AccountRead => &mut self.account_read,
             Operation::AccountWrite => &mut self.account_write,
             Operation::Cart => &mut self.cart,
+            Operation::CartWrite => &mut self.cart_write,
         }
     }
 
@@ -159,3 +171,4 @@ operation_reader!(report, Operation::Report);
 operation_reader!(account_read, Operation::AccountRead);
 operation_reader!(account_write, Operation::AccountWrite);
 operation_reader!(cart, Operation::Cart);
+operation_reader!(cart_write, Operation::CartWrite);

@@ -47,8 +47,9 @@ pub fn method(op: Operation) -> &'static str {
         Operation::Report => "/demo.Reports/GetReport",
         Operation::AccountRead => "/demo.Accounts/GetAccount",
         Operation::AccountWrite => "/demo.Accounts/UpdateAccount",
-        // Never called over gRPC: the cart reads Redis whatever the protocol; named for completeness.
+        // Never called over gRPC: the cart uses Redis whatever the protocol; named for completeness.
         Operation::Cart => "/demo.Carts/GetCart",
+        Operation::CartWrite => "/demo.Carts/AddItem",
     }
 }
 
