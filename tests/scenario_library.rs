@@ -108,6 +108,13 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["pool"],
         only_these: false,
     },
+    // Needs a real redis-server too.
+    Entry {
+        file: "redis-restart.yaml",
+        scale: "1",
+        fails_with_mistake: &["written-once"],
+        only_these: true,
+    },
     Entry {
         file: "hotel-reviews-replay.yaml",
         scale: "0.25",
@@ -519,6 +526,16 @@ fn database_brownout_no_timeout_fills_the_connection_pool_and_the_breaker_keeps_
     let redis = start_redis();
     prove_then(
         "database-brownout.yaml",
+        &[("REDIS_PORT", redis.port.to_string())],
+        |_| {},
+    );
+}
+
+#[test]
+fn redis_restart_retries_only_writes_redis_did_not_run_and_non_idempotent_retry_writes_twice() {
+    let redis = start_redis();
+    prove_then(
+        "redis-restart.yaml",
         &[("REDIS_PORT", redis.port.to_string())],
         |_| {},
     );
