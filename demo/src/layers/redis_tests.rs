@@ -126,7 +126,8 @@ async fn reading_lists_the_cart_and_an_unknown_cart_is_empty() {
 
 #[tokio::test]
 async fn loading_was_not_applied_and_oom_or_readonly_is_a_refusal() {
-    let cases: [(&'static str, fn(&CallError) -> bool); 3] = [
+    type Expected = fn(&CallError) -> bool;
+    let cases: [(&'static str, Expected); 3] = [
         (
             "-LOADING Redis is loading the dataset in memory\r\n",
             |e| matches!(e, CallError::NotApplied(m) if m.contains("LOADING")),
