@@ -115,6 +115,13 @@ const LIBRARY: &[Entry] = &[
         fails_with_mistake: &["orders-kept"],
         only_these: true,
     },
+    // Needs a real redis-server too.
+    Entry {
+        file: "redis-restart.yaml",
+        scale: "1",
+        fails_with_mistake: &["written-once"],
+        only_these: true,
+    },
     Entry {
         file: "hotel-reviews-replay.yaml",
         scale: "0.25",
@@ -591,5 +598,15 @@ fn database_brownout_no_timeout_fills_the_connection_pool_and_the_breaker_keeps_
         "database-brownout.yaml",
         &[("REDIS_PORT", redis.port.to_string())],
         |_, _| {},
+    );
+}
+
+#[test]
+fn redis_restart_retries_only_writes_redis_did_not_run_and_non_idempotent_retry_writes_twice() {
+    let redis = start_redis();
+    prove_then(
+        "redis-restart.yaml",
+        &[("REDIS_PORT", redis.port.to_string())],
+        |_| {},
     );
 }

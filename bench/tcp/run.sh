@@ -20,7 +20,12 @@
 #       holds two descriptors per connection), a fresh faultd (default runtime) per round, RSS from /proc before
 #       and after; every connection confirmed at Redis (INFO clients). "fresh": never used; "ping": one PING
 #       round trip each, then idle. HAProxy the same way, for comparison (target: faultd <= 16 KB).
-# Usage: bench/tcp/run.sh [a|b|c|d|all]
+#   (e) what framing RESP costs: one faultd (one tokio worker, CPU 0) with two routes to the same Redis, one plain
+#       TCP and one `protocol: redis` with no entries, redis-benchmark -t set,get at -P 16 and -P 1 through each in
+#       alternating rounds; faultd's CPU seconds per request counted at Redis (INFO stats total_commands_processed),
+#       medians and the ratio redis/plain, also round by round (target: <= 1.3x). A CPU-time ratio of rounds side
+#       by side, so it holds on a machine shared with other work, where rates would not.
+# Usage: bench/tcp/run.sh [a|b|c|d|e|all]
 #   env: ROUNDS=3 N_P16=2000000 N_P1=300000 CLIENTS=50 LAT_RATE=10000 LAT_SECS=10 LAT_CONNS=8
 #        TOXIC_RATE=1000 TOXIC_SECS=10 IDLE=10000 KINDS="fresh ping" PROXIES="faultd haproxy"
 #        FAULTD=target/release/faultd (another build to compare) RELAY=target/release/bench-relay STEAL_MAX=5
@@ -97,6 +102,22 @@ YAML
   fi
   FD_PID=$!; PIDS+=($FD_PID)
   wait_port "$FD_PORT"; wait_port "$SLOW_PORT"
+}
+
+# Starts faultd (one tokio worker on CPU 0) with two routes to Redis and no toxics: plain (bytes only) and resp
+# (`protocol: redis`, no entries); sets RESP_PID, PLAIN_PORT, RESP_PORT.
+start_faultd_resp() {
+  PLAIN_PORT=$(free_port); RESP_PORT=$(free_port); local http control; http=$(free_port); control=$(free_port)
+  cat > "$WORK/faultd-resp.yaml" <<YAML
+seed: 1
+routes:
+  plain: { tcp: { listen: 127.0.0.1:$PLAIN_PORT, upstream: 127.0.0.1:$REDIS_PORT } }
+  resp:  { tcp: { listen: 127.0.0.1:$RESP_PORT, upstream: 127.0.0.1:$REDIS_PORT, protocol: redis } }
+YAML
+  TOKIO_WORKER_THREADS=1 taskset -c 0 "$FAULTD" --config "$WORK/faultd-resp.yaml" --listen "127.0.0.1:$http" \
+    --control "127.0.0.1:$control" > "$WORK/faultd-resp.log" 2>&1 &
+  RESP_PID=$!; PIDS+=($RESP_PID)
+  wait_port "$PLAIN_PORT"; wait_port "$RESP_PORT"
 }
 
 # Starts HAProxy (mode tcp, one thread, no logs) in front of Redis; sets HA_PID, HA_PORT. $1: taskset CPU list
@@ -275,5 +296,38 @@ if [[ $WHAT == d || $WHAT == all ]]; then
       done
       echo "  $proxy $kind: median $(median < "$WORK/per") bytes of RSS per idle connection at $n connections (target for faultd <= 16384)"
     done
+  done
+fi
+
+if [[ $WHAT == e || $WHAT == all ]]; then
+  start_faultd_resp
+  for port in "$PLAIN_PORT" "$RESP_PORT"; do
+    [ "$(redis-cli -h 127.0.0.1 -p "$port" ping)" = PONG ] || { echo "no PONG through port $port" >&2; exit 3; }
+  done
+  # Commands Redis has processed so far (each reading counts itself too: one in millions).
+  processed() { rcli info stats | awk -F: '/^total_commands_processed/ {print $2 + 0}'; }
+  echo "== (e) faultd's CPU per request, protocol: redis (no entries) vs plain TCP, one faultd with both routes (1 tokio worker, CPU 0), clients on CPU 1; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  for P in 16 1; do
+    N=$N_P16; [ "$P" = 1 ] && N=$N_P1
+    echo "== (e) redis-benchmark -c $CLIENTS -t set,get -P $P -n $N, $ROUNDS alternating rounds (resp, plain, resp, ...)"
+    : > "$WORK/ns_resp"; : > "$WORK/ns_plain"; : > "$WORK/pairs_e"
+    for i in $(seq "$ROUNDS"); do
+      for who in resp plain; do
+        port=$RESP_PORT; [ $who = plain ] && port=$PLAIN_PORT
+        k0=$(processed); c0=$(cpu_s "$RESP_PID"); st0=$(steal_ticks); t0=$(now_s)
+        taskset -c 1 redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -t set,get -P "$P" -n "$N" --csv > /dev/null
+        t1=$(now_s); st1=$(steal_ticks); c1=$(cpu_s "$RESP_PID"); k1=$(processed)
+        arrived=$((k1 - k0))
+        [ "$arrived" -ge $((2 * N)) ] || { echo "Redis processed $arrived of $((2 * N)) requests ($who)" >&2; exit 3; }
+        ns=$(awk -v a="$arrived" -v c0="$c0" -v c1="$c1" 'BEGIN {printf "%.0f", (c1 - c0) / a * 1e9}')
+        echo "$ns" >> "$WORK/ns_$who"
+        [ $who = resp ] && resp_ns=$ns
+        [ $who = plain ] && echo "$(ratio "$resp_ns" "$ns")" >> "$WORK/pairs_e"
+        echo "  round $i $who: Redis processed $arrived in $(awk -v x="$t0" -v y="$t1" 'BEGIN {printf "%.2f", y - x}') s; faultd used $(minus "$c1" "$c0") CPU-s, $ns ns per request; steal $(share_pct "$st0" "$st1")%"
+      done
+    done
+    R=$(median < "$WORK/ns_resp"); L=$(median < "$WORK/ns_plain")
+    echo "  -P $P median faultd CPU per request: redis $R ns, plain $L ns: $(ratio "$R" "$L")x (target <= 1.3x)"
+    echo "  -P $P round by round, redis/plain: $(tr '\n' ' ' < "$WORK/pairs_e")-> median $(median < "$WORK/pairs_e")x"
   done
 fi

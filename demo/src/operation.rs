@@ -34,11 +34,14 @@ pub enum Operation {
     /// A transaction on PostgreSQL (not the HTTP dependency) placing an order: one account's balance down, one
     /// order row in, under SERIALIZABLE, where the database may ask for the whole transaction to run again.
     Order,
+    /// `RPUSH cart:{id}` on Redis, for adding an item to the cart: a write Redis cannot recognise when it comes
+    /// twice (no idempotency key reaches it), so it is retried only when Redis said it did nothing.
+    CartWrite,
 }
 
 impl Operation {
     /// Every operation, in the order used for display and for choosing the `shared_breaker` settings.
-    pub const ALL: [Operation; 8] = [
+    pub const ALL: [Operation; 9] = [
         Operation::Pricing,
         Operation::Reviews,
         Operation::Payments,
@@ -47,6 +50,7 @@ impl Operation {
         Operation::AccountWrite,
         Operation::Cart,
         Operation::Order,
+        Operation::CartWrite,
     ];
 
     /// The operation key used in the configuration and in the `operation` label: `pricing`, `account-read`, ...
@@ -60,14 +64,16 @@ impl Operation {
             Operation::AccountWrite => "account-write",
             Operation::Cart => "cart",
             Operation::Order => "order",
+            Operation::CartWrite => "cart-write",
         }
     }
 
     /// The dependency service the operation belongs to (the `dependency` label): account reads and writes are
-    /// two operations of one service, `accounts`.
+    /// two operations of one service, `accounts`, and the cart's reads and writes two of `cart`.
     pub fn dependency(self) -> &'static str {
         match self {
             Operation::AccountRead | Operation::AccountWrite => "accounts",
+            Operation::CartWrite => "cart",
             other => other.key(),
         }
     }
@@ -75,7 +81,10 @@ impl Operation {
     /// The HTTP method of the call to the dependency.
     pub fn method(self) -> Method {
         match self {
-            Operation::Payments | Operation::AccountWrite | Operation::Order => Method::POST,
+            Operation::Payments
+            | Operation::AccountWrite
+            | Operation::Order
+            | Operation::CartWrite => Method::POST,
             _ => Method::GET,
         }
     }
@@ -88,7 +97,7 @@ impl Operation {
             Operation::Payments => "/payments/charge".to_string(),
             Operation::Report => "/report".to_string(),
             Operation::AccountRead | Operation::AccountWrite => format!("/accounts/{id}"),
-            Operation::Cart => format!("/cart/{id}"),
+            Operation::Cart | Operation::CartWrite => format!("/cart/{id}"),
             Operation::Order => format!("/order/{id}"),
         }
     }
@@ -96,7 +105,7 @@ impl Operation {
     /// Whether the operation talks to Redis (the `redis:` address of the configuration) rather than to the
     /// HTTP dependency.
     pub fn is_redis(self) -> bool {
-        matches!(self, Operation::Cart)
+        matches!(self, Operation::Cart | Operation::CartWrite)
     }
 
     /// Whether the operation talks to PostgreSQL (the `postgres:` address of the configuration).
@@ -114,8 +123,16 @@ impl Operation {
     pub fn is_write(self) -> bool {
         matches!(
             self,
-            Operation::Payments | Operation::AccountWrite | Operation::Order
+            Operation::Payments | Operation::AccountWrite | Operation::Order | Operation::CartWrite
         )
+    }
+
+    /// A write its dependency cannot recognise when it comes twice: the HTTP writes carry an `Idempotency-Key`
+    /// the dependency de-duplicates on, a Redis command carries none. Such a write is retried only after a
+    /// failure that proves it was not carried out ([`crate::layers::CallError::NotApplied`]); a timed-out one
+    /// may have been.
+    pub fn is_unrepeatable(self) -> bool {
+        matches!(self, Operation::CartWrite)
     }
 
     /// The body served as the `default` fallback: an empty answer of the right shape.
@@ -126,7 +143,10 @@ impl Operation {
             Operation::Report => b"{\"rows\":[]}",
             Operation::AccountRead => b"{}",
             Operation::Cart => b"{\"items\":[]}",
-            Operation::Payments | Operation::AccountWrite | Operation::Order => b"",
+            Operation::Payments
+            | Operation::AccountWrite
+            | Operation::Order
+            | Operation::CartWrite => b"",
         }
     }
 
@@ -273,6 +293,26 @@ impl Operation {
                 },
                 breaker: seed_004_breaker(ms(250)),
                 retries: no_retries,
+                hedge: None,
+            },
+            // Adding to the cart: the read's timeout and pool; a write that failed is answered 503 + Retry-After
+            // (never a faked success). Redis loading its dataset after a restart refuses every command for a few
+            // seconds without doing it (-LOADING): two retries, 200 ms and 400 ms later, ride out a short one. A
+            // timed-out write is not retried: Redis may have applied it.
+            Operation::CartWrite => OperationConfig {
+                endpoints: Vec::new(),
+                outlier: OutlierConfig::default(),
+                timeout: ms(100),
+                pool: 20,
+                fallback: Fallback::Unavailable {
+                    retry_after: ms(1_000),
+                },
+                breaker: seed_000_breaker(),
+                retries: RetryConfig {
+                    max: 2,
+                    backoff: ms(200),
+                    budget: share(10.0),
+                },
                 hedge: None,
             },
         }

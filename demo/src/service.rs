@@ -141,6 +141,9 @@ impl App {
                         retries_denied,
                     )
                     .reconnecting_at_once(config.has(Mistake::InstantReconnect))
+                    .retrying_only_unapplied(
+                        op.is_unrepeatable() && !config.has(Mistake::NonIdempotentRetry),
+                    )
                     .spaced(spacing(config));
                     let hedges = metrics.attempts.get_or_create(&attempts("hedge")).clone();
                     let hedge = c.hedge.map(|h| {
@@ -151,13 +154,12 @@ impl App {
                     // bulkhead; HTTP operations share the client's unbounded pool, gRPC ones the process's channel.
                     let dependency: Client = if op.is_redis() {
                         let addr = config.redis.as_deref().unwrap_or_default();
-                        let redis =
-                            RedisClient::new(addr, c.pool, op.key()).map_err(|message| {
-                                DemoError::Invalid {
-                                    field: "redis".into(),
-                                    message,
-                                }
-                            })?;
+                        let redis = RedisClient::new(addr, c.pool, op).map_err(|message| {
+                            DemoError::Invalid {
+                                field: "redis".into(),
+                                message,
+                            }
+                        })?;
                         Client::new(redis)
                     } else if op.is_postgres() {
                         let addr = config.postgres.as_deref().unwrap_or_default();
@@ -393,7 +395,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/checkout", axum::routing::post(checkout))
         .route("/admin/report", get(report))
         .route("/account/{id}", get(account_read).post(account_write))
-        .route("/cart/{id}", get(cart))
+        .route("/cart/{id}", get(cart).post(cart_write))
         .route("/order/{id}", axum::routing::post(order))
         .route("/health", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
@@ -550,20 +552,19 @@ async fn account_write(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    write(&app, Operation::AccountWrite, &id, &headers, body).await
+}
+
+/// One write of `op` for item `id`, with an idempotency key of its own (the same on its retries).
+async fn write(app: &App, op: Operation, id: &str, headers: &HeaderMap, body: Bytes) -> Response {
     let instance = app.pick();
     let key = app.idempotency_key(instance);
     match instance
-        .call(
-            Operation::AccountWrite,
-            &id,
-            body,
-            Some(key),
-            app.context(&headers),
-        )
+        .call(op, id, body, Some(key), app.context(headers))
         .await
     {
         Some(answer) => respond(answer),
-        None => not_configured(Operation::AccountWrite),
+        None => not_configured(op),
     }
 }
 
@@ -598,6 +599,17 @@ async fn order(
         Some(answer) => respond(answer),
         None => not_configured(Operation::Order),
     }
+}
+
+/// Adds the body to the cart: 200 once Redis holds it; 503 + Retry-After (`X-Fallback: unavailable`) when it
+/// could not be saved or its fate is unknown, never a faked success.
+async fn cart_write(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    write(&app, Operation::CartWrite, &id, &headers, body).await
 }
 
 async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Infallible> {

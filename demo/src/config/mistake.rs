@@ -76,11 +76,15 @@ pub enum Mistake {
     /// (serialization failure) or 40P01 (deadlock) is not run again, so the caller gets an error for an order the
     /// next attempt would have placed.
     NoTransactionRetry,
+    /// Seed 000's duplicates from at-least-once delivery, on a store that cannot recognise them: a write to Redis
+    /// (the cart) is retried on any failure, a timed-out reply included, so a write Redis applied but whose answer
+    /// came late is applied again.
+    NonIdempotentRetry,
 }
 
 impl Mistake {
     /// Every switch, in documentation order.
-    pub const ALL: [Mistake; 18] = [
+    pub const ALL: [Mistake; 19] = [
         Mistake::NoTimeout,
         Mistake::Count4xx,
         Mistake::BareCount,
@@ -99,6 +103,7 @@ impl Mistake {
         Mistake::NoOutlierEjection,
         Mistake::NoDnsCache,
         Mistake::NoTransactionRetry,
+        Mistake::NonIdempotentRetry,
     ];
 
     /// The switch's name as written in YAML and on the command line.
@@ -122,6 +127,7 @@ impl Mistake {
             Mistake::NoOutlierEjection => "no_outlier_ejection",
             Mistake::NoDnsCache => "no_dns_cache",
             Mistake::NoTransactionRetry => "no_transaction_retry",
+            Mistake::NonIdempotentRetry => "non_idempotent_retry",
         }
     }
 }

@@ -82,6 +82,15 @@ pub struct Operations {
     #[schemars(with = "Option<OperationOverrides>")]
     /// `order`: a SERIALIZABLE transaction on PostgreSQL (needs `postgres:`); not among the defaults.
     pub order: Option<OperationConfig>,
+    #[serde(
+        rename = "cart-write",
+        default,
+        deserialize_with = "cart_write",
+        skip_serializing_if = "Option::is_none"
+    )]
+    #[schemars(with = "Option<OperationOverrides>")]
+    /// `cart-write`: `RPUSH cart:{id}` on Redis (needs `redis:`); not among the defaults.
+    pub cart_write: Option<OperationConfig>,
 }
 
 impl Default for Operations {
@@ -111,6 +120,7 @@ impl Operations {
             account_write: None,
             cart: None,
             order: None,
+            cart_write: None,
         }
     }
 
@@ -125,6 +135,7 @@ impl Operations {
             Operation::AccountWrite => self.account_write.as_ref(),
             Operation::Cart => self.cart.as_ref(),
             Operation::Order => self.order.as_ref(),
+            Operation::CartWrite => self.cart_write.as_ref(),
         }
     }
 
@@ -139,6 +150,7 @@ impl Operations {
             Operation::AccountWrite => &mut self.account_write,
             Operation::Cart => &mut self.cart,
             Operation::Order => &mut self.order,
+            Operation::CartWrite => &mut self.cart_write,
         }
     }
 
@@ -174,3 +186,4 @@ operation_reader!(account_read, Operation::AccountRead);
 operation_reader!(account_write, Operation::AccountWrite);
 operation_reader!(cart, Operation::Cart);
 operation_reader!(order, Operation::Order);
+operation_reader!(cart_write, Operation::CartWrite);

@@ -47,9 +47,10 @@ pub fn method(op: Operation) -> &'static str {
         Operation::Report => "/demo.Reports/GetReport",
         Operation::AccountRead => "/demo.Accounts/GetAccount",
         Operation::AccountWrite => "/demo.Accounts/UpdateAccount",
-        // Never called over gRPC: the cart reads Redis and an order is a PostgreSQL transaction whatever the
+        // Never called over gRPC: the cart uses Redis and an order is a PostgreSQL transaction whatever the
         // protocol; named for completeness.
         Operation::Cart => "/demo.Carts/GetCart",
+        Operation::CartWrite => "/demo.Carts/AddItem",
         Operation::Order => "/demo.Orders/PlaceOrder",
     }
 }

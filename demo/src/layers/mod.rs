@@ -77,6 +77,14 @@ pub enum CallError {
     /// The dependency answered 5xx.
     #[error("dependency answered {0}")]
     Status(StatusCode),
+    /// The call was not carried out and may be sent again after a pause: Redis answered that it is still loading
+    /// its dataset (`-LOADING`), or no connection could be opened, so the command never left.
+    #[error("not carried out: {0}")]
+    NotApplied(String),
+    /// The dependency refused the call with an error reply that a retry soon would meet again (Redis's `-OOM`
+    /// when full, `-READONLY` on a replica, `-WRONGTYPE`): nothing was done.
+    #[error("refused: {0}")]
+    Refused(String),
     /// The dependency answered a gRPC call with a status other than OK and the caller's codes.
     #[error("dependency answered gRPC {0}")]
     Grpc(faultline_units::GrpcCode),
@@ -93,9 +101,10 @@ pub enum CallError {
 }
 
 impl CallError {
-    /// Whether another attempt may help: timeouts, transport errors (a failed handshake among them), 5xx and
-    /// failing gRPC statuses. Not a full bulkhead (more calls would only add to the load), not a breaker refusal,
-    /// and not a database's error (its client already ran again what the database asked to run again).
+    /// Whether another attempt may help: timeouts, transport errors (a failed handshake among them), 5xx,
+    /// failing gRPC statuses and calls not carried out. Not a full bulkhead (more calls would only add to the
+    /// load), not a breaker refusal, not a refusal that would be met again, and not a database's error (its
+    /// client already ran again what the database asked to run again).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
@@ -104,6 +113,7 @@ impl CallError {
                 | CallError::Handshake(_)
                 | CallError::Status(_)
                 | CallError::Grpc(_)
+                | CallError::NotApplied(_)
         )
     }
 
@@ -118,6 +128,8 @@ impl CallError {
                 "timeout"
             }
             CallError::Grpc(_) | CallError::Database(_) => "server_error",
+            CallError::NotApplied(_) => "not_applied",
+            CallError::Refused(_) => "refused",
             CallError::BulkheadFull => "bulkhead_full",
             CallError::Rejected(_) => "breaker_open",
         }

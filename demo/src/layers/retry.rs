@@ -7,6 +7,11 @@
 //! nobody (with the `no_deadline_propagation` mistake the demo does not know the deadline, and retries anyway).
 //! The budget is shared with the hedge layer: a hedge is an extra call like a retry, and takes one from it.
 //!
+//! A write its dependency cannot de-duplicate (a Redis command: no idempotency key reaches the server) is retried
+//! only after a [`CallError::NotApplied`], the one failure that proves it was not carried out; after a timeout or
+//! a lost connection it may have been, and a retry would apply it twice. The `non_idempotent_retry` mistake retries
+//! such a write like any other.
+//!
 //! The `unbudgeted_retries` mistake retries every retryable failure up to `max`, whatever the budget says. The
 //! `no_backoff` mistake retries at once; `no_jitter` waits exactly the backoff, so callers who failed together
 //! retry together (seed 000's lockstep). The `instant_reconnect` mistake retries a failed TLS handshake at once, [`INSTANT_RECONNECTS`] times, before the
@@ -113,6 +118,7 @@ pub struct RetryPolicy {
     unbudgeted: bool,
     spacing: Spacing,
     instant_reconnect: bool,
+    only_unapplied: bool,
     first: Counter,
     retried: Counter,
     denied: Counter,
@@ -135,6 +141,7 @@ impl RetryPolicy {
             unbudgeted,
             spacing: Spacing::Jittered,
             instant_reconnect: false,
+            only_unapplied: false,
             first,
             retried,
             denied,
@@ -145,6 +152,22 @@ impl RetryPolicy {
     pub fn reconnecting_at_once(mut self, on: bool) -> Self {
         self.instant_reconnect = on;
         self
+    }
+
+    /// For a write the dependency cannot de-duplicate: only failures that prove it was not carried out are
+    /// retried.
+    pub fn retrying_only_unapplied(mut self, on: bool) -> Self {
+        self.only_unapplied = on;
+        self
+    }
+
+    /// Whether `error` may be followed by another attempt.
+    fn retries(&self, error: &CallError) -> bool {
+        if self.only_unapplied {
+            matches!(error, CallError::NotApplied(_))
+        } else {
+            error.is_retryable()
+        }
     }
 
     /// With the `no_backoff` or `no_jitter` mistake: when retries are sent.
@@ -230,7 +253,7 @@ where
             let mut result = attempt(inner.clone(), &req, &policy).await;
             for retry in 1..=policy.max {
                 match &result {
-                    Err(e) if e.is_retryable() => {}
+                    Err(e) if policy.retries(e) => {}
                     _ => break,
                 }
                 let delay = policy.spacing.delay(policy.base, retry);
@@ -416,6 +439,60 @@ mod tests {
         );
         assert_eq!(dep.calls(), 1);
     }
+
+    /// Two retries with a budget that allows them; only failures that prove nothing was done are retried when
+    /// `only_unapplied`.
+    fn unrepeatable(only_unapplied: bool) -> RetryLayer {
+        RetryLayer::new(
+            RetryPolicy::new(
+                &config(2, 1.0),
+                false,
+                Counter::default(),
+                Counter::default(),
+                Counter::default(),
+            )
+            .retrying_only_unapplied(only_unapplied),
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unrepeatable_write_is_retried_after_loading_but_never_after_a_timeout_or_a_refusal()
+    {
+        let loading = || Err(CallError::NotApplied("LOADING".into()));
+        let dep =
+            Dependency::new(move |n| (Duration::ZERO, if n < 2 { loading() } else { ok("1") }));
+        let answer = unrepeatable(true).layer(dep.clone()).oneshot(req()).await;
+        assert_eq!(answer.unwrap().body, Bytes::from_static(b"1"));
+        assert_eq!(
+            dep.calls(),
+            3,
+            "-LOADING: the command never ran, so it is sent again"
+        );
+        for failure in [
+            CallError::Timeout(Duration::from_millis(100)),
+            CallError::Transport("connection reset".into()),
+            CallError::Refused("OOM command not allowed".into()),
+        ] {
+            let result = Err(failure.clone());
+            let dep = Dependency::new(move |_| (Duration::ZERO, result.clone()));
+            let answer = unrepeatable(true).layer(dep.clone()).oneshot(req()).await;
+            assert_eq!(answer, Err(failure.clone()));
+            assert_eq!(dep.calls(), 1, "{failure}: sent once");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn non_idempotent_retry_sends_a_timed_out_write_again() {
+        let dep = Dependency::new(|_| {
+            (
+                Duration::ZERO,
+                Err(CallError::Timeout(Duration::from_millis(100))),
+            )
+        });
+        let _ = unrepeatable(false).layer(dep.clone()).oneshot(req()).await;
+        assert_eq!(dep.calls(), 3, "the write went out three times");
+    }
+
     /// No retries, no budget, and the `instant_reconnect` mistake.
     fn reconnecting() -> RetryLayer {
         RetryLayer::new(

@@ -32,6 +32,8 @@ use crate::tcp::toxics::{ended, Ending, Stream};
 const READ_SIZE: usize = 16 * 1024;
 /// Commands waiting for their reply per connection; beyond, faultd stops reading the client (back-pressure).
 const PENDING: usize = 4096;
+/// Command names a connection keeps one shared copy of, so that a command of a name seen before allocates none.
+const NAMES: usize = 32;
 
 /// A command on its way, as the reply side sees it.
 #[derive(Debug)]
@@ -128,6 +130,7 @@ async fn commands(
 ) -> OwnedReadHalf {
     let mut end_rx = ctx.ending();
     let counts = ConnectionCounts::default();
+    let mut names: Vec<Arc<str>> = Vec::new();
     let mut scanner = Scanner::new(Side::Client);
     let mut buf = vec![0u8; READ_SIZE];
     let mut out: Vec<u8> = Vec::new();
@@ -187,7 +190,7 @@ async fn commands(
                 Some(Event::End(end)) => (end.head, true),
             };
             if let Some(head) = head {
-                fate = decide(&route, &*ctx, &counts, &tx, head).await;
+                fate = decide(&route, &*ctx, &counts, &mut names, &tx, head).await;
                 match fate {
                     Fate::Forward | Fate::ForwardThenRaw => out.append(&mut held),
                     _ => held.clear(),
@@ -257,17 +260,30 @@ async fn send(route: &RedisRoute, tx: &mpsc::Sender<Pending>, pending: Pending) 
     false
 }
 
+/// The connection's shared copy of a command's name: one of `names`, or a new one kept there while it has room.
+fn name_of(names: &mut Vec<Arc<str>>, name: &str) -> Arc<str> {
+    if let Some(known) = names.iter().find(|n| &***n == name) {
+        return known.clone();
+    }
+    let new: Arc<str> = Arc::from(name);
+    if names.len() < NAMES {
+        names.push(new.clone());
+    }
+    new
+}
+
 /// Gives a command its fate from the entries in force, counts it as sent, and tells the reply side.
 async fn decide(
     route: &RedisRoute,
     ctx: &dyn Connection,
     counts: &ConnectionCounts,
+    names: &mut Vec<Arc<str>>,
     tx: &mpsc::Sender<Pending>,
     head: Head,
 ) -> Fate {
     let at = Instant::now();
     let rules = route.rules();
-    let name: Arc<str> = Arc::from(head.name.as_str());
+    let name = name_of(names, &head.name);
     let action = rules.entries.decide(&head, counts).cloned();
     route.recorder.sent(&name, &rules.phase);
     let (pending, fate) = match action {

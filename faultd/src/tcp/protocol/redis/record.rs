@@ -58,6 +58,7 @@ impl RedisRecorder {
     }
 
     /// The name a command counts under: its own, or `OTHER` once [`MAX_COMMANDS`] names are counted.
+    /// The name is copied only the first time it is counted: this runs twice for every command.
     fn slot<'s>(state: &'s mut State, name: &str) -> &'s mut CommandState {
         let known = state.commands.contains_key(name);
         let name = if known || state.commands.len() < MAX_COMMANDS {
@@ -65,7 +66,15 @@ impl RedisRecorder {
         } else {
             "OTHER"
         };
-        state.commands.entry(name.to_string()).or_default()
+        if !state.commands.contains_key(name) {
+            state
+                .commands
+                .insert(name.to_string(), CommandState::default());
+        }
+        state
+            .commands
+            .get_mut(name)
+            .expect("the name was inserted above")
     }
 
     /// A command arrived and waits for its reply, in phase `phase`.
