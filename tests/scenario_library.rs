@@ -607,6 +607,6 @@ fn redis_restart_retries_only_writes_redis_did_not_run_and_non_idempotent_retry_
     prove_then(
         "redis-restart.yaml",
         &[("REDIS_PORT", redis.port.to_string())],
-        |_| {},
+        |_, _| {},
     );
 }

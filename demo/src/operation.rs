@@ -265,6 +265,20 @@ impl Operation {
                 retries: no_retries,
                 hedge: None,
             },
+            Operation::Cart | Operation::CartWrite | Operation::Order => self.recommended_store(),
+        }
+    }
+
+    /// The recommended configuration of the operations on a data store (Redis, PostgreSQL).
+    fn recommended_store(self) -> OperationConfig {
+        let ms = Dur::from_millis;
+        let share = |percent: f64| Share::from_fraction(percent / 100.0);
+        let no_retries = RetryConfig {
+            max: 0,
+            backoff: ms(50),
+            budget: share(10.0),
+        };
+        match self {
             // A read from Redis answers in about a millisecond: a 100 ms timeout leaves room for a pause without
             // letting a slow server hold the pool; 20 connections (a common pool size) at seed 000's breaker; an
             // empty cart beats an error page.
@@ -315,6 +329,7 @@ impl Operation {
                 },
                 hedge: None,
             },
+            _ => unreachable!("{self} is not an operation on a data store"),
         }
     }
 }

@@ -231,46 +231,7 @@ impl DemoConfig {
                     format!("{} is a write and must never fake success: use {{ unavailable: {{ retry_after: 5s }} }}", op.key()),
                 );
             }
-            let b = &c.breaker;
-            let positive = [
-                ("breaker.window", b.window),
-                ("breaker.open_for", b.open_for),
-                ("breaker.slow_call_duration", b.slow_call_duration),
-            ];
-            for (name, d) in positive {
-                if d.get().is_zero() {
-                    return invalid(at(name), "must be above 0s".into());
-                }
-            }
-            let counts = [
-                ("breaker.min_calls", b.min_calls),
-                ("breaker.half_open_calls", b.half_open_calls),
-                ("breaker.close_after", b.close_after),
-            ];
-            for (name, n) in counts {
-                if n == 0 {
-                    return invalid(at(name), "must be at least 1".into());
-                }
-            }
-            for (name, s) in [
-                ("breaker.failure_rate", b.failure_rate),
-                ("breaker.slow_call_rate", b.slow_call_rate),
-            ] {
-                if s.fraction() <= 0.0 {
-                    return invalid(at(name), "must be above 0%".into());
-                }
-            }
-            if let Some(r) = b.recovery_rate {
-                if r.fraction() <= 0.0 || r > b.failure_rate {
-                    return invalid(
-                        at("breaker.recovery_rate"),
-                        format!(
-                            "must be above 0% and at most failure_rate ({}), got {r}",
-                            b.failure_rate
-                        ),
-                    );
-                }
-            }
+            check_breaker(&c.breaker, &at)?;
             if c.retries.max > 10 {
                 return invalid(
                     at("retries.max"),
@@ -337,4 +298,49 @@ impl DemoConfig {
     pub fn has(&self, m: Mistake) -> bool {
         self.mistakes.contains(&m)
     }
+}
+
+/// Checks a breaker's settings; `at` names a field of its operation.
+fn check_breaker(b: &crate::BreakerConfig, at: &dyn Fn(&str) -> String) -> Result<(), DemoError> {
+    let invalid = |field: String, message: String| Err(DemoError::Invalid { field, message });
+    let positive = [
+        ("breaker.window", b.window),
+        ("breaker.open_for", b.open_for),
+        ("breaker.slow_call_duration", b.slow_call_duration),
+    ];
+    for (name, d) in positive {
+        if d.get().is_zero() {
+            return invalid(at(name), "must be above 0s".into());
+        }
+    }
+    let counts = [
+        ("breaker.min_calls", b.min_calls),
+        ("breaker.half_open_calls", b.half_open_calls),
+        ("breaker.close_after", b.close_after),
+    ];
+    for (name, n) in counts {
+        if n == 0 {
+            return invalid(at(name), "must be at least 1".into());
+        }
+    }
+    for (name, s) in [
+        ("breaker.failure_rate", b.failure_rate),
+        ("breaker.slow_call_rate", b.slow_call_rate),
+    ] {
+        if s.fraction() <= 0.0 {
+            return invalid(at(name), "must be above 0%".into());
+        }
+    }
+    if let Some(r) = b.recovery_rate {
+        if r.fraction() <= 0.0 || r > b.failure_rate {
+            return invalid(
+                at("breaker.recovery_rate"),
+                format!(
+                    "must be above 0% and at most failure_rate ({}), got {r}",
+                    b.failure_rate
+                ),
+            );
+        }
+    }
+    Ok(())
 }
