@@ -154,11 +154,7 @@ impl Operation {
     pub fn recommended(self) -> OperationConfig {
         let ms = Dur::from_millis;
         let share = |percent: f64| Share::from_fraction(percent / 100.0);
-        let no_retries = RetryConfig {
-            max: 0,
-            backoff: ms(50),
-            budget: share(10.0),
-        };
+        let no_retries = no_retries();
         match self {
             // Seed 000: 250 ms timeout (3x the 80 ms p99), a 200-connection pool, 50% over 10 s with at least 20
             // calls, open 30 s, a single probe whose success closes, the last cached price as fallback.
@@ -273,11 +269,7 @@ impl Operation {
     fn recommended_store(self) -> OperationConfig {
         let ms = Dur::from_millis;
         let share = |percent: f64| Share::from_fraction(percent / 100.0);
-        let no_retries = RetryConfig {
-            max: 0,
-            backoff: ms(50),
-            budget: share(10.0),
-        };
+        let no_retries = no_retries();
         match self {
             // A read from Redis answers in about a millisecond: a 100 ms timeout leaves room for a pause without
             // letting a slow server hold the pool; 20 connections (a common pool size) at seed 000's breaker; an
@@ -331,6 +323,15 @@ impl Operation {
             },
             _ => unreachable!("{self} is not an operation on a data store"),
         }
+    }
+}
+
+/// No retries (the budget kept for a configuration that turns them on).
+fn no_retries() -> RetryConfig {
+    RetryConfig {
+        max: 0,
+        backoff: Dur::from_millis(50),
+        budget: Share::from_fraction(0.1),
     }
 }
 
