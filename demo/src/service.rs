@@ -530,20 +530,7 @@ async fn account_read(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let instance = app.pick();
-    match instance
-        .call(
-            Operation::AccountRead,
-            &id,
-            Bytes::new(),
-            None,
-            app.context(&headers),
-        )
-        .await
-    {
-        Some(answer) => respond(answer),
-        None => not_configured(Operation::AccountRead),
-    }
+    plain(&app, Operation::AccountRead, &id, &headers).await
 }
 
 async fn account_write(
@@ -553,6 +540,18 @@ async fn account_write(
     body: Bytes,
 ) -> Response {
     write(&app, Operation::AccountWrite, &id, &headers, body).await
+}
+
+/// One call of `op` for item `id`, without a body or an idempotency key.
+async fn plain(app: &App, op: Operation, id: &str, headers: &HeaderMap) -> Response {
+    let instance = app.pick();
+    match instance
+        .call(op, id, Bytes::new(), None, app.context(headers))
+        .await
+    {
+        Some(answer) => respond(answer),
+        None => not_configured(op),
+    }
 }
 
 /// One write of `op` for item `id`, with an idempotency key of its own (the same on its retries).
@@ -569,20 +568,7 @@ async fn write(app: &App, op: Operation, id: &str, headers: &HeaderMap, body: By
 }
 
 async fn cart(State(app): State<Arc<App>>, Path(id): Path<String>, headers: HeaderMap) -> Response {
-    let instance = app.pick();
-    match instance
-        .call(
-            Operation::Cart,
-            &id,
-            Bytes::new(),
-            None,
-            app.context(&headers),
-        )
-        .await
-    {
-        Some(answer) => respond(answer),
-        None => not_configured(Operation::Cart),
-    }
+    plain(&app, Operation::Cart, &id, &headers).await
 }
 
 async fn order(
@@ -590,15 +576,7 @@ async fn order(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let instance = app.pick();
-    let context = app.context(&headers);
-    match instance
-        .call(Operation::Order, &id, Bytes::new(), None, context)
-        .await
-    {
-        Some(answer) => respond(answer),
-        None => not_configured(Operation::Order),
-    }
+    plain(&app, Operation::Order, &id, &headers).await
 }
 
 /// Adds the body to the cart: 200 once Redis holds it; 503 + Retry-After (`X-Fallback: unavailable`) when it
