@@ -4,16 +4,20 @@
 //! the stream.
 //!
 //! Checked: no panic; every call consumes at least one byte of a non-empty input and never more than it was
-//! given; the frames and the garbage found do not depend on how the stream was cut into reads (the same stream
-//! fed whole gives the same events at the same offsets).
+//! given; the frames, the commands' names and keys, and the garbage found do not depend on how the stream was cut
+//! into reads (the same stream fed whole, which takes the scanner's one-go paths wherever a frame lies whole, gives
+//! the same events at the same offsets as reads of a few bytes, which take the byte-by-byte ones).
 
 #![no_main]
 
 use faultd::tcp::protocol::redis::resp::{Event, Garbage, Scanner, Side};
 use libfuzzer_sys::fuzz_target;
 
+/// An event with the command's name and key it made known, if any.
+type Seen = (Event, Option<(String, Option<Vec<u8>>)>);
+
 /// Feeds `input` in reads of `step` bytes: each event with the offset it ended at, and the garbage if any.
-fn run(side: Side, input: &[u8], step: usize) -> (Vec<(usize, Event)>, Option<(usize, Garbage)>) {
+fn run(side: Side, input: &[u8], step: usize) -> (Vec<(usize, Seen)>, Option<(usize, Garbage)>) {
     let mut scanner = Scanner::new(side);
     let mut events = Vec::new();
     let mut at = 0;
@@ -26,7 +30,12 @@ fn run(side: Side, input: &[u8], step: usize) -> (Vec<(usize, Event)>, Option<(u
                     assert!(pos + n <= piece.len(), "consumed more than given");
                     pos += n;
                     if let Some(e) = event {
-                        events.push((at + pos, e));
+                        let known = matches!(&e, Event::Head) || matches!(&e, Event::End(end) if end.head);
+                        let head = known.then(|| {
+                            let h = scanner.head();
+                            (h.name.to_string(), h.key.map(<[u8]>::to_vec))
+                        });
+                        events.push((at + pos, (e, head)));
                     }
                 }
                 Err(g) => return (events, Some((at + pos, g))),

@@ -21,7 +21,8 @@ pub struct CommandCounts {
     pub errors: BTreeMap<String, u64>,
     /// The most commands of this name waiting for their reply at once.
     pub max_in_flight: u64,
-    /// From the command's last byte read to its reply's last byte written, ns; in JSON, base64 of the
+    /// From the read that brought the command's last byte to the read that brought its reply's last byte (or, for
+    /// faultd's own error or a delayed reply, to when it was written), ns; in JSON, base64 of the
     /// HdrHistogram V2+DEFLATE encoding. Hung and closed commands have none.
     #[serde(with = "faultline_hdr::as_base64::histogram")]
     pub latency: Histogram<u64>,

@@ -1,15 +1,13 @@
-//! One connection of a Redis route: the client's commands and the server's replies framed and paired in order,
-//! and the route's entries carried out on single commands.
+//! One connection of a Redis route: the client's commands framed and given their fate, and the relay of both
+//! directions.
 //!
-//! For: the two directions of one connection. Client to server, each command is framed, given to the entries
-//! once its name and key are known, and forwarded or held back; its pending record goes to the other direction
-//! before its bytes go to the server, so every reply finds the command it answers. Server to client, each reply
-//! is paired with the oldest pending command (RESP answers in order, MULTI's `+QUEUED` and EXEC's array
-//! included), a push message passes between replies, an error faultd writes takes its place in the order, a
-//! delay holds the reply, a hang holds it and every later one, a close ends the connection there. Commands that
-//! make a connection answer out of step (SUBSCRIBE and its kin, MONITOR, CLIENT REPLY) and bytes that are not
-//! RESP switch the connection to plain forwarding. Not for: choosing what a command gets (`super::entry`) or
-//! counting (`super::record`).
+//! For: the client-to-server direction. Each command is framed, given to the entries once its name and key are
+//! known, and forwarded or held back; the pending records of the commands of one read go to the reply side
+//! ([`super::replies`]) together, before their bytes go to the server, so every reply finds the command it
+//! answers. Only a record that needs no server bytes (an error to write, a hang, a close) wakes that side.
+//! Commands that make a connection answer out of step (SUBSCRIBE and its kin, MONITOR, CLIENT REPLY) and bytes
+//! that are not RESP switch the connection to plain forwarding. Not for: choosing what a command gets
+//! (`super::entry`), pairing replies (`super::replies`) or counting (`super::record`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,54 +15,54 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
 use super::entry::Action;
-use super::record::Outcome;
+use super::outgoing::Outgoing;
+use super::queue::{Queue, RepliesGone};
+use super::record::{CommandId, Ended};
 use super::resp::{Event, Head, Scanner, Side};
-use super::RedisRoute;
+use super::{RedisRoute, Rules};
 use crate::behaviours::ConnectionCounts;
 use crate::tcp::protocol::{Connection, OnGarbage};
 use crate::tcp::toxics::{ended, Ending, Stream};
 
 /// Bytes read at once from either side.
-const READ_SIZE: usize = 16 * 1024;
-/// Commands waiting for their reply per connection; beyond, faultd stops reading the client (back-pressure).
-const PENDING: usize = 4096;
-/// Command names a connection keeps one shared copy of, so that a command of a name seen before allocates none.
+pub(super) const READ_SIZE: usize = 16 * 1024;
+/// Command names a connection keeps the recorder's place of, so that a command of a name seen before needs no
+/// lookup.
 const NAMES: usize = 32;
 
 /// A command on its way, as the reply side sees it.
 #[derive(Debug)]
-enum Pending {
+pub(super) enum Pending {
     /// Forwarded to the server; its reply is held until `at + delay`.
     Forwarded {
-        name: Arc<str>,
+        id: CommandId,
         at: Instant,
         delay: Option<Duration>,
     },
     /// Not forwarded: answered with this error.
     Injected {
-        name: Arc<str>,
+        id: CommandId,
         at: Instant,
         reply: Bytes,
     },
     /// Never answered, nor anything after it.
-    Hang { name: Arc<str> },
+    Hang { id: CommandId },
     /// The connection closes here (an entry's close, or bytes that are not RESP under `on_garbage: close`).
-    Close { name: Option<Arc<str>> },
+    Close { id: Option<CommandId> },
     /// Forwarded, and from here on both directions are forwarded untouched.
-    Raw { name: Option<Arc<str>> },
+    Raw { id: Option<CommandId> },
 }
 
 impl Pending {
-    fn name(&self) -> Option<&Arc<str>> {
+    fn id(&self) -> Option<CommandId> {
         match self {
-            Pending::Forwarded { name, .. }
-            | Pending::Injected { name, .. }
-            | Pending::Hang { name } => Some(name),
-            Pending::Close { name } | Pending::Raw { name } => name.as_ref(),
+            Pending::Forwarded { id, .. } | Pending::Injected { id, .. } | Pending::Hang { id } => {
+                Some(*id)
+            }
+            Pending::Close { id } | Pending::Raw { id } => *id,
         }
     }
 }
@@ -78,15 +76,17 @@ pub(crate) async fn relay(
     upstream_read: OwnedReadHalf,
     upstream_write: OwnedWriteHalf,
 ) -> Option<(OwnedReadHalf, OwnedWriteHalf)> {
-    let (tx, rx) = mpsc::channel(PENDING);
+    let (queue, wakes) = Queue::new();
+    let queue = Arc::new(queue);
     let up = tokio::spawn(commands(
         route.clone(),
         ctx.clone(),
         client_read,
         upstream_write,
-        tx,
+        queue.clone(),
     ));
-    let client_write = replies(&route, &*ctx, upstream_read, client_write, rx).await;
+    let client_write =
+        super::replies::replies(&route, &*ctx, upstream_read, client_write, &queue, wakes).await;
     match up.await {
         Ok(client_read) => Some((client_read, client_write)),
         Err(_) => None,
@@ -94,13 +94,10 @@ pub(crate) async fn relay(
 }
 
 /// Whether the connection answers out of step after this command, so that replies no longer pair with commands.
-fn leaves_step(head: &Head) -> bool {
-    match head.name.as_str() {
+fn leaves_step(head: &Head<'_>) -> bool {
+    match head.name {
         "SUBSCRIBE" | "PSUBSCRIBE" | "SSUBSCRIBE" | "MONITOR" | "SYNC" | "PSYNC" => true,
-        "CLIENT" => head
-            .key
-            .as_deref()
-            .is_some_and(|k| k.eq_ignore_ascii_case(b"reply")),
+        "CLIENT" => head.key.is_some_and(|k| k.eq_ignore_ascii_case(b"reply")),
         _ => false,
     }
 }
@@ -120,27 +117,102 @@ enum Fate {
     Stop,
 }
 
+/// Tells the reply side that the command side left, however it left.
+struct Leaving(Arc<Queue<Pending>>);
+
+impl Drop for Leaving {
+    fn drop(&mut self) {
+        self.0.commands_gone();
+    }
+}
+
+/// The commands of one read on their way: their records for the reply side, their places for the recorder.
+struct Batch {
+    pending: Vec<Pending>,
+    sent: Vec<CommandId>,
+    /// A record needs no server bytes: the reply side must be woken to act on it.
+    wake: bool,
+}
+
+impl Batch {
+    fn add(&mut self, pending: Pending) {
+        self.wake |= !matches!(pending, Pending::Forwarded { .. });
+        self.pending.push(pending);
+    }
+
+    /// Counts the commands as sent and hands their records over, before their bytes go to the server; whether
+    /// the queue is full. When the reply side is gone they are counted unanswered.
+    fn hand_over(
+        &mut self,
+        route: &RedisRoute,
+        rules: &Rules,
+        queue: &Queue<Pending>,
+    ) -> Result<bool, RepliesGone> {
+        if !self.sent.is_empty() {
+            route.recorder.sent(&rules.phase, &self.sent);
+            self.sent.clear();
+        }
+        if self.pending.is_empty() {
+            return Ok(false);
+        }
+        let waiting = match queue.push(&mut self.pending, std::mem::take(&mut self.wake)) {
+            Ok(n) => n,
+            Err(gone) => {
+                let lost: Vec<Ended> = self.pending.drain(..).filter_map(|p| lost(&p)).collect();
+                route.recorder.ended(&rules.phase, &lost);
+                return Err(gone);
+            }
+        };
+        Ok(waiting >= super::queue::PENDING)
+    }
+}
+
+/// A command that will not be answered, for its counts.
+pub(super) fn lost(p: &Pending) -> Option<Ended> {
+    Some(Ended {
+        id: p.id()?,
+        latency: None,
+        error: None,
+        n: 1,
+    })
+}
+
 /// The client-to-server direction; gives the client's read half back.
 async fn commands(
     route: Arc<RedisRoute>,
     ctx: Arc<dyn Connection>,
     mut src: OwnedReadHalf,
     mut dst: OwnedWriteHalf,
-    tx: mpsc::Sender<Pending>,
+    queue: Arc<Queue<Pending>>,
 ) -> OwnedReadHalf {
+    let _leaving = Leaving(queue.clone());
     let mut end_rx = ctx.ending();
+    let mut end_seen = ctx.ending();
+    // Pinned once, so that waiting on the end costs one registration per connection, not one per read.
+    let end = ended(&mut end_rx);
+    tokio::pin!(end);
     let counts = ConnectionCounts::default();
-    let mut names: Vec<Arc<str>> = Vec::new();
+    let mut names: Vec<(Box<str>, CommandId)> = Vec::new();
     let mut scanner = Scanner::new(Side::Client);
     let mut buf = vec![0u8; READ_SIZE];
-    let mut out: Vec<u8> = Vec::new();
-    let mut held: Vec<u8> = Vec::new();
+    let mut out = Outgoing::default();
+    let mut held = Held::default();
+    let mut batch = Batch {
+        pending: Vec::new(),
+        sent: Vec::new(),
+        wake: false,
+    };
     let mut fate = Fate::Open;
     let mut raw = false;
     loop {
+        // Reads come first; a client that never lets its socket go empty still sees the end between them.
+        if over(&mut end_seen) {
+            return src;
+        }
         let n = tokio::select! {
+            biased;
             r = src.read(&mut buf) => r,
-            _ = ended(&mut end_rx) => return src,
+            _ = &mut end => return src,
         };
         let n = match n {
             Ok(0) => {
@@ -153,8 +225,11 @@ async fn commands(
                 return src;
             }
         };
+        // Every command of this read arrived now, under the entries in force now.
+        let at = Instant::now();
+        let rules = route.rules();
         if raw {
-            out.extend_from_slice(&buf[..n]);
+            out.pass(&buf, 0..n);
         }
         let mut pos = if raw { n } else { 0 };
         while pos < n {
@@ -165,42 +240,46 @@ async fn commands(
                     if route.on_garbage == OnGarbage::Close {
                         // The replies to the commands before it go out first, then the connection closes.
                         held.clear();
-                        send(&route, &tx, Pending::Close { name: None }).await;
+                        batch.add(Pending::Close { id: None });
                         fate = Fate::Stop;
                         break;
                     }
-                    if send(&route, &tx, Pending::Raw { name: None }).await {
-                        out.append(&mut held);
-                    }
-                    out.extend_from_slice(&buf[pos..n]);
+                    batch.add(Pending::Raw { id: None });
+                    held.release(&buf, &mut out, pos);
+                    out.pass(&buf, pos..n);
                     raw = true;
                     break;
                 }
             };
-            let segment = &buf[pos..pos + used];
+            let segment = pos..pos + used;
             pos += used;
             match fate {
-                Fate::Open => held.extend_from_slice(segment),
-                Fate::Forward | Fate::ForwardThenRaw => out.extend_from_slice(segment),
+                Fate::Open => held.keep(segment.start),
+                Fate::Forward | Fate::ForwardThenRaw => out.pass(&buf, segment),
                 Fate::Drop | Fate::Stop => {}
             }
             let (head, ends) = match event {
                 None => continue,
-                Some(Event::Head(head)) => (Some(head), false),
+                Some(Event::Head) => (true, false),
                 Some(Event::End(end)) => (end.head, true),
             };
-            if let Some(head) = head {
-                fate = decide(&route, &*ctx, &counts, &mut names, &tx, head).await;
+            if head {
+                let head = scanner.head();
+                let id = id_of(&route, &mut names, head.name);
+                let pending;
+                (pending, fate) = decide(&rules, &counts, id, at, head);
+                batch.sent.push(id);
+                batch.add(pending);
                 match fate {
-                    Fate::Forward | Fate::ForwardThenRaw => out.append(&mut held),
+                    Fate::Forward | Fate::ForwardThenRaw => held.release(&buf, &mut out, pos),
                     _ => held.clear(),
                 }
             }
             if ends {
                 // A command of no words (`*0`, an empty line): Redis answers nothing, so it passes as it is.
-                out.append(&mut held);
+                held.release(&buf, &mut out, pos);
                 if fate == Fate::ForwardThenRaw {
-                    out.extend_from_slice(&buf[pos..n]);
+                    out.pass(&buf, pos..n);
                     raw = true;
                     fate = Fate::Open;
                     break;
@@ -213,16 +292,34 @@ async fn commands(
                 break;
             }
         }
+        held.carry(&buf, n);
+        let room = match batch.hand_over(&route, &rules, &queue) {
+            // Full: no more reads until replies take records.
+            Ok(true) => tokio::select! {
+                biased;
+                r = queue.room() => r,
+                _ = &mut end => return src,
+            },
+            Ok(false) => Ok(()),
+            Err(gone) => Err(gone),
+        };
+        if room.is_err() {
+            ctx.finish(Ending::Close);
+            return src;
+        }
         if !out.is_empty() {
+            let bytes = out.bytes(&buf);
+            let len = bytes.len();
             let written = tokio::select! {
-                r = dst.write_all(&out) => r.is_ok(),
-                _ = ended(&mut end_rx) => return src,
+                biased;
+                r = dst.write_all(bytes) => r.is_ok(),
+                _ = &mut end => return src,
             };
             if !written {
                 ctx.finish(Ending::Close);
                 return src;
             }
-            ctx.bytes(Stream::Upstream, out.len());
+            ctx.bytes(Stream::Upstream, len);
             out.clear();
         }
         if fate == Fate::Stop {
@@ -232,8 +329,47 @@ async fn commands(
     }
 }
 
-/// Reads and drops what the client sends until it leaves or the connection ends. Its leaving closes the command
-/// channel, which tells the reply side: a hang ends there, a close goes on to write the replies before it.
+/// The bytes of a command whose fate is not known yet: those of earlier reads, copied, then those of the read at
+/// hand from `from` on, left in the read buffer until the command's fate is known or the read is done.
+#[derive(Debug, Default)]
+struct Held {
+    earlier: Vec<u8>,
+    from: Option<usize>,
+}
+
+impl Held {
+    /// The open command's bytes in the read at hand start at `start` (unless they started earlier in it).
+    fn keep(&mut self, start: usize) {
+        self.from.get_or_insert(start);
+    }
+
+    /// The command is forwarded: its bytes so far, up to `upto` in the read at hand, go out.
+    fn release(&mut self, buf: &[u8], out: &mut Outgoing, upto: usize) {
+        if !self.earlier.is_empty() {
+            out.push(buf, &self.earlier);
+            self.earlier.clear();
+        }
+        if let Some(from) = self.from.take() {
+            out.pass(buf, from..upto);
+        }
+    }
+
+    /// The command is dropped, or the connection stops.
+    fn clear(&mut self) {
+        self.earlier.clear();
+        self.from = None;
+    }
+
+    /// The read of `n` bytes is done with the command still open: its bytes are copied before the next read.
+    fn carry(&mut self, buf: &[u8], n: usize) {
+        if let Some(from) = self.from.take() {
+            self.earlier.extend_from_slice(&buf[from..n]);
+        }
+    }
+}
+
+/// Reads and drops what the client sends until it leaves or the connection ends. Its leaving tells the reply
+/// side: a hang ends there, a close goes on to write the replies before it.
 async fn drain(ctx: &dyn Connection, src: &mut OwnedReadHalf, buf: &mut [u8]) {
     let mut end_rx = ctx.ending();
     loop {
@@ -246,51 +382,37 @@ async fn drain(ctx: &dyn Connection, src: &mut OwnedReadHalf, buf: &mut [u8]) {
     }
 }
 
-/// Hands a pending command to the reply side; false (and the command counted unanswered) when that side is gone.
-async fn send(route: &RedisRoute, tx: &mpsc::Sender<Pending>, pending: Pending) -> bool {
-    let name = pending.name().cloned();
-    if tx.send(pending).await.is_ok() {
-        return true;
-    }
-    if let Some(name) = name {
-        route
-            .recorder
-            .ended(&name, &route.rules().phase, Outcome::Unanswered);
-    }
-    false
+/// Whether the connection was ended since `seen` last looked: a version compared, unless it moved.
+pub(super) fn over(seen: &mut tokio::sync::watch::Receiver<Ending>) -> bool {
+    seen.has_changed().unwrap_or(true) && *seen.borrow_and_update() != Ending::Open
 }
 
-/// The connection's shared copy of a command's name: one of `names`, or a new one kept there while it has room.
-fn name_of(names: &mut Vec<Arc<str>>, name: &str) -> Arc<str> {
-    if let Some(known) = names.iter().find(|n| &***n == name) {
-        return known.clone();
+/// The recorder's place for a command's name: one the connection kept, or the recorder's, kept while there is
+/// room.
+fn id_of(route: &RedisRoute, names: &mut Vec<(Box<str>, CommandId)>, name: &str) -> CommandId {
+    if let Some((_, id)) = names.iter().find(|(n, _)| &**n == name) {
+        return *id;
     }
-    let new: Arc<str> = Arc::from(name);
+    let id = route.recorder.id(name);
     if names.len() < NAMES {
-        names.push(new.clone());
+        names.push((name.into(), id));
     }
-    new
+    id
 }
 
-/// Gives a command its fate from the entries in force, counts it as sent, and tells the reply side.
-async fn decide(
-    route: &RedisRoute,
-    ctx: &dyn Connection,
+/// Gives a command that arrived at `at` its record and its fate from the entries in force.
+fn decide(
+    rules: &Rules,
     counts: &ConnectionCounts,
-    names: &mut Vec<Arc<str>>,
-    tx: &mpsc::Sender<Pending>,
-    head: Head,
-) -> Fate {
-    let at = Instant::now();
-    let rules = route.rules();
-    let name = name_of(names, &head.name);
-    let action = rules.entries.decide(&head, counts).cloned();
-    route.recorder.sent(&name, &rules.phase);
-    let (pending, fate) = match action {
-        None if leaves_step(&head) => (Pending::Raw { name: Some(name) }, Fate::ForwardThenRaw),
+    id: CommandId,
+    at: Instant,
+    head: Head<'_>,
+) -> (Pending, Fate) {
+    match rules.entries.decide(&head, counts).cloned() {
+        None if leaves_step(&head) => (Pending::Raw { id: Some(id) }, Fate::ForwardThenRaw),
         None => (
             Pending::Forwarded {
-                name,
+                id,
                 at,
                 delay: None,
             },
@@ -298,270 +420,14 @@ async fn decide(
         ),
         Some(Action::Delay(d)) => (
             Pending::Forwarded {
-                name,
+                id,
                 at,
                 delay: Some(d),
             },
             Fate::Forward,
         ),
-        Some(Action::Error(reply)) => (Pending::Injected { name, at, reply }, Fate::Drop),
-        Some(Action::Hang) => (Pending::Hang { name }, Fate::Stop),
-        Some(Action::Close) => (Pending::Close { name: Some(name) }, Fate::Stop),
-    };
-    if send(route, tx, pending).await {
-        fate
-    } else {
-        ctx.finish(Ending::Close);
-        Fate::Stop
-    }
-}
-
-/// The server-to-client direction; gives the client's write half back.
-async fn replies(
-    route: &RedisRoute,
-    ctx: &dyn Connection,
-    mut src: OwnedReadHalf,
-    mut dst: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Pending>,
-) -> OwnedWriteHalf {
-    let mut side = Replies {
-        route,
-        ctx,
-        head: None,
-        held: false,
-        out: Vec::new(),
-    };
-    side.run(&mut src, &mut dst, &mut rx).await;
-    // What is still pending will not be answered through faultd.
-    rx.close();
-    if let Some(p) = side.head.take() {
-        side.unanswered(&p);
-    }
-    while let Ok(p) = rx.try_recv() {
-        side.unanswered(&p);
-    }
-    dst
-}
-
-struct Replies<'a> {
-    route: &'a RedisRoute,
-    ctx: &'a dyn Connection,
-    /// The oldest command not answered yet.
-    head: Option<Pending>,
-    /// Whether the head's delay has been waited out (its reply's first bytes may go).
-    held: bool,
-    out: Vec<u8>,
-}
-
-/// What the reply side does next.
-enum Next {
-    /// Go on.
-    Go,
-    /// Forward everything untouched from here on.
-    Raw,
-    /// Stop: the connection is ending.
-    Stop,
-}
-
-impl Replies<'_> {
-    fn unanswered(&self, p: &Pending) {
-        if let Some(name) = p.name() {
-            self.route
-                .recorder
-                .ended(name, &self.route.rules().phase, Outcome::Unanswered);
-        }
-    }
-
-    fn answered(&self, name: &str, at: Instant, error: Option<&str>) {
-        self.route.recorder.ended(
-            name,
-            &self.route.rules().phase,
-            Outcome::Answered(at.elapsed(), error),
-        );
-    }
-
-    async fn flush(&mut self, dst: &mut OwnedWriteHalf) -> bool {
-        if self.out.is_empty() {
-            return true;
-        }
-        let ok = dst.write_all(&self.out).await.is_ok();
-        if ok {
-            self.ctx.bytes(Stream::Downstream, self.out.len());
-        }
-        self.out.clear();
-        ok
-    }
-
-    /// Acts on the head while it is one that needs no server bytes (faultd's own error, a hang, a close, the
-    /// switch to plain forwarding); called between replies only.
-    fn settle(&mut self, rx: &mut mpsc::Receiver<Pending>) -> Next {
-        loop {
-            if self.head.is_none() {
-                self.head = rx.try_recv().ok();
-            }
-            match self.head.take() {
-                Some(Pending::Injected { name, at, reply }) => {
-                    self.out.extend_from_slice(&reply);
-                    let word = super::resp::first_word(&reply[1..]);
-                    self.answered(&name, at, Some(&word));
-                }
-                Some(Pending::Raw { name }) => {
-                    if let Some(name) = name {
-                        self.answered(&name, Instant::now(), None);
-                    }
-                    return Next::Raw;
-                }
-                Some(p @ Pending::Close { .. }) => {
-                    self.unanswered(&p);
-                    self.ctx.finish(Ending::Close);
-                    return Next::Stop;
-                }
-                Some(p @ Pending::Hang { .. }) => {
-                    self.head = Some(p);
-                    return Next::Stop;
-                }
-                other => {
-                    self.head = other;
-                    return Next::Go;
-                }
-            }
-        }
-    }
-
-    async fn run(
-        &mut self,
-        src: &mut OwnedReadHalf,
-        dst: &mut OwnedWriteHalf,
-        rx: &mut mpsc::Receiver<Pending>,
-    ) {
-        let mut end_rx = self.ctx.ending();
-        let mut scanner = Scanner::new(Side::Server);
-        let mut buf = vec![0u8; READ_SIZE];
-        let (mut pos, mut len) = (0, 0);
-        let mut raw = false;
-        loop {
-            if !raw && scanner.at_boundary() {
-                match self.settle(rx) {
-                    Next::Go => {}
-                    Next::Raw => raw = true,
-                    Next::Stop => {
-                        let _ = self.flush(dst).await;
-                        if matches!(self.head, Some(Pending::Hang { .. })) {
-                            // Held until the client leaves (the command side closes the channel) or the
-                            // connection ends.
-                            loop {
-                                tokio::select! {
-                                    p = rx.recv() => match p {
-                                        Some(p) => self.unanswered(&p),
-                                        None => {
-                                            self.ctx.finish(Ending::Close);
-                                            break;
-                                        }
-                                    },
-                                    _ = ended(&mut end_rx) => break,
-                                }
-                            }
-                        }
-                        return;
-                    }
-                }
-            }
-            if pos < len && raw {
-                self.out.extend_from_slice(&buf[pos..len]);
-                pos = len;
-            }
-            if pos < len {
-                let push_next = scanner.at_boundary() && buf[pos] == b'>';
-                if self.head.is_none() && !push_next && !scanner.in_push() {
-                    // A reply before its command's record: the record is on its way (it is sent before the
-                    // command's bytes), or the command side is gone.
-                    let _ = self.flush(dst).await;
-                    let next = tokio::select! {
-                        p = rx.recv() => p,
-                        _ = ended(&mut end_rx) => return,
-                    };
-                    match next {
-                        Some(p) => self.head = Some(p),
-                        None => raw = true,
-                    }
-                    continue;
-                }
-                let reply = !push_next && !scanner.in_push();
-                if reply && !self.held {
-                    if let Some(Pending::Forwarded {
-                        at,
-                        delay: Some(delay),
-                        ..
-                    }) = &self.head
-                    {
-                        let due = *at + *delay;
-                        if !self.flush(dst).await {
-                            self.ctx.finish(Ending::Close);
-                            return;
-                        }
-                        tokio::select! {
-                            _ = sleep_until(due) => {}
-                            _ = ended(&mut end_rx) => return,
-                        }
-                    }
-                    self.held = true;
-                }
-                let (used, event) = match scanner.advance(&buf[pos..len]) {
-                    Ok(step) => step,
-                    Err(_) => {
-                        self.route.recorder.garbage();
-                        if self.route.on_garbage == OnGarbage::Close {
-                            self.ctx.finish(Ending::Close);
-                            return;
-                        }
-                        raw = true;
-                        continue;
-                    }
-                };
-                self.out.extend_from_slice(&buf[pos..pos + used]);
-                pos += used;
-                if let Some(Event::End(end)) = event {
-                    if !end.push {
-                        self.held = false;
-                        match self.head.take() {
-                            Some(Pending::Forwarded { name, at, .. }) => {
-                                self.answered(&name, at, end.error.as_deref())
-                            }
-                            // Pairing is lost (a reply where faultd expected none): forward the rest as it is.
-                            other => {
-                                if let Some(p) = other {
-                                    self.unanswered(&p);
-                                }
-                                raw = true;
-                            }
-                        }
-                    }
-                }
-                continue;
-            }
-            if !self.flush(dst).await {
-                self.ctx.finish(Ending::Close);
-                return;
-            }
-            let can_take = self.head.is_none() && !raw && scanner.at_boundary();
-            tokio::select! {
-                r = src.read(&mut buf) => match r {
-                    Ok(0) => {
-                        let _ = dst.shutdown().await;
-                        return;
-                    }
-                    Ok(n) => (pos, len) = (0, n),
-                    Err(_) => {
-                        self.ctx.finish(Ending::Close);
-                        return;
-                    }
-                },
-                p = rx.recv(), if can_take => match p {
-                    Some(p) => self.head = Some(p),
-                    None => raw = true,
-                },
-                _ = ended(&mut end_rx) => return,
-            }
-        }
+        Some(Action::Error(reply)) => (Pending::Injected { id, at, reply }, Fate::Drop),
+        Some(Action::Hang) => (Pending::Hang { id }, Fate::Stop),
+        Some(Action::Close) => (Pending::Close { id: Some(id) }, Fate::Stop),
     }
 }

@@ -261,7 +261,7 @@ impl CompiledEntries {
 
     /// What the first entry that takes this command gives it; `None` when none does. Counts the command as
     /// matched by each entry it meets the conditions of up to the one that takes it.
-    pub fn decide(&self, head: &Head, connection: &ConnectionCounts) -> Option<&Action> {
+    pub fn decide(&self, head: &Head<'_>, connection: &ConnectionCounts) -> Option<&Action> {
         self.entries
             .iter()
             .find(|e| e.takes(head, connection, self.seed))
@@ -270,12 +270,12 @@ impl CompiledEntries {
 }
 
 impl Compiled {
-    fn takes(&self, head: &Head, connection: &ConnectionCounts, seed: u64) -> bool {
+    fn takes(&self, head: &Head<'_>, connection: &ConnectionCounts, seed: u64) -> bool {
         if self.command.as_deref().is_some_and(|c| c != head.name) {
             return false;
         }
         if let Some(pattern) = &self.key {
-            match &head.key {
+            match head.key {
                 Some(key) if glob(pattern, key) => {}
                 _ => return false,
             }
@@ -383,10 +383,10 @@ mod tests {
         assert_eq!(validate_list(&list).unwrap_err().field, "[1].name");
     }
 
-    fn head(name: &str, key: &str) -> Head {
+    fn head<'a>(name: &'a str, key: &'a str) -> Head<'a> {
         Head {
-            name: name.into(),
-            key: Some(key.as_bytes().to_vec()),
+            name,
+            key: Some(key.as_bytes()),
         }
     }
 

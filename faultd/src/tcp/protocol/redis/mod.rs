@@ -4,7 +4,8 @@
 //!
 //! For: a route's shared Redis state (the entries in force with the phase they belong to, `on_garbage`, the
 //! recorder). Modules: [`resp`] (the reader), [`entry`] (the entries and their triggers), [`record`] (per-command
-//! counts), `conn` (one connection's relay). Not for: byte toxics or listening (`crate::tcp::proxy`).
+//! counts), `conn` (one connection's relay and its commands), `replies` (its replies), `queue` (the
+//! commands between the two). Not for: byte toxics or listening (`crate::tcp::proxy`).
 
 use std::sync::Arc;
 
@@ -15,6 +16,9 @@ pub mod record;
 pub mod resp;
 
 mod conn;
+mod outgoing;
+mod queue;
+mod replies;
 
 pub(crate) use conn::relay;
 pub use entry::{validate_list, RedisEntry, RedisMatch};

@@ -27,12 +27,15 @@ const MAX_ENTRIES: usize = 1024;
 struct CommandState {
     in_flight: u64,
     totals: CommandCounts,
-    phases: BTreeMap<Arc<str>, CommandCounts>,
+    /// Per phase in the order they came (few, and the last the one in force).
+    phases: Vec<(Arc<str>, CommandCounts)>,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    commands: BTreeMap<String, CommandState>,
+    /// Each name's place in `commands`.
+    ids: BTreeMap<String, CommandId>,
+    commands: Vec<CommandState>,
     entries: BTreeMap<String, Arc<EntryTally>>,
     garbage: u64,
 }
@@ -43,13 +46,20 @@ pub struct RedisRecorder {
     state: Mutex<State>,
 }
 
-/// How a command ended, for its counts.
+/// A command name's place in its route's recorder, the same for the route's life: what a connection counts a
+/// command under without looking its name up again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome<'a> {
-    /// Answered, after this long; with the error's first word when the reply was an error.
-    Answered(Duration, Option<&'a str>),
-    /// Hung or closed by an entry, or its connection ended first: no reply.
-    Unanswered,
+pub struct CommandId(u32);
+
+/// How `n` commands of one name ended alike, for their counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ended {
+    pub id: CommandId,
+    /// Answered after this long; `None`: hung or closed by an entry, or their connection ended first.
+    pub latency: Option<Duration>,
+    /// The first word of the error reply that answered them.
+    pub error: Option<String>,
+    pub n: u64,
 }
 
 impl RedisRecorder {
@@ -57,55 +67,66 @@ impl RedisRecorder {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The name a command counts under: its own, or `OTHER` once [`MAX_COMMANDS`] names are counted.
-    /// The name is copied only the first time it is counted: this runs twice for every command.
-    fn slot<'s>(state: &'s mut State, name: &str) -> &'s mut CommandState {
-        let known = state.commands.contains_key(name);
-        let name = if known || state.commands.len() < MAX_COMMANDS {
+    /// Where commands named `name` count: their own place, or `OTHER`'s once [`MAX_COMMANDS`] names are counted.
+    /// A connection asks once per name it sees.
+    pub fn id(&self, name: &str) -> CommandId {
+        let mut state = self.state();
+        if let Some(id) = state.ids.get(name) {
+            return *id;
+        }
+        let name = if state.ids.len() < MAX_COMMANDS {
             name
         } else {
             "OTHER"
         };
-        if !state.commands.contains_key(name) {
-            state
-                .commands
-                .insert(name.to_string(), CommandState::default());
+        if let Some(id) = state.ids.get(name) {
+            return *id;
         }
-        state
-            .commands
-            .get_mut(name)
-            .expect("the name was inserted above")
+        let id = CommandId(state.commands.len() as u32);
+        state.commands.push(CommandState::default());
+        state.ids.insert(name.to_string(), id);
+        id
     }
 
-    /// A command arrived and waits for its reply, in phase `phase`.
-    pub fn sent(&self, name: &str, phase: &Arc<str>) {
+    /// Commands that arrived together and wait for their replies, in phase `phase`: one id per command, in order.
+    pub fn sent(&self, phase: &Arc<str>, ids: &[CommandId]) {
         let mut state = self.state();
-        let c = Self::slot(&mut state, name);
-        c.in_flight += 1;
-        let level = c.in_flight;
-        c.totals.max_in_flight = c.totals.max_in_flight.max(level);
-        let p = c.phases.entry(phase.clone()).or_default();
-        p.max_in_flight = p.max_in_flight.max(level);
+        for id in ids {
+            let Some(c) = state.commands.get_mut(id.0 as usize) else {
+                continue;
+            };
+            c.in_flight += 1;
+            let level = c.in_flight;
+            c.totals.max_in_flight = c.totals.max_in_flight.max(level);
+            let p = phase_counts(&mut c.phases, phase);
+            p.max_in_flight = p.max_in_flight.max(level);
+        }
     }
 
-    /// A command that [`RedisRecorder::sent`] counted ended, in phase `phase`.
-    pub fn ended(&self, name: &str, phase: &Arc<str>, outcome: Outcome<'_>) {
+    /// Commands that [`RedisRecorder::sent`] counted ended, in phase `phase`.
+    pub fn ended(&self, phase: &Arc<str>, ended: &[Ended]) {
         let mut state = self.state();
-        let c = Self::slot(&mut state, name);
-        c.in_flight = c.in_flight.saturating_sub(1);
-        let p = c.phases.entry(phase.clone()).or_default();
-        for counts in [p, &mut c.totals] {
-            counts.calls += 1;
-            if let Outcome::Answered(latency, error) = outcome {
-                let _ = counts.latency.record((latency.as_nanos() as u64).max(1));
-                if let Some(word) = error {
+        for e in ended {
+            let Some(c) = state.commands.get_mut(e.id.0 as usize) else {
+                continue;
+            };
+            c.in_flight = c.in_flight.saturating_sub(e.n);
+            for counts in [phase_counts(&mut c.phases, phase), &mut c.totals] {
+                counts.calls += e.n;
+                let Some(latency) = e.latency else {
+                    continue;
+                };
+                let _ = counts
+                    .latency
+                    .record_n((latency.as_nanos() as u64).max(1), e.n);
+                if let Some(word) = &e.error {
                     let known = counts.errors.contains_key(word);
                     let word = if known || counts.errors.len() < MAX_ERROR_WORDS {
-                        word
+                        word.as_str()
                     } else {
                         "OTHER"
                     };
-                    *counts.errors.entry(word.to_string()).or_default() += 1;
+                    *counts.errors.entry(word.to_string()).or_default() += e.n;
                 }
             }
         }
@@ -131,8 +152,9 @@ impl RedisRecorder {
         let state = self.state();
         RedisRecording {
             commands: state
-                .commands
+                .ids
                 .iter()
+                .filter_map(|(name, id)| Some((name, state.commands.get(id.0 as usize)?)))
                 .map(|(name, c)| {
                     (
                         name.clone(),
@@ -160,6 +182,25 @@ impl RedisRecorder {
             garbage: state.garbage,
         }
     }
+}
+
+/// A command's counts in `phase`, made on first use. The phase in force is nearly always the last one and the
+/// same shared name, so it is found at the first comparison.
+fn phase_counts<'a>(
+    phases: &'a mut Vec<(Arc<str>, CommandCounts)>,
+    phase: &Arc<str>,
+) -> &'a mut CommandCounts {
+    let found = phases
+        .iter()
+        .rposition(|(p, _)| Arc::ptr_eq(p, phase) || p == phase);
+    let i = match found {
+        Some(i) => i,
+        None => {
+            phases.push((phase.clone(), CommandCounts::default()));
+            phases.len() - 1
+        }
+    };
+    &mut phases[i].1
 }
 
 /// The Redis routes' figures for `/metrics`, by TCP route, encoded at scrape time.
@@ -261,16 +302,27 @@ mod tests {
     fn commands_count_per_phase_and_over_the_run_with_errors_by_word() {
         let r = RedisRecorder::default();
         let (a, b): (Arc<str>, Arc<str>) = ("healthy".into(), "oom".into());
-        r.sent("SET", &a);
-        r.sent("SET", &a);
-        r.ended("SET", &a, Outcome::Answered(Duration::from_millis(1), None));
+        let (set, get) = (r.id("SET"), r.id("GET"));
+        assert_eq!(r.id("SET"), set);
+        r.sent(&a, &[set, set]);
+        let ended = |latency: Option<u64>, error: Option<&str>| Ended {
+            id: set,
+            latency: latency.map(Duration::from_millis),
+            error: error.map(str::to_string),
+            n: 1,
+        };
+        r.ended(&a, &[ended(Some(1), None)]);
+        r.ended(&b, &[ended(Some(2), Some("OOM"))]);
+        r.sent(&b, &[get]);
         r.ended(
-            "SET",
             &b,
-            Outcome::Answered(Duration::from_millis(2), Some("OOM")),
+            &[Ended {
+                id: get,
+                latency: None,
+                error: None,
+                n: 1,
+            }],
         );
-        r.sent("GET", &b);
-        r.ended("GET", &b, Outcome::Unanswered);
         r.entry("oom").count(true);
         r.entry("never").count(false);
         let rec = r.snapshot();
@@ -297,6 +349,23 @@ mod tests {
                 taken: 0
             }
         );
+        // Alike endings count together: a pipeline of 16 answered in one read.
+        r.sent(&a, &[get; 16]);
+        r.ended(
+            &a,
+            &[Ended {
+                id: get,
+                latency: Some(Duration::from_micros(300)),
+                error: Some("LOADING".into()),
+                n: 16,
+            }],
+        );
+        let rec = r.snapshot();
+        let get = &rec.commands["GET"];
+        assert_eq!((get.totals.calls, get.totals.max_in_flight), (17, 16));
+        assert_eq!(get.phases["healthy"].errors["LOADING"], 16);
+        assert_eq!(get.totals.latency.len(), 16);
+        assert_eq!(get.in_flight, 0);
         let json = serde_json::to_string(&rec).unwrap();
         let back: RedisRecording = serde_json::from_str(&json).unwrap();
         assert_eq!(back, rec);
@@ -307,7 +376,7 @@ mod tests {
         let r = RedisRecorder::default();
         let p: Arc<str> = "p".into();
         for i in 0..MAX_COMMANDS + 5 {
-            r.sent(&format!("C{i}"), &p);
+            r.sent(&p, &[r.id(&format!("C{i}"))]);
         }
         let rec = r.snapshot();
         assert_eq!(rec.commands.len(), MAX_COMMANDS + 1);

@@ -55,20 +55,22 @@ pub enum Garbage {
     Malformed,
 }
 
-/// A command's name and first key, as far as they were captured.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Head {
+/// A command's name and first key, as far as they were captured: read from the scanner
+/// ([`Scanner::head`]) right after the event that says they are known, so that no command allocates.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Head<'a> {
     /// The command's name, upper-cased.
-    pub name: String,
+    pub name: &'a str,
     /// Its first argument (the key of most commands), when it has one; at most [`CAPTURE`] bytes.
-    pub key: Option<Vec<u8>>,
+    pub key: Option<&'a [u8]>,
 }
 
 /// What a scanner found in the bytes it consumed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// Client side: the current command's name and key are known (the rest of the command may follow).
-    Head(Head),
+    /// Client side: the current command's name and key are known (the rest of the command may follow); read
+    /// them with [`Scanner::head`].
+    Head,
     /// A frame ended with the bytes consumed.
     End(End),
 }
@@ -76,9 +78,10 @@ pub enum Event {
 /// A frame that ended.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct End {
-    /// Client side: the command's head when no [`Event::Head`] came before (a command of one word). `None` with
-    /// no head before either: an empty command (`*0`, an empty inline line), which Redis answers with nothing.
-    pub head: Option<Head>,
+    /// Client side: the command's head is known now ([`Scanner::head`]) and no [`Event::Head`] came before (a
+    /// command of one word). False with no head before either: an empty command (`*0`, an empty inline line),
+    /// which Redis answers with nothing.
+    pub head: bool,
     /// Server side: the first word of an error reply (`OOM`, `LOADING`, `ERR`).
     pub error: Option<String>,
     /// Server side: a RESP3 push message, which answers no command.
@@ -113,8 +116,13 @@ pub struct Scanner {
     arg: u64,
     /// Whether the current bulk payload is being captured (a command's name or key, an error's start).
     capture: Option<Capture>,
+    /// The current command's name and key as captured, and whether it has a key; kept until the next command's
+    /// name begins, so that its head can be read after the event.
     name: Vec<u8>,
-    key: Option<Vec<u8>>,
+    key: Vec<u8>,
+    has_key: bool,
+    /// The name as [`Head`] gives it, upper-cased.
+    head_name: String,
     head_sent: bool,
     error: Vec<u8>,
     /// A RESP3 attribute came first: the frame goes on to the value it describes.
@@ -140,7 +148,9 @@ impl Scanner {
             arg: 0,
             capture: None,
             name: Vec::new(),
-            key: None,
+            key: Vec::new(),
+            has_key: false,
+            head_name: String::new(),
             head_sent: false,
             error: Vec::new(),
             attribute: false,
@@ -160,6 +170,9 @@ impl Scanner {
     /// Consumes bytes of `input` up to the next event (or all of them): how many, and the event they end with.
     /// Call again with the rest. After a [`Garbage`] the scanner's state is meaningless.
     pub fn advance(&mut self, input: &[u8]) -> Result<(usize, Option<Event>), Garbage> {
+        if let Some(step) = self.fast(input) {
+            return Ok(step);
+        }
         let mut i = 0;
         while i < input.len() {
             match self.state {
@@ -191,12 +204,26 @@ impl Scanner {
                     if self.line.len() + take > MAX_LINE + 2 {
                         return Err(Garbage::LineTooLong);
                     }
-                    self.line.extend_from_slice(&rest[..take]);
                     i += take;
-                    if found.is_some() {
-                        if let Some(event) = self.line_done()? {
-                            return Ok((i, Some(event)));
-                        }
+                    let state = self.state;
+                    let event = if found.is_none() {
+                        self.line.extend_from_slice(&rest[..take]);
+                        continue;
+                    } else if self.line.is_empty() {
+                        // The whole line is in this read: read where it lies.
+                        self.state = State::Type;
+                        self.line_event(state, &rest[..take])?
+                    } else {
+                        self.line.extend_from_slice(&rest[..take]);
+                        self.state = State::Type;
+                        let line = std::mem::take(&mut self.line);
+                        let event = self.line_event(state, &line);
+                        self.line = line;
+                        self.line.clear();
+                        event?
+                    };
+                    if let Some(event) = event {
+                        return Ok((i, Some(event)));
                     }
                 }
                 State::Bulk(left) => {
@@ -204,7 +231,7 @@ impl Scanner {
                     if self.capture == Some(Capture::Key) {
                         // Up to the end of the key's capture at most, so that its head comes at the same byte
                         // however the reads were cut.
-                        let kept = self.key.as_ref().map_or(0, Vec::len);
+                        let kept = self.key.len();
                         if kept < CAPTURE {
                             take = take.min(CAPTURE - kept);
                         }
@@ -250,7 +277,7 @@ impl Scanner {
         let (into, bound) = match self.capture {
             None => return,
             Some(Capture::Name) => (&mut self.name, CAPTURE),
-            Some(Capture::Key) => (self.key.get_or_insert_with(Vec::new), CAPTURE),
+            Some(Capture::Key) => (&mut self.key, CAPTURE),
             Some(Capture::Error) => (&mut self.error, ERROR_CAPTURE),
         };
         let room = bound.saturating_sub(into.len());
@@ -263,41 +290,48 @@ impl Scanner {
         if self.side != Side::Client || self.head_sent || self.arg != 1 {
             return None;
         }
-        let full = self.key.as_ref().is_some_and(|k| k.len() >= CAPTURE);
+        let full = self.has_key && self.key.len() >= CAPTURE;
         let done = matches!(self.state, State::Crlf(_));
         (full || done).then(|| {
             self.head_sent = true;
-            Event::Head(self.head())
+            self.name_known();
+            Event::Head
         })
     }
 
-    fn head(&self) -> Head {
+    /// The name and key of the command the last [`Event::Head`], or [`End`] with `head`, was about.
+    pub fn head(&self) -> Head<'_> {
         Head {
-            name: String::from_utf8_lossy(&self.name).to_ascii_uppercase(),
-            key: self.key.clone(),
+            name: &self.head_name,
+            key: self.has_key.then_some(&self.key[..]),
         }
     }
 
-    fn line_done(&mut self) -> Result<Option<Event>, Garbage> {
-        let mut line = std::mem::take(&mut self.line);
-        let state = self.state;
-        self.state = State::Type;
+    /// The name is captured: its upper-cased form for [`Scanner::head`].
+    fn name_known(&mut self) {
+        self.head_name.clear();
+        match std::str::from_utf8(&self.name) {
+            Ok(name) => self.head_name.push_str(name),
+            Err(_) => self
+                .head_name
+                .push_str(&String::from_utf8_lossy(&self.name)),
+        }
+        self.head_name.make_ascii_uppercase();
+    }
+
+    /// A whole line (with its `\n`) read in state `state`.
+    fn line_event(&mut self, state: State, line: &[u8]) -> Result<Option<Event>, Garbage> {
         if state == State::Inline {
-            let event = self.inline(&line);
-            self.line = line;
-            return Ok(Some(event));
+            return Ok(Some(self.inline(line)));
         }
         // A typed line ends with CRLF exactly.
         if line.len() < 2 || line[line.len() - 2] != b'\r' {
             return Err(Garbage::Malformed);
         }
-        line.truncate(line.len() - 2);
         let State::Line(kind) = state else {
             return Err(Garbage::Malformed);
         };
-        let event = self.value_line(kind, &line)?;
-        self.line = line;
-        Ok(event)
+        self.value_line(kind, &line[..line.len() - 2])
     }
 
     fn inline(&mut self, line: &[u8]) -> Event {
@@ -306,10 +340,24 @@ impl Scanner {
         let mut words = text
             .split(|c| c.is_ascii_whitespace())
             .filter(|w| !w.is_empty());
-        let head = words.next().map(|name| Head {
-            name: String::from_utf8_lossy(&name[..name.len().min(CAPTURE)]).to_ascii_uppercase(),
-            key: words.next().map(|k| k[..k.len().min(CAPTURE)].to_vec()),
-        });
+        let head = match words.next() {
+            Some(name) => {
+                self.name.clear();
+                self.name
+                    .extend_from_slice(&name[..name.len().min(CAPTURE)]);
+                self.name_known();
+                self.key.clear();
+                self.has_key = match words.next() {
+                    Some(k) => {
+                        self.key.extend_from_slice(&k[..k.len().min(CAPTURE)]);
+                        true
+                    }
+                    None => false,
+                };
+                true
+            }
+            None => false,
+        };
         self.reset();
         Event::End(End {
             head,
@@ -346,9 +394,15 @@ impl Scanner {
                     return Err(Garbage::TooLarge);
                 }
                 self.capture = match (self.side, self.arg, kind) {
-                    (Side::Client, 0, _) => Some(Capture::Name),
+                    (Side::Client, 0, _) => {
+                        // A new command: the last one's head is no longer read.
+                        self.name.clear();
+                        self.has_key = false;
+                        Some(Capture::Name)
+                    }
                     (Side::Client, 1, _) => {
-                        self.key = Some(Vec::new());
+                        self.key.clear();
+                        self.has_key = true;
                         Some(Capture::Key)
                     }
                     (Side::Server, _, b'!') if self.stack.is_empty() => {
@@ -411,13 +465,19 @@ impl Scanner {
             return None;
         }
         let end = match self.side {
-            Side::Client => End {
-                head: (!self.head_sent && self.arg > 0).then(|| self.head()),
-                error: None,
-                push: false,
-            },
+            Side::Client => {
+                let head = !self.head_sent && self.arg > 0;
+                if head {
+                    self.name_known();
+                }
+                End {
+                    head,
+                    error: None,
+                    push: false,
+                }
+            }
             Side::Server => End {
-                head: None,
+                head: false,
                 error: matches!(self.top, Some(b'-') | Some(b'!')).then(|| first_word(&self.error)),
                 push: self.top == Some(b'>'),
             },
@@ -432,8 +492,6 @@ impl Scanner {
         self.top = None;
         self.arg = 0;
         self.capture = None;
-        self.name.clear();
-        self.key = None;
         self.head_sent = false;
         self.error.clear();
         self.attribute = false;
@@ -464,12 +522,44 @@ fn bad(line: &[u8]) -> Garbage {
     Garbage::BadLength(String::from_utf8_lossy(&line[..line.len().min(32)]).into_owned())
 }
 
+/// A length or count: decimal digits with an optional sign, -1 at least (what `str::parse::<i64>` reads, without
+/// its detour through UTF-8).
 fn number(line: &[u8]) -> Result<i64, Garbage> {
-    std::str::from_utf8(line)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .filter(|n| *n >= -1)
-        .ok_or_else(|| bad(line))
+    let (negative, digits) = match line {
+        [b'-', rest @ ..] => (true, rest),
+        [b'+', rest @ ..] => (false, rest),
+        _ => (false, line),
+    };
+    if digits.is_empty() {
+        return Err(bad(line));
+    }
+    if digits.len() <= 18 {
+        // No overflow possible: the common case, a few digits, without checks per digit.
+        let mut n: i64 = 0;
+        for d in digits {
+            if !d.is_ascii_digit() {
+                return Err(bad(line));
+            }
+            n = n * 10 + i64::from(d - b'0');
+        }
+        let n = if negative { -n } else { n };
+        return if n < -1 { Err(bad(line)) } else { Ok(n) };
+    }
+    let mut n: i64 = 0;
+    for d in digits {
+        if !d.is_ascii_digit() {
+            return Err(bad(line));
+        }
+        n = n
+            .checked_mul(10)
+            .and_then(|n| n.checked_add(i64::from(d - b'0')))
+            .ok_or_else(|| bad(line))?;
+    }
+    let n = if negative { -n } else { n };
+    if n < -1 {
+        return Err(bad(line));
+    }
+    Ok(n)
 }
 
 /// The first word of an error's text (`OOM` of `OOM command not allowed`), at most 32 bytes, `ERR` when empty.
@@ -487,5 +577,6 @@ pub fn first_word(text: &[u8]) -> String {
     }
 }
 
+mod fast;
 #[cfg(test)]
 mod tests;
