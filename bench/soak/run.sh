@@ -3,8 +3,8 @@
 # DURATION at 1,000 requests per second against the bundled demo, with the embedded faultd cycling every 5 minutes
 # (4 minutes healthy, 1 minute of brownout: pricing at 1 s with 20% of its calls answered 503), 127.0.0.1 only.
 #   The demo, faultd and the load generator all run inside the runner's process (the demo and faultd embedded,
-#   loadgen as a library), so by default one process is measured. AGENTS=1 moves the load generator into a
-#   `loadgen agent` child process (`faultline run --agents 1`), measured on its own line.
+#   loadgen as a library), so by default one process is measured. AGENTS=1 moves the load generator into an agent
+#   child process (`faultline run --agents 1` starts `faultline agent`), measured on its own line.
 #   Every minute: each process's resident memory (VmRSS, MB) and CPU (user + system, seconds so far, and the
 #   share of one core over the last minute). At the end: the verdicts' exit code, the report folder's size per
 #   file and in all, and that size per hour of run.
@@ -24,7 +24,6 @@ if [ ${#missing[@]} -gt 0 ]; then
   exit 2
 fi
 [ -x "$FAULTLINE" ] || cargo build --release -p faultline
-[ "$AGENTS" = 1 ] && { [ -x target/release/loadgen ] || cargo build --release -p loadgen; }
 
 WORK=$(mktemp -d /tmp/soak-bench.XXXXXX)
 source bench/lib.sh
@@ -49,7 +48,7 @@ export DURATION SOAK_CYCLES="$cycles"
 
 args=(run bench/soak/soak.yaml --report-dir "$WORK/report")
 [ "$AGENTS" = 1 ] && args+=(--agents 1)
-echo "soak: ${secs}s at 1000/s, a brownout minute every 5 minutes; load generator $([ "$AGENTS" = 1 ] && echo "in a loadgen agent process" || echo "inside the runner")"
+echo "soak: ${secs}s at 1000/s, a brownout minute every 5 minutes; load generator $([ "$AGENTS" = 1 ] && echo "in an agent process" || echo "inside the runner")"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores"
 "$FAULTLINE" "${args[@]}" > "$WORK/run.out" 2>&1 &
 RUNNER=$!; PIDS+=($RUNNER)
@@ -75,7 +74,8 @@ while kill -0 "$RUNNER" 2>/dev/null; do
   sample runner "$RUNNER"
   if [ "$AGENTS" = 1 ]; then
     for child in $(cat "/proc/$RUNNER/task/"*/children 2>/dev/null); do
-      grep -q loadgen "/proc/$child/cmdline" 2>/dev/null && sample loadgen "$child"
+      # The agents are the runner's children started as `faultline agent --runner ADDR`.
+      grep -qa -e '--runner' "/proc/$child/cmdline" 2>/dev/null && sample loadgen "$child"
     done
   fi
   if (($(date +%s) > deadline)); then echo "the runner outlived its run by 5 minutes: stopped" >&2; kill "$RUNNER"; fi
