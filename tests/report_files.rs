@@ -947,11 +947,8 @@ fn blob(page: &str) -> Value {
     serde_json::from_str(&page[start..end]).unwrap()
 }
 
-#[test]
-fn report_html_is_self_contained_and_carries_every_chart() {
-    let f = fixture(300);
-    let dir = rendered("html", &f);
-    let page = read(&dir.0, "report.html");
+/// The page holds the place of every chart the fixture has data for.
+fn assert_every_chart(page: &str) {
     for id in [
         "chart-latency",
         "chart-rates",
@@ -962,6 +959,14 @@ fn report_html_is_self_contained_and_carries_every_chart() {
     ] {
         assert!(page.contains(&format!("id=\"{id}\"")), "{id}");
     }
+}
+
+#[test]
+fn report_html_is_self_contained_and_carries_every_chart() {
+    let f = fixture(300);
+    let dir = rendered("html", &f);
+    let page = read(&dir.0, "report.html");
+    assert_every_chart(&page);
     // Nothing is fetched: no external script, stylesheet, image or font.
     for attr in [
         "src=\"http",
@@ -1689,4 +1694,226 @@ fn faultds_own_lateness_reaches_result_summary_page_and_step_summary_and_an_old_
         saved["dependency"]["pricing"]["faultd_late"]["max_ms"],
         l.max_ms
     );
+}
+
+/// Eight hours of 100 ms buckets: the fixture's series (SUT, instances, handshakes, DNS) with a dependency route
+/// that counts, times its first arrivals and holds calls in every bucket, connections per bucket, and one bucket
+/// whose slowest request took 5 s (bucket `SPIKE`).
+fn eight_hours() -> Fixture {
+    let n = 8 * 36_000;
+    let mut f = fixture(n);
+    let mut spike = new_histogram();
+    spike.record(5_000_000_000).unwrap();
+    let b = &mut f.load.buckets[SPIKE];
+    let mut h =
+        loadgen::recording::decode_histogram(b.interval_histogram.as_ref().unwrap()).unwrap();
+    h.add(&spike).unwrap();
+    b.interval_histogram = Some(encode_histogram(&h));
+    f.result.series.max_ms[SPIKE] = Some(5_000.0);
+    let route = f.dependency.routes.get_mut("pricing").unwrap();
+    route.buckets = (0..n)
+        .map(|i| faultd::RouteBucket {
+            arrivals: f.result.series.dependency_arrivals["pricing"][i],
+            first_arrivals_us: (0..8).map(|k| k * 11_000 + (i as u32 % 7)).collect(),
+            first_held_us: (0..8).map(|k| Some(40_000 + k)).collect(),
+            completed: faultd::StatusClasses {
+                c2xx: f.result.series.dependency_arrivals["pricing"][i],
+                ..Default::default()
+            },
+            in_flight_max: f.result.series.dependency_in_flight["pricing"][i],
+            in_flight_mean: 2.5,
+            ..Default::default()
+        })
+        .collect();
+    f.dependency.connections = (0..n)
+        .map(|i| faultd::ConnectionBucket {
+            opened: u64::from(i % 50 == 0),
+            max_open: 8,
+            ..Default::default()
+        })
+        .collect();
+    f
+}
+
+const SPIKE: usize = 123_457;
+
+fn size(dir: &Path, name: &str) -> u64 {
+    std::fs::metadata(dir.join(name))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .len()
+}
+
+#[test]
+fn an_eight_hour_run_is_written_bounded_and_every_file_can_be_rebuilt() {
+    let f = eight_hours();
+    let dir = TempDir::new("eight-hours");
+    let saved = report::save(&dir.0, f.result.clone(), &f.load, &f.dependency).unwrap();
+    // 288,000 buckets of 100 ms are written at 10 s: 2,880 per series.
+    let k = 100;
+    assert_eq!(saved.series.bucket_s, 10.0);
+    assert_eq!(saved.series.offered.len(), 2_880);
+    assert_eq!(
+        saved.verdicts, f.result.verdicts,
+        "the verdicts are the run's"
+    );
+    assert_eq!(
+        saved.phases, f.result.phases,
+        "the phases' figures are the run's"
+    );
+    let load: loadgen::Recording = serde_json::from_str(&read(&dir.0, "load.json")).unwrap();
+    let dependency: faultd::Recording =
+        serde_json::from_str(&read(&dir.0, "dependency.json")).unwrap();
+    assert_eq!(load.bucket.get(), Duration::from_secs(10));
+    assert_eq!(dependency.bucket.get(), Duration::from_secs(10));
+    assert_eq!(load.buckets.len(), 2_880);
+    assert_eq!(dependency.routes["pricing"].buckets.len(), 2_880);
+
+    let mut total = 0;
+    for entry in std::fs::read_dir(&dir.0).unwrap() {
+        let entry = entry.unwrap();
+        let bytes = entry.metadata().unwrap().len();
+        eprintln!("{:>10}  {}", bytes, entry.file_name().to_string_lossy());
+        total += bytes;
+    }
+    for (name, bound) in [
+        ("load.json", 6_000_000),
+        ("dependency.json", 4_000_000),
+        ("sut.hlog", 6_000_000),
+        ("result.json", 2_000_000),
+        ("report.html", 5_000_000),
+    ] {
+        assert!(
+            size(&dir.0, name) <= bound,
+            "{name}: {} bytes",
+            size(&dir.0, name)
+        );
+    }
+    // The target is 20 MB per hour of run at 1,000/s; the whole eight hours stay under one hour's share.
+    assert!(total <= 20_000_000, "{total} bytes in all");
+
+    // Counts add up, maxima stay maxima.
+    let offered: u64 = f.result.series.offered.iter().sum();
+    assert_eq!(saved.series.offered.iter().sum::<u64>(), offered);
+    let fine_in_flight = &f.result.series.dependency_in_flight["pricing"];
+    for (j, &peak) in saved.series.dependency_in_flight["pricing"]
+        .iter()
+        .enumerate()
+    {
+        let covered = &fine_in_flight[j * k..((j + 1) * k).min(fine_in_flight.len())];
+        assert_eq!(peak, *covered.iter().max().unwrap(), "bucket {j}");
+    }
+    let route = &dependency.routes["pricing"];
+    assert_eq!(
+        route.buckets.iter().map(|b| b.arrivals).sum::<u64>(),
+        f.dependency.routes["pricing"]
+            .buckets
+            .iter()
+            .map(|b| b.arrivals)
+            .sum::<u64>()
+    );
+    assert_eq!(
+        route.buckets[5].first_arrivals_us.len(),
+        8,
+        "first arrivals stay bounded"
+    );
+    assert_eq!(route.buckets[5].first_held_us.len(), 8);
+    assert_eq!(
+        route.buckets[5].first_arrivals_us[0],
+        f.dependency.routes["pricing"].buckets[500].first_arrivals_us[0]
+    );
+
+    // A merged histogram's percentiles are those of every request of the buckets it merged.
+    for j in [0, SPIKE / k, 1_500, 2_879] {
+        let mut expected = new_histogram();
+        for b in &f.load.buckets[j * k..((j + 1) * k).min(f.load.buckets.len())] {
+            let h = loadgen::recording::decode_histogram(b.interval_histogram.as_ref().unwrap())
+                .unwrap();
+            expected.add(&h).unwrap();
+        }
+        let merged = loadgen::recording::decode_histogram(
+            load.buckets[j].interval_histogram.as_ref().unwrap(),
+        )
+        .unwrap();
+        assert_eq!(merged.len(), expected.len(), "bucket {j}");
+        for q in [0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(
+                merged.value_at_quantile(q),
+                expected.value_at_quantile(q),
+                "bucket {j} at {q}"
+            );
+        }
+        let ms = |q: f64| Some((expected.value_at_quantile(q) as f64 / 1e3).round() / 1e3);
+        assert_eq!(saved.series.p99_ms[j], ms(0.99), "bucket {j}");
+        assert_eq!(saved.series.p50_ms[j], ms(0.5), "bucket {j}");
+    }
+
+    // The one slow bucket is still the maximum of its coarse bucket, in result.json, in the interval log and in
+    // the point report.html draws it with.
+    let j = SPIKE / k;
+    let slowest = saved.series.max_ms[j].unwrap();
+    assert!((5_000.0..5_010.0).contains(&slowest), "{slowest} ms");
+    let hlog = read(&dir.0, "sut.hlog");
+    let interval = format!(",{}.000,10.000,", j * 10);
+    let line = hlog
+        .lines()
+        .find(|l| l.contains(&interval))
+        .expect("the spike's interval");
+    let max_ms: f64 = line.split(',').nth(3).unwrap().parse().unwrap();
+    assert_eq!(max_ms, (slowest * 1e3).round() / 1e3, "{line}");
+    let page = read(&dir.0, "report.html");
+    assert_every_chart(&page);
+    let d = blob(&page);
+    let drawn = d["x"].as_array().unwrap().len();
+    assert!(drawn <= 2 * 1_500, "{drawn} points drawn");
+    for series in ["p50", "p90", "p99", "max"] {
+        assert_eq!(
+            d["latency"][series].as_array().unwrap().len(),
+            drawn,
+            "{series}"
+        );
+    }
+    for series in ["offered", "achieved", "fallback", "error", "dropped"] {
+        assert_eq!(
+            d["counts"][series].as_array().unwrap().len(),
+            drawn,
+            "{series}"
+        );
+    }
+    assert_eq!(d["in_flight"]["pricing"].as_array().unwrap().len(), drawn);
+    let per_point = 2_880usize.div_ceil(1_500);
+    let max = d["latency"]["max"].as_array().unwrap();
+    assert_eq!(
+        max[2 * (j / per_point) + 1],
+        5000.0,
+        "the spike is its point's maximum"
+    );
+    assert!(max.iter().filter_map(Value::as_f64).all(|v| v <= 5000.0));
+
+    // Every file is rebuilt from the rolled-up folder, and reads as written.
+    std::fs::remove_file(dir.0.join("report.html")).unwrap();
+    std::fs::remove_file(dir.0.join("sut.hlog")).unwrap();
+    let again = report::rerender(&dir.0).unwrap();
+    assert_eq!(again, saved);
+    assert_eq!(read(&dir.0, "sut.hlog"), hlog);
+    assert_eq!(read(&dir.0, "report.html"), page);
+    // And what compares and sizes runs reads it.
+    let same = compare(&again, &again, 0.1);
+    assert!(
+        !same.regressed() && same.phases.len() == 3,
+        "{}",
+        same.text()
+    );
+    let evidence = faultline::size::from_run(&dir.0, None, 10.0).unwrap();
+    assert_eq!(evidence.bucket_s, 10.0);
+    assert_eq!(evidence.buckets.len(), 2_880);
+}
+
+#[test]
+fn a_run_of_ten_minutes_keeps_its_own_buckets() {
+    let f = fixture(6_000);
+    let dir = TempDir::new("ten-minutes");
+    let saved = report::save(&dir.0, f.result.clone(), &f.load, &f.dependency).unwrap();
+    assert_eq!(saved, f.result);
+    let load: loadgen::Recording = serde_json::from_str(&read(&dir.0, "load.json")).unwrap();
+    assert_eq!(load, f.load);
 }

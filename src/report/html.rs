@@ -10,6 +10,7 @@
 //! result.json or the saved recordings.
 
 mod data;
+mod display;
 mod dns;
 mod requests;
 

@@ -3,6 +3,7 @@
 //! `sut.hlog`), the self-contained `report.html`, the run's CA (`ca.pem`) when the dependency minted one for TLS, each
 //! request followed through the SUT (`requests.csv`, `calls.csv`) when the run correlated, and
 //! the raw recordings (`load.json`, `dependency.json`) that let `faultline report` render everything again. `compare` sets two saved runs side by side.
+//! A long run's time series are written at a coarser bucket (`rollup`), so a soak run's folder stays bounded.
 //!
 //! Not for judging: verdicts arrive already made. Rendering reads only what was saved, so a report can be rebuilt
 //! from a run directory on another machine.
@@ -13,6 +14,7 @@ pub mod html;
 pub mod junit;
 pub mod markdown;
 pub mod result;
+pub mod rollup;
 pub mod summary;
 
 use std::path::{Path, PathBuf};
@@ -61,9 +63,6 @@ pub fn write(
         source,
     })?;
     let result = ResultFile::build(v, out, time_scale, exit_code);
-    write_json(&dir.join("result.json"), &result)?;
-    write_json(&dir.join("load.json"), &out.load)?;
-    write_json(&dir.join("dependency.json"), &out.dependency)?;
     if let Some(pem) = &out.ca_pem {
         write_text(&dir.join(result::CA_FILE), pem)?;
     }
@@ -77,8 +76,52 @@ pub fn write(
             &crate::correlate::files::calls_csv(join),
         )?;
     }
-    render(dir, &result, &out.load, &out.dependency)?;
+    save(dir, result, &out.load, &out.dependency)
+}
+
+/// Writes a run's saved data (result.json, load.json, dependency.json) into `dir`, a long run's time series rolled
+/// up to a width that bounds them (`rollup`), renders every other file from what was written, and returns the
+/// result as saved. The verdicts in `result` were decided on the full record; only the series get coarser.
+pub fn save(
+    dir: &Path,
+    mut result: ResultFile,
+    load: &loadgen::Recording,
+    dependency: &faultd::Recording,
+) -> Result<ResultFile, ReportError> {
+    let k = rollup::factor(
+        load.bucket.get(),
+        planned_buckets(&result, load, dependency),
+    );
+    let load = rollup::load(load, k);
+    let dependency = rollup::dependency(dependency, k);
+    result.series = rollup::series(&result.series, k, &load);
+    if let Some(dns) = &mut result.dns {
+        rollup::dns(dns, k);
+    }
+    write_json(&dir.join("result.json"), &result)?;
+    // The recordings are for programs (`faultline report`, `size`), so compact: indenting them doubled their size.
+    write_compact_json(&dir.join("load.json"), &load)?;
+    write_compact_json(&dir.join("dependency.json"), &dependency)?;
+    render(dir, &result, &load, &dependency)?;
     Ok(result)
+}
+
+/// How many buckets the run's length makes: its planned duration over its bucket (the series may hold a few more,
+/// the calls that ended after it), or the longest series for a recording without a duration.
+fn planned_buckets(
+    result: &ResultFile,
+    load: &loadgen::Recording,
+    dependency: &faultd::Recording,
+) -> usize {
+    let (duration, bucket) = (load.duration.get(), load.bucket.get());
+    if !duration.is_zero() && !bucket.is_zero() {
+        return duration.as_nanos().div_ceil(bucket.as_nanos()) as usize;
+    }
+    let routes = dependency.routes.values().map(|r| r.buckets.len());
+    routes
+        .chain([result.series.offered.len(), load.buckets.len()])
+        .max()
+        .unwrap_or(0)
 }
 
 /// Writes result.json and summary.txt again from `result`, once the run's exports have said what they could not do.
@@ -138,7 +181,15 @@ pub fn read(dir: &Path) -> Result<ResultFile, ReportError> {
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ReportError> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| ReportError::Write {
+    write_serialized(path, serde_json::to_string_pretty(value))
+}
+
+fn write_compact_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), ReportError> {
+    write_serialized(path, serde_json::to_string(value))
+}
+
+fn write_serialized(path: &Path, text: serde_json::Result<String>) -> Result<(), ReportError> {
+    let text = text.map_err(|e| ReportError::Write {
         path: path.to_path_buf(),
         source: std::io::Error::other(e),
     })?;

@@ -11,9 +11,9 @@
   var STATE_FILL = ["#7cc68d", "#f2b33d", "#d9534f"];
   var sync = uPlot.sync("time");
 
-  var n = D.n, b = D.bucket_s;
-  var xs = new Array(n);
-  for (var i = 0; i < n; i++) xs[i] = Math.round(i * b * 1e6) / 1e6;
+  // The drawn points' times (a long run's points each hold the lowest then the highest value they cover); every
+  // series below has one value per point, counts per bucket of b seconds.
+  var xs = D.x, n = xs.length, b = D.bucket_s;
   function perSecond(counts) {
     var out = new Array(n);
     for (var i = 0; i < n; i++) out[i] = counts && counts[i] != null ? counts[i] / b : null;
@@ -286,15 +286,11 @@
     el.className = "chart";
     metricsHolder.appendChild(title);
     metricsHolder.appendChild(el);
-    if (m.points.length === 0) {
+    if (!m.found) {
       note(id, "Never found on the SUT's page: see its expectation's verdict for what the page held.");
       return;
     }
-    var ys = new Array(n).fill(null);
-    m.points.forEach(function (p) {
-      var i = Math.min(n - 1, Math.floor(p[0] / b + 1e-9));
-      if (i >= 0) ys[i] = p[1];
-    });
+    var ys = m.values;
     timeChart(
       id,
       160,

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
+use super::display::Display;
 use crate::breaker::{BreakerState, BreakerTimeline};
 use crate::report::hdr;
 use crate::report::result::{ReplicasSummary, ResultFile};
@@ -130,6 +131,14 @@ pub fn data(
         "connect_error",
     ]);
     let errors = sum(&["client_error", "server_error", "timeout", "connect_error"]);
+    // Every time chart draws the same points: a long run's are thinned to a bounded number, each keeping the lowest
+    // and highest value it covers (counts stay counts per bucket of `bucket_s`; the script makes them rates).
+    let display = Display::new(n);
+    let counts = |v: &[u64]| json!(display.counts(v));
+    let count_map = |m: &BTreeMap<String, Vec<u64>>| -> BTreeMap<String, Value> {
+        m.iter().map(|(k, v)| (k.clone(), counts(v))).collect()
+    };
+    let latency = |v: &[Option<f64>]| latency_series(&display.values(v));
     let phases: Vec<Value> = result
         .phases
         .iter()
@@ -178,36 +187,40 @@ pub fn data(
     json!({
         "bucket_s": bucket_s,
         "n": n,
+        "x": display.xs(bucket_s),
         "end_s": sig(end_s, 6),
         "phases": phases,
         "latency": {
-            "p50": latency_series(&s.p50_ms),
-            "p90": latency_series(&s.p90_ms),
-            "p99": latency_series(&s.p99_ms),
-            "max": latency_series(&s.max_ms),
+            "p50": latency(&s.p50_ms),
+            "p90": latency(&s.p90_ms),
+            "p99": latency(&s.p99_ms),
+            "max": latency(&s.max_ms),
         },
         "counts": {
-            "offered": s.offered,
-            "achieved": achieved,
-            "fallback": class("fallback"),
-            "error": errors,
-            "dropped": class("dropped"),
+            "offered": counts(&s.offered),
+            "achieved": counts(&achieved),
+            "fallback": counts(&class("fallback")),
+            "error": counts(&errors),
+            "dropped": counts(&class("dropped")),
         },
-        "dependency_calls": s.dependency_arrivals,
-        "handshakes": s.handshakes,
-        "instance_calls": s.instance_arrivals,
-        "in_flight": s.dependency_in_flight,
+        "dependency_calls": count_map(&s.dependency_arrivals),
+        "handshakes": count_map(&s.handshakes),
+        "instance_calls": s.instance_arrivals.iter().map(|(route, each)| {
+            (route.clone(), each.iter().map(|v| counts(v)).collect::<Vec<_>>())
+        }).collect::<BTreeMap<_, _>>(),
+        "in_flight": count_map(&s.dependency_in_flight),
         // How a merged maximum in flight reads in the chart's legend (null when one faultd measured it exactly).
         "in_flight_upper_bound": result
             .dependency_replicas
             .as_ref()
             .map(|r| ReplicasSummary::upper_bound_words(r.count)),
-        "sut_in_flight": s.sut_in_flight,
+        "sut_in_flight": counts(&s.sut_in_flight),
         "limits": limits,
         "breakers": breakers,
         "sut_metrics": result.sut_metrics.iter().map(|(selector, m)| json!({
             "label": selector,
-            "points": m.points.iter().map(|(t, v)| json!([sig(*t, 6), v])).collect::<Vec<_>>(),
+            "found": !m.points.is_empty(),
+            "values": display.samples(&m.points, bucket_s),
         })).collect::<Vec<_>>(),
         "distributions": distributions,
     })
