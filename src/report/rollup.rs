@@ -179,20 +179,7 @@ fn route_bucket(group: &[faultd::RouteBucket], fine: Duration) -> faultd::RouteB
     let timed_held = group.iter().any(|b| !b.first_held_us.is_empty());
     let mut mean_sum = 0.0;
     for (j, b) in group.iter().enumerate() {
-        out.arrivals += b.arrivals;
-        out.completed.c2xx += b.completed.c2xx;
-        out.completed.c3xx += b.completed.c3xx;
-        out.completed.c4xx += b.completed.c4xx;
-        out.completed.c5xx += b.completed.c5xx;
-        out.resets += b.resets;
-        out.hangs += b.hangs;
-        out.empty += b.empty;
-        out.malformed += b.malformed;
-        out.truncated += b.truncated;
-        out.abandoned += b.abandoned;
-        for (code, n) in &b.grpc_status {
-            *out.grpc_status.entry(code.clone()).or_insert(0) += n;
-        }
+        out.add(b);
         out.in_flight_max = out.in_flight_max.max(b.in_flight_max);
         out.in_flight_max_lower_bound =
             match (out.in_flight_max_lower_bound, b.in_flight_max_lower_bound) {

@@ -176,7 +176,9 @@ pub struct RouteBucket {
 }
 
 impl RouteBucket {
-    pub(super) fn add(&mut self, o: &RouteBucket) {
+    /// Adds `o`'s counts (arrivals, completions by class, resets and the other departures, gRPC statuses); the
+    /// maxima, the mean and the timed arrivals are the caller's to combine, which depends on how the buckets lie.
+    pub fn add(&mut self, o: &RouteBucket) {
         self.arrivals += o.arrivals;
         self.completed.c2xx += o.completed.c2xx;
         self.completed.c3xx += o.completed.c3xx;

@@ -6,13 +6,12 @@
 //! nothing and the byte-by-byte reader takes over, so that errors are reported in one place. The fuzz target
 //! `redis_resp` holds the two to the same events however a stream is cut.
 
-use super::{
-    first_word, number, End, Event, Scanner, Side, State, CAPTURE, ERROR_CAPTURE, MAX_BULK,
+use super::{first_word, End, Event, Scanner, Side, State, CAPTURE, ERROR_CAPTURE, MAX_BULK,
     MAX_LINE,
 };
 
 /// The most elements of a command read in one go.
-const MAX_FAST_ELEMENTS: i64 = 1024;
+const MAX_FAST_ELEMENTS: u64 = 1024;
 
 /// A line at `at` (its type byte first), when it lies whole in `input`: its content (without type byte and
 /// CRLF) and where the next one starts.
@@ -25,14 +24,37 @@ fn line(input: &[u8], at: usize) -> Option<(&[u8], usize)> {
     Some((&rest[..nl - 1], at + 1 + nl + 1))
 }
 
+/// A length or count at `at` (its type byte, decimal digits, CRLF) lying whole in `input`: its value and where the
+/// next value starts. Anything else (a sign, no digit, more than 18 digits) is left to the byte-by-byte reader.
+#[inline]
+fn length(input: &[u8], at: usize) -> Option<(u64, usize)> {
+    let start = at + 1;
+    let mut i = start;
+    let mut n: u64 = 0;
+    while let Some(&d) = input.get(i) {
+        if !d.is_ascii_digit() {
+            break;
+        }
+        n = n * 10 + u64::from(d - b'0');
+        i += 1;
+        if i - start > 18 {
+            return None;
+        }
+    }
+    if i == start || input.get(i..i + 2)? != b"\r\n" {
+        return None;
+    }
+    Some((n, i + 2))
+}
+
 /// A bulk string at `at` (`$`, its length, its payload, CRLF), when it lies whole in `input` and is not null:
 /// where its payload lies and where the next value starts.
+#[inline]
 fn bulk(input: &[u8], at: usize) -> Option<(std::ops::Range<usize>, usize)> {
     if input.get(at) != Some(&b'$') {
         return None;
     }
-    let (len, start) = line(input, at)?;
-    let len = u64::try_from(number(len).ok()?).ok()?;
+    let (len, start) = length(input, at)?;
     if len > MAX_BULK {
         return None;
     }
@@ -63,8 +85,7 @@ impl Scanner {
 
     /// A command up to its head: to the end of its key's payload, or to its end when it has no key.
     fn fast_command(&mut self, input: &[u8]) -> Option<(usize, Option<Event>)> {
-        let (count, at) = line(input, 0)?;
-        let count = number(count).ok()?;
+        let (count, at) = length(input, 0)?;
         if !(1..=MAX_FAST_ELEMENTS).contains(&count) {
             return None;
         }
@@ -76,8 +97,8 @@ impl Scanner {
             if input.get(at) != Some(&b'$') {
                 return None;
             }
-            let (len, start) = line(input, at)?;
-            let len = usize::try_from(number(len).ok()?).ok()?;
+            let (len, start) = length(input, at)?;
+            let len = usize::try_from(len).ok()?;
             if len > CAPTURE || input.len() < start + len {
                 return None;
             }
@@ -103,7 +124,7 @@ impl Scanner {
         self.key.extend_from_slice(&input[key.clone()]);
         self.top = Some(b'*');
         self.stack.clear();
-        self.stack.push(count as u64 - 1);
+        self.stack.push(count - 1);
         self.arg = 1;
         self.head_sent = true;
         self.state = State::Crlf(2);
