@@ -125,7 +125,9 @@ pub fn advance_since(
     let mut instances = BTreeMap::new();
     for (name, route) in &dependency.routes {
         let mut kept = record.dependency.remove(name).unwrap_or_default();
-        splice(&mut kept, from, n, |i| bucket(route.buckets.get(i)?, upper_bound));
+        splice(&mut kept, from, n, |i| {
+            bucket(route.buckets.get(i)?, upper_bound)
+        });
         routes.insert(name.clone(), kept);
         if !route.instances.is_empty() {
             let mut kept = record.instances.remove(name).unwrap_or_default();

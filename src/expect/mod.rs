@@ -332,6 +332,8 @@ pub(crate) fn timeline<'a>(record: &'a RunRecord, breaker: &str) -> &'a BreakerT
 #[cfg(test)]
 mod evidence_tests;
 #[cfg(test)]
+mod long_run_tests;
+#[cfg(test)]
 mod probe_timing_tests;
 #[cfg(test)]
 mod served_tests;

@@ -261,7 +261,14 @@ impl SutCheck {
                     return class_latency(name, record, &s, *c, *percentile, *below);
                 }
                 if let Some(w) = over {
-                    return latency_windows(name, record, &s, (*percentile, *below), w.get(), after);
+                    return latency_windows(
+                        name,
+                        record,
+                        &s,
+                        (*percentile, *below),
+                        w.get(),
+                        after,
+                    );
                 }
                 let mut spans = vec![(s.start, s.end)];
                 if let Some(b) = while_open {

@@ -109,7 +109,7 @@ impl LatencySeries {
         let mut i = range.start;
         while i < range.end {
             let block = i / BLOCK;
-            if i % BLOCK == 0 && i + BLOCK <= range.end && block < self.blocks.len() {
+            if i.is_multiple_of(BLOCK) && i + BLOCK <= range.end && block < self.blocks.len() {
                 add(self.blocks[block].as_deref());
                 i += BLOCK;
             } else {
@@ -150,7 +150,7 @@ impl LatencySeries {
     /// Sums the last block once its last bucket has come.
     fn close_block(&mut self) {
         let n = self.buckets.len();
-        if n % BLOCK != 0 || self.blocks.len() >= n / BLOCK {
+        if !n.is_multiple_of(BLOCK) || self.blocks.len() >= n / BLOCK {
             return;
         }
         let mut sum: Option<Histogram<u64>> = None;

@@ -136,18 +136,19 @@ impl Replicas {
         self.each(|r, control| {
             let path = path.clone();
             async move {
-            let failed = |message: String| RunError::ExternalFaultd {
-                url: control.clone(),
-                message: format!("cannot read its recording: {message}"),
-            };
-            let json: serde_json::Value = r
-                .call(Method::GET, &control, &path, None)
-                .await?
-                .json()
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            faultd::control::recording_from_json(json).map_err(|e| failed(e.to_string()))
-        }})
+                let failed = |message: String| RunError::ExternalFaultd {
+                    url: control.clone(),
+                    message: format!("cannot read its recording: {message}"),
+                };
+                let json: serde_json::Value = r
+                    .call(Method::GET, &control, &path, None)
+                    .await?
+                    .json()
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                faultd::control::recording_from_json(json).map_err(|e| failed(e.to_string()))
+            }
+        })
         .await
     }
 

@@ -44,7 +44,11 @@ impl RouteRecorder {
             0
         };
         let (mut level, mut totals, mut integral_total) = if start > 0 {
-            (checkpoint.level, checkpoint.totals.clone(), checkpoint.integral)
+            (
+                checkpoint.level,
+                checkpoint.totals.clone(),
+                checkpoint.integral,
+            )
         } else {
             (0, RouteBucket::default(), 0.0)
         };
