@@ -190,7 +190,11 @@ impl RunRecord {
     /// Infers the timeline of the breaker guarding `route` from traffic alone: the requests the SUT was sent, the
     /// calls that reached `route`, and the first phase as the healthy reference (`breaker::inference`).
     pub fn inferred_timeline(&self, route: &str) -> Result<BreakerTimeline, InferenceError> {
-        let series = self.dependency.get(route).map(Vec::as_slice).unwrap_or_default();
+        let series = self
+            .dependency
+            .get(route)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let sent: Vec<u64> = self
             .sut
             .iter()
