@@ -106,7 +106,8 @@ fn a_long_runs_record_keeps_the_same_bytes_per_bucket_and_hands_loadgens_bytes_b
         high <= low * 1.05,
         "bytes per bucket grew with the run: {per_bucket:?}"
     );
-    assert!(high < 1_500.0, "{high} bytes per bucket");
+    // One decoded histogram alone is over 100 kB; the whole bucket, both series and its latency bytes, is under 1 kB.
+    assert!(high < 800.0, "{high} bytes per bucket");
     // The dependency's series was read a second at a time, yet holds every bucket.
     assert_eq!(record.dependency["pricing"].len(), 36_000);
     assert!(record.dependency["pricing"]
