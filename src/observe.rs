@@ -7,8 +7,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
-
 use crate::record::{
     ByClass, DependencyBucket, HandshakeBucket, LoadHandshakes, OutcomeClass, PhaseSpan, RunRecord,
     SutBucket,
@@ -47,31 +45,49 @@ pub fn record(
     record
 }
 
-/// Appends loadgen buckets to the SUT's series (a record that grows during the run decodes each bucket once).
+/// Appends loadgen buckets to the SUT's series, each bucket's latency kept as the bytes it came in.
 pub fn append_sut(record: &mut RunRecord, load: &[loadgen::Bucket]) {
     for b in load {
-        let mut completed = ByClass::default();
-        for class in OutcomeClass::ALL {
-            completed.add(class, b.completed.get(class));
-        }
-        completed.add(OutcomeClass::Dropped, b.dropped);
-        let latency = b.latency;
-        record.sut.push(SutBucket {
-            offered: b.intended,
-            completed,
-            in_flight: b.in_flight,
-            p50: latency.map(|l| l.p50.get()),
-            p90: latency.map(|l| l.p90.get()),
-            p99: latency.map(|l| l.p99.get()),
-            max: latency.map(|l| l.max.get()),
-        });
-        let h = b
-            .interval_histogram
-            .as_ref()
-            .and_then(|bytes| faultline_hdr::decode(bytes).ok())
-            .unwrap_or_else(empty_histogram);
-        record.sut_latency.push(h);
+        push_sut(record, b, b.interval_histogram.clone());
     }
+}
+
+/// [`append_sut`] that moves each bucket's latency bytes into the record, leaving the bucket without them, so a
+/// run that keeps loadgen's buckets as well does not hold the bytes twice; [`restore_latency`] hands them back.
+pub fn append_sut_taking(record: &mut RunRecord, load: &mut [loadgen::Bucket]) {
+    for b in load {
+        let bytes = b.interval_histogram.take();
+        push_sut(record, b, bytes);
+    }
+}
+
+/// Hands the latency bytes [`append_sut_taking`] moved into `record` back to loadgen's buckets (bucket `i` of
+/// `load` is the record's bucket `i`), for the recording written after the run.
+pub fn restore_latency(record: &RunRecord, load: &mut [loadgen::Bucket]) {
+    for (i, b) in load.iter_mut().enumerate() {
+        if b.interval_histogram.is_none() {
+            b.interval_histogram = record.sut_latency.encoded(i).map(<[u8]>::to_vec);
+        }
+    }
+}
+
+fn push_sut(record: &mut RunRecord, b: &loadgen::Bucket, latency_bytes: Option<Vec<u8>>) {
+    let mut completed = ByClass::default();
+    for class in OutcomeClass::ALL {
+        completed.add(class, b.completed.get(class));
+    }
+    completed.add(OutcomeClass::Dropped, b.dropped);
+    let latency = b.latency;
+    record.sut.push(SutBucket {
+        offered: b.intended,
+        completed,
+        in_flight: b.in_flight,
+        p50: latency.map(|l| l.p50.get()),
+        p90: latency.map(|l| l.p90.get()),
+        p99: latency.map(|l| l.p99.get()),
+        max: latency.map(|l| l.max.get()),
+    });
+    record.sut_latency.push_encoded(latency_bytes);
 }
 
 /// Sets how far the record reaches: its duration, the phases as far as they began, the SUT's series padded (or
@@ -82,25 +98,44 @@ pub fn advance(
     phases: &[(String, Duration)],
     dependency: &faultd::Recording,
 ) {
+    advance_since(record, duration, phases, dependency, 0);
+}
+
+/// [`advance`] from a recording whose series start at bucket `from` (`Dependency::recording_since`): the
+/// dependency's buckets before `from` are kept as the record holds them, those from `from` on are replaced, so the
+/// work follows the buckets read, not the run's length. The run-wide figures are taken whole.
+pub fn advance_since(
+    record: &mut RunRecord,
+    duration: Duration,
+    phases: &[(String, Duration)],
+    dependency: &faultd::Recording,
+    from: usize,
+) {
     let n = (duration
         .as_nanos()
         .div_ceil(record.bucket.as_nanos().max(1))) as usize;
+    let from = from.min(n);
     record.duration = duration;
     record.phases = spans(phases, duration);
     record.sut.resize_with(n, SutBucket::default);
-    record.sut_latency.resize_with(n, empty_histogram);
+    record.sut_latency.resize(n);
     let upper_bound = dependency.in_flight_max_is_upper_bound;
     record.dependency_replicas = dependency.replicas.max(1);
     let mut routes = BTreeMap::new();
     let mut instances = BTreeMap::new();
     for (name, route) in &dependency.routes {
-        routes.insert(name.clone(), series(route, n, upper_bound));
+        let mut kept = record.dependency.remove(name).unwrap_or_default();
+        splice(&mut kept, from, n, |i| {
+            bucket(route.buckets.get(i)?, upper_bound)
+        });
+        routes.insert(name.clone(), kept);
         if !route.instances.is_empty() {
-            let each = route.instances.iter();
-            instances.insert(
-                name.clone(),
-                each.map(|i| series(i, n, upper_bound)).collect(),
-            );
+            let mut kept = record.instances.remove(name).unwrap_or_default();
+            kept.resize_with(route.instances.len(), Vec::new);
+            for (series, i) in kept.iter_mut().zip(&route.instances) {
+                splice(series, from, n, |k| bucket(i.buckets.get(k)?, upper_bound));
+            }
+            instances.insert(name.clone(), kept);
         }
     }
     record.dependency = routes;
@@ -121,47 +156,71 @@ pub fn advance(
     record.unmatched_paths = dependency.unmatched_paths.clone();
     record.dns = dependency.dns.clone();
     record.handshakes = dependency.tls.as_ref().map(|tls| {
-        (0..n)
-            .map(|i| {
-                tls.buckets
-                    .get(i)
-                    .map(|b| HandshakeBucket {
-                        outcomes: b.handshakes.clone(),
-                        delayed: b.delayed,
-                    })
-                    .unwrap_or_default()
+        let mut kept = record.handshakes.take().unwrap_or_default();
+        splice(&mut kept, from, n, |i| {
+            tls.buckets.get(i).map(|b| HandshakeBucket {
+                outcomes: b.handshakes.clone(),
+                delayed: b.delayed,
             })
-            .collect()
+        });
+        kept
     });
 }
 
-/// A route's (or an instance's) recording as `n` buckets of the run.
-fn series(route: &faultd::RouteRecording, n: usize, upper_bound: bool) -> Vec<DependencyBucket> {
-    (0..n)
-        .map(|i| {
-            route
-                .buckets
-                .get(i)
-                .map(|b| DependencyBucket {
-                    arrivals: b.arrivals,
-                    in_flight_max: b.in_flight_max,
-                    in_flight_max_at_least: upper_bound
-                        .then(|| b.in_flight_max_lower_bound.unwrap_or(b.in_flight_max)),
-                    first_arrivals: b
-                        .first_arrivals_us
-                        .iter()
-                        .map(|us| Duration::from_micros(u64::from(*us)))
-                        .collect(),
-                    first_held: b
-                        .first_held_us
-                        .iter()
-                        .map(|us| us.map(|us| Duration::from_micros(u64::from(us))))
-                        .collect(),
-                    grpc_status: b.grpc_status.clone(),
-                })
-                .unwrap_or_default()
-        })
-        .collect()
+/// Where the next read of the dependency's recording may start once the record holds `n` buckets read from
+/// `from` on: a second behind the end, where faultd may still count late arrivals, or earlier at the first bucket
+/// holding a timed call still in flight (its answer's time is yet to come).
+pub fn next_read_from(record: &RunRecord, from: usize) -> usize {
+    let n = record.sut.len();
+    let settling = (Duration::from_secs(1).as_nanos() / record.bucket.as_nanos().max(1)) as usize;
+    let unanswered = |series: &[DependencyBucket]| {
+        series
+            .iter()
+            .enumerate()
+            .skip(from)
+            .find(|(_, b)| b.first_held.iter().any(Option::is_none))
+            .map(|(i, _)| i)
+    };
+    let routes = record.dependency.values().map(Vec::as_slice);
+    let instances = record.instances.values().flatten().map(Vec::as_slice);
+    routes
+        .chain(instances)
+        .filter_map(unanswered)
+        .fold(n.saturating_sub(settling.max(1)), usize::min)
+}
+
+/// Sets `series` to `n` buckets: those before `from` as they are (padded with empty ones), the rest from `fresh`
+/// (indexed from `from`; a missing bucket is an empty one).
+fn splice<T: Default>(
+    series: &mut Vec<T>,
+    from: usize,
+    n: usize,
+    fresh: impl Fn(usize) -> Option<T>,
+) {
+    series.truncate(from);
+    series.resize_with(from, T::default);
+    series.extend((from..n).map(|i| fresh(i - from).unwrap_or_default()));
+}
+
+/// One of faultd's buckets in the record's shape.
+fn bucket(b: &faultd::RouteBucket, upper_bound: bool) -> Option<DependencyBucket> {
+    Some(DependencyBucket {
+        arrivals: b.arrivals,
+        in_flight_max: b.in_flight_max,
+        in_flight_max_at_least: upper_bound
+            .then(|| b.in_flight_max_lower_bound.unwrap_or(b.in_flight_max)),
+        first_arrivals: b
+            .first_arrivals_us
+            .iter()
+            .map(|us| Duration::from_micros(u64::from(*us)))
+            .collect(),
+        first_held: b
+            .first_held_us
+            .iter()
+            .map(|us| us.map(|us| Duration::from_micros(u64::from(us))))
+            .collect(),
+        grpc_status: b.grpc_status.clone(),
+    })
 }
 
 /// Phase spans from their start times, each ending where the next begins; phases that never began are left out.
@@ -183,10 +242,6 @@ pub fn spans(phases: &[(String, Duration)], duration: Duration) -> Vec<PhaseSpan
         });
     }
     out
-}
-
-fn empty_histogram() -> Histogram<u64> {
-    Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant digits is a valid precision"))
 }
 
 #[cfg(test)]

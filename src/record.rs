@@ -16,6 +16,9 @@ use crate::breaker::inference::{self, InferenceError, InferenceParams, Traffic};
 use crate::breaker::metrics::MetricSeries;
 use crate::breaker::BreakerTimeline;
 
+mod latency;
+pub use latency::LatencySeries;
+
 /// The outcome classes of a request to the SUT: loadgen's own classes, one per request.
 pub use loadgen::Outcome as OutcomeClass;
 
@@ -138,8 +141,9 @@ pub struct RunRecord {
     pub duration: Duration,
     pub phases: Vec<PhaseSpan>,
     pub sut: Vec<SutBucket>,
-    /// Corrected SUT latency per bucket (from the intended send time), for percentiles over any set of buckets.
-    pub sut_latency: Vec<Histogram<u64>>,
+    /// Corrected SUT latency per bucket (from the intended send time), for percentiles over any set of buckets;
+    /// kept encoded, decoded as read (`LatencySeries`).
+    pub sut_latency: LatencySeries,
     /// Per dependency route.
     pub dependency: BTreeMap<String, Vec<DependencyBucket>>,
     /// Per dependency route served by instances (`instances: N`), one series per instance in order (the first is
@@ -186,7 +190,11 @@ impl RunRecord {
     /// Infers the timeline of the breaker guarding `route` from traffic alone: the requests the SUT was sent, the
     /// calls that reached `route`, and the first phase as the healthy reference (`breaker::inference`).
     pub fn inferred_timeline(&self, route: &str) -> Result<BreakerTimeline, InferenceError> {
-        let series = self.dependency.get(route).cloned().unwrap_or_default();
+        let series = self
+            .dependency
+            .get(route)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let sent: Vec<u64> = self
             .sut
             .iter()
@@ -218,7 +226,7 @@ impl RunRecord {
             duration: Duration::ZERO,
             phases: Vec::new(),
             sut: Vec::new(),
-            sut_latency: Vec::new(),
+            sut_latency: LatencySeries::default(),
             dependency: BTreeMap::new(),
             instances: BTreeMap::new(),
             dependency_replicas: 1,
@@ -408,26 +416,37 @@ impl RunRecord {
             .sum()
     }
 
-    /// SUT latency percentile over the given buckets; `None` when nothing completed there.
+    /// SUT latency percentile over the given buckets; `None` when nothing completed there. Runs of consecutive
+    /// buckets are read as ranges (`LatencySeries::merged`), so a long span costs one histogram per block.
     pub fn sut_percentile(
         &self,
         buckets: impl Iterator<Item = usize>,
         quantile: f64,
     ) -> Option<Duration> {
         let mut merged: Option<Histogram<u64>> = None;
-        for i in buckets {
-            let Some(h) = self.sut_latency.get(i) else {
-                continue;
-            };
-            if h.is_empty() {
-                continue;
-            }
-            match merged.as_mut() {
-                Some(m) => {
-                    let _ = m.add(h);
+        let mut add = |range: Range<usize>| {
+            if let Some(h) = self.sut_latency.merged(range) {
+                match merged.as_mut() {
+                    Some(m) => {
+                        let _ = m.add(&h);
+                    }
+                    None => merged = Some(h),
                 }
-                None => merged = Some(h.clone()),
             }
+        };
+        let mut run: Option<Range<usize>> = None;
+        for i in buckets {
+            match run.as_mut() {
+                Some(r) if r.end == i => r.end += 1,
+                _ => {
+                    if let Some(r) = run.replace(i..i + 1) {
+                        add(r);
+                    }
+                }
+            }
+        }
+        if let Some(r) = run {
+            add(r);
         }
         let m = merged?;
         let v = if quantile >= 1.0 {
@@ -436,5 +455,34 @@ impl RunRecord {
             m.value_at_quantile(quantile)
         };
         Some(Duration::from_nanos(v))
+    }
+
+    /// The bytes the record holds on the heap, roughly: its per-bucket series and the latency bytes, the part that
+    /// grows with the run's length.
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let dependency: usize = self
+            .dependency
+            .values()
+            .chain(self.instances.values().flatten())
+            .map(|series| {
+                series.capacity() * size_of::<DependencyBucket>()
+                    + series
+                        .iter()
+                        .map(|b| {
+                            b.first_arrivals.capacity() * size_of::<Duration>()
+                                + b.first_held.capacity() * size_of::<Option<Duration>>()
+                        })
+                        .sum::<usize>()
+            })
+            .sum();
+        let handshakes = self
+            .handshakes
+            .as_ref()
+            .map_or(0, |h| h.capacity() * size_of::<HandshakeBucket>());
+        self.sut.capacity() * size_of::<SutBucket>()
+            + self.sut_latency.heap_bytes()
+            + dependency
+            + handshakes
     }
 }

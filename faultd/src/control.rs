@@ -61,10 +61,20 @@ pub fn start_schedule(shared: &Shared, origin: Instant) {
 
 /// A snapshot of the recorder with the schedule's phases entered and, under TLS, the handshakes.
 pub fn recording(shared: &Shared) -> Recording {
+    recording_since(shared, 0)
+}
+
+/// [`recording`] with every series from bucket `from` on (`GET /recording?since=N`): a reader that holds the
+/// earlier buckets reads only the new ones, and the run-wide figures whole.
+pub fn recording_since(shared: &Shared, from: usize) -> Recording {
     let entered = shared.live().phases_entered(Instant::now());
     shared.recorder.set_phases_entered(entered);
-    let mut recording = shared.recorder.snapshot();
-    recording.tls = shared.tls.as_ref().map(|t| t.recorder().snapshot());
+    let mut recording = shared.recorder.snapshot_since(from);
+    recording.tls = shared.tls.as_ref().map(|t| {
+        let mut tls = t.recorder().snapshot();
+        tls.buckets.drain(..from.min(tls.buckets.len()));
+        tls
+    });
     recording.dns = shared.dns.as_ref().map(|d| {
         let plan = shared.live().plan.clone();
         d.snapshot(plan.dns.names())
@@ -319,16 +329,28 @@ async fn post_reset(State(shared): State<Arc<Shared>>) -> StatusCode {
     StatusCode::NO_CONTENT
 }
 
+/// `GET /recording`'s query: `since=N` serves every series from bucket N on.
+#[derive(Debug, Default, serde::Deserialize)]
+struct RecordingQuery {
+    #[serde(default)]
+    since: usize,
+}
+
 async fn get_recording(
     State(shared): State<Arc<Shared>>,
     tcp: Option<axum::Extension<Arc<crate::tcp::TcpRoutes>>>,
+    axum::extract::Query(query): axum::extract::Query<RecordingQuery>,
 ) -> Response {
-    let mut json = match serde_json::to_value(recording(&shared)) {
+    let from = query.since;
+    let mut json = match serde_json::to_value(recording_since(&shared, from)) {
         Ok(v) => v,
         Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     };
     // TCP routes ride beside the HTTP ones, only when there are some, so the HTTP shape is unchanged.
-    let tcp_routes = tcp.map(|t| t.recording()).unwrap_or_default();
+    let mut tcp_routes = tcp.map(|t| t.recording()).unwrap_or_default();
+    for route in tcp_routes.values_mut() {
+        route.drop_buckets_before(from);
+    }
     if let (false, Some(map)) = (tcp_routes.is_empty(), json.as_object_mut()) {
         map.insert(
             "tcp_routes".into(),

@@ -592,6 +592,12 @@ impl Faultd {
         control::recording(&self.shared)
     }
 
+    /// [`Faultd::recording`] with every series from bucket `from` on (its TCP routes' too, once turned into calls
+    /// with [`tcp::record::with_tcp_routes_since`]): what a reader that already holds the earlier buckets needs.
+    pub fn recording_since(&self, from: usize) -> Recording {
+        control::recording_since(&self.shared, from)
+    }
+
     /// Each call one by one, with the trace id it carried, when the configuration correlates (`correlate:`);
     /// empty otherwise.
     pub fn traced_calls(&self) -> Vec<recorder::TracedCall> {

@@ -31,6 +31,7 @@ mod merge;
 pub mod postgres;
 mod recording;
 pub mod redis;
+mod snapshot;
 mod traced;
 mod unmatched;
 
@@ -175,6 +176,8 @@ pub struct RouteRecorder {
     entries: Mutex<BTreeMap<String, Arc<EntryTally>>>,
     /// The recorders of the route's instances, in order, created on first use.
     instances: Mutex<Vec<Arc<RouteRecorder>>>,
+    /// The sums over its settled buckets, so that reading the newest ones does not walk the whole run.
+    checkpoint: Mutex<snapshot::Checkpoint>,
 }
 
 /// A phase's served latency and faultd's own lateness (which only calls with a due instant have).
@@ -424,13 +427,20 @@ impl Recorder {
 
     /// A consistent-enough snapshot: every counter is read once; calls still running are in flight.
     pub fn snapshot(&self) -> Recording {
+        self.snapshot_since(0)
+    }
+
+    /// [`Recorder::snapshot`] with every series (each route's and instance's buckets, the connections) from bucket
+    /// `from` on, for a reader that holds the earlier ones: its cost follows the buckets read, not the run's
+    /// length. Totals, maxima, histograms and counts are over the whole run either way.
+    pub fn snapshot_since(&self, from: usize) -> Recording {
         let now_ns = self.time_ns(Instant::now());
         let b = self.bucket_ns();
         let current = (now_ns / b) as usize;
         let routes = self.routes.read().map(|r| r.clone()).unwrap_or_default();
         let routes = routes
             .into_iter()
-            .map(|(name, r)| (name, r.snapshot(now_ns, current)))
+            .map(|(name, r)| (name, r.snapshot(now_ns, current, from)))
             .collect();
         let mut connections = Vec::new();
         let mut open = 0u64;
@@ -450,13 +460,17 @@ impl Recorder {
                 ),
                 None => (0, 0, 0, 0, 0),
             };
-            connections.push(ConnectionBucket {
-                opened,
-                closed,
-                max_open: max.max(open),
-                shed,
-                http2_opened: http2,
-            });
+            // The level open is a sum from the start (a few loads per bucket); only the buckets asked for are
+            // kept.
+            if i >= from {
+                connections.push(ConnectionBucket {
+                    opened,
+                    closed,
+                    max_open: max.max(open),
+                    shed,
+                    http2_opened: http2,
+                });
+            }
             open = (open + opened).saturating_sub(closed);
         }
         let started = self.clock.started_unix_ms.load(Ordering::Relaxed);
@@ -493,6 +507,7 @@ impl RouteRecorder {
             histograms: Mutex::new(BTreeMap::new()),
             entries: Mutex::new(BTreeMap::new()),
             instances: Mutex::new(Vec::new()),
+            checkpoint: Mutex::default(),
         }
     }
 
@@ -565,118 +580,6 @@ impl RouteRecorder {
     /// How many buckets this route stores: none until its first call, then whole chunks of them.
     pub fn buckets_stored(&self) -> usize {
         self.cells.chunks_stored() * CHUNK
-    }
-
-    fn snapshot(&self, now_ns: u64, current: usize) -> RouteRecording {
-        // A route no call has reached has no series: its zeros would cost routes x elapsed buckets to write, and
-        // every reader takes a missing bucket as an empty one.
-        if self.cells.used() == 0 {
-            return RouteRecording::default();
-        }
-        let b = self.bucket_ns;
-        let n = self.cells.used().max(current + 1).min(CHUNK * MAX_CHUNKS);
-        let mut buckets = Vec::with_capacity(n);
-        let mut totals = RouteBucket::default();
-        let mut level: u64 = 0;
-        let mut integral_total = 0.0_f64;
-        for i in 0..n {
-            let mut out = RouteBucket::default();
-            let integral;
-            let start = i as u64 * b;
-            // The bucket that holds `now` has only run until now; later ones (there are none) would be empty.
-            let length = if i == current {
-                now_ns.saturating_sub(start).min(b)
-            } else {
-                b
-            };
-            let unrun = b - length;
-            if let Some(c) = self.cells.peek(i) {
-                let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-                out.arrivals = load(&c.arrivals);
-                out.first_arrivals_us = c
-                    .first
-                    .iter()
-                    .take(out.arrivals.min(FIRST_ARRIVALS as u64) as usize)
-                    .map(|a| a.load(Ordering::Relaxed))
-                    .collect();
-                out.first_held_us = c
-                    .held
-                    .iter()
-                    .take(out.first_arrivals_us.len())
-                    .map(|h| h.load(Ordering::Relaxed).checked_sub(1))
-                    .collect();
-                let departures = load(&c.departures);
-                out.completed = StatusClasses {
-                    c2xx: load(&c.class[0]),
-                    c3xx: load(&c.class[1]),
-                    c4xx: load(&c.class[2]),
-                    c5xx: load(&c.class[3]),
-                };
-                out.resets = load(&c.resets);
-                out.hangs = load(&c.hangs);
-                out.empty = load(&c.empty);
-                out.malformed = load(&c.malformed);
-                out.truncated = load(&c.truncated);
-                out.abandoned = load(&c.abandoned);
-                out.grpc_status = GrpcCode::all()
-                    .filter_map(|code| {
-                        let n = load(&c.grpc[code.number() as usize]);
-                        (n > 0).then(|| (code.name().to_string(), n))
-                    })
-                    .collect();
-                out.in_flight_max = load(&c.in_flight_max).max(level);
-                integral = level as f64 * length as f64
-                    + (load(&c.arrival_residual) as f64 - out.arrivals as f64 * unrun as f64)
-                    - (load(&c.departure_residual) as f64 - departures as f64 * unrun as f64);
-                level = (level + out.arrivals).saturating_sub(departures);
-            } else {
-                out.in_flight_max = level;
-                integral = level as f64 * length as f64;
-            }
-            out.in_flight_mean = if length > 0 {
-                (integral / length as f64).max(0.0)
-            } else {
-                level as f64
-            };
-            integral_total += integral.max(0.0);
-            totals.add(&out);
-            buckets.push(out);
-        }
-        let run = (n as u64 - 1) * b + now_ns.saturating_sub((n as u64 - 1) * b).min(b);
-        totals.in_flight_max = self.max_in_flight();
-        totals.in_flight_mean = if run > 0 {
-            integral_total / run as f64
-        } else {
-            0.0
-        };
-        let (mut latency, mut late) = (BTreeMap::new(), BTreeMap::new());
-        if let Ok(h) = self.histograms.lock() {
-            for (phase, histograms) in h.iter() {
-                latency.insert(phase.to_string(), histograms.latency.clone());
-                if let Some(l) = &histograms.late {
-                    late.insert(phase.to_string(), l.clone());
-                }
-            }
-        }
-        RouteRecording {
-            buckets,
-            totals,
-            max_in_flight: self.max_in_flight(),
-            max_in_flight_lower_bound: None,
-            in_flight: self.in_flight(),
-            latency,
-            late,
-            matched: self.matched(),
-            instances: self
-                .instances
-                .lock()
-                .map(|i| i.clone())
-                .unwrap_or_default()
-                .iter()
-                .map(|i| i.snapshot(now_ns, current))
-                .collect(),
-            redis: None,
-        }
     }
 }
 

@@ -112,7 +112,7 @@ fn record(probes: u64, evidence: Vec<BreakerTimeline>, with_route: bool) -> RunR
         },
     ];
     r.sut = sut;
-    r.sut_latency = latency;
+    r.sut_latency = latency.into();
     if with_route {
         r.dependency = BTreeMap::from([("pricing".to_string(), dependency)]);
     }

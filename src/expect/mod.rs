@@ -153,7 +153,17 @@ impl Expectation {
     /// `record.duration`: no later data can change it. A pool overrun, a breaker that did not open by its deadline,
     /// a latency bound over a phase that has ended are decided; most bounds over the whole run are not until it ends.
     pub fn decide(&self, record: &RunRecord) -> Option<Verdict> {
-        let v = self.check.decide(self.name(), record)?;
+        self.decide_after(record, 0)
+    }
+
+    /// [`Expectation::decide`] when it was already asked, and decided nothing, on a record of the same run that
+    /// held its first `judged` buckets: the same verdict, reading only what may have changed where the family
+    /// knows (the SUT's sliding windows that end after them, nothing for a phase still going on).
+    pub fn decide_after(&self, record: &RunRecord, judged: usize) -> Option<Verdict> {
+        let v = match &self.check {
+            Check::Sut(c) => c.decide_after(self.name(), record, judged),
+            check => check.decide(self.name(), record),
+        }?;
         // More of the run may bring the evidence that decides it.
         if v.inconclusive() {
             return None;
@@ -321,6 +331,8 @@ pub(crate) fn timeline<'a>(record: &'a RunRecord, breaker: &str) -> &'a BreakerT
 
 #[cfg(test)]
 mod evidence_tests;
+#[cfg(test)]
+mod long_run_tests;
 #[cfg(test)]
 mod probe_timing_tests;
 #[cfg(test)]

@@ -209,16 +209,44 @@ impl SutCheck {
 
     /// The verdict once no later data can change it.
     pub(crate) fn decide(&self, name: String, record: &RunRecord) -> Option<Verdict> {
+        self.decide_after(name, record, 0)
+    }
+
+    /// [`SutCheck::decide`] on a record whose first `judged` buckets were already asked about (on a record that
+    /// held them, and decided nothing): only the sliding windows that end after them can newly break the bound,
+    /// so only those are read, and the verdict is the one `decide` gives. A bound over a phase still going on is
+    /// not evaluated at all.
+    pub(crate) fn decide_after(
+        &self,
+        name: String,
+        record: &RunRecord,
+        judged: usize,
+    ) -> Option<Verdict> {
         if !self.decidable_live() {
             return None;
         }
+        let ended = ended(record, self.during());
+        if self.over().is_none() {
+            return ended.then(|| self.evaluate(name, record));
+        }
+        if !ended && judged > 0 {
+            let tail = self.evaluate_from(name.clone(), record, judged);
+            if tail.passed || tail.measured.is_none() {
+                return None;
+            }
+        }
         let v = self.evaluate(name, record);
-        let windowed_failure = self.over().is_some() && !v.passed && v.measured.is_some();
-        (windowed_failure || ended(record, self.during())).then_some(v)
+        let windowed_failure = !v.passed && v.measured.is_some();
+        (windowed_failure || ended).then_some(v)
     }
 
     /// Evaluates the check on a record.
     pub(crate) fn evaluate(&self, name: String, record: &RunRecord) -> Verdict {
+        self.evaluate_from(name, record, 0)
+    }
+
+    /// Evaluates the check on a record, its sliding windows only those that end after bucket `after`.
+    fn evaluate_from(&self, name: String, record: &RunRecord, after: usize) -> Verdict {
         match self {
             SutCheck::Latency {
                 percentile,
@@ -233,7 +261,14 @@ impl SutCheck {
                     return class_latency(name, record, &s, *c, *percentile, *below);
                 }
                 if let Some(w) = over {
-                    return latency_windows(name, record, &s, *percentile, *below, w.get());
+                    return latency_windows(
+                        name,
+                        record,
+                        &s,
+                        (*percentile, *below),
+                        w.get(),
+                        after,
+                    );
                 }
                 let mut spans = vec![(s.start, s.end)];
                 if let Some(b) = while_open {
@@ -265,7 +300,7 @@ impl SutCheck {
                 let window = over
                     .map(|w| w.get())
                     .unwrap_or(s.end.saturating_sub(s.start));
-                goodput(name, record, &s, *at_least, window, over.is_some())
+                goodput(name, record, &s, *at_least, (window, after), over.is_some())
             }
             SutCheck::Share {
                 of,
@@ -276,7 +311,7 @@ impl SutCheck {
             } => {
                 let s = span(record, during);
                 if let Some(w) = over {
-                    return share_windows(name, record, &s, *of, *bound, *above, w.get());
+                    return share_windows(name, record, &s, (*of, *bound, *above), w.get(), after);
                 }
                 let by = classes_in(record, record.buckets_in(s.start, s.end));
                 let total = by.total();
@@ -383,10 +418,10 @@ fn goodput(
     record: &RunRecord,
     s: &PhaseSpan,
     at_least: Rate,
-    window: Duration,
+    (window, after): (Duration, usize),
     sliding: bool,
 ) -> Verdict {
-    let (ranges, _) = windows(record, s, window);
+    let (ranges, _) = windows_ending_after(record, s, window, after);
     let bucket = record.bucket.as_secs_f64();
     let worst = ranges
         .iter()
@@ -461,6 +496,16 @@ pub(crate) fn windows(
     s: &PhaseSpan,
     window: Duration,
 ) -> (Vec<Range<usize>>, usize) {
+    windows_ending_after(record, s, window, 0)
+}
+
+/// [`windows`] that end after bucket `after`: those a record grown past `after` adds.
+pub(crate) fn windows_ending_after(
+    record: &RunRecord,
+    s: &PhaseSpan,
+    window: Duration,
+    after: usize,
+) -> (Vec<Range<usize>>, usize) {
     let span = record.buckets_in(s.start, s.end);
     let have = span.start..span.end.min(record.sut.len());
     let width = ((window.as_nanos() + record.bucket.as_nanos() / 2)
@@ -468,7 +513,7 @@ pub(crate) fn windows(
     .max(1) as usize;
     if span.len() <= width {
         // One window, the whole span: judged only once the record holds all of it.
-        let whole = if have.end >= span.end {
+        let whole = if have.end >= span.end && (after == 0 || have.end > after) {
             vec![have]
         } else {
             Vec::new()
@@ -476,7 +521,8 @@ pub(crate) fn windows(
         return (whole, span.len());
     }
     let last_start = have.end.saturating_sub(width);
-    let ranges = (have.start..=last_start)
+    let first_start = have.start.max((after + 1).saturating_sub(width));
+    let ranges = (first_start..=last_start)
         .take_while(|&a| a + width <= have.end)
         .map(|a| a..a + width)
         .collect();
@@ -497,11 +543,11 @@ fn latency_windows(
     name: String,
     record: &RunRecord,
     s: &PhaseSpan,
-    percentile: Percentile,
-    below: Dur,
+    (percentile, below): (Percentile, Dur),
     window: Duration,
+    after: usize,
 ) -> Verdict {
-    let (ranges, _) = windows(record, s, window);
+    let (ranges, _) = windows_ending_after(record, s, window, after);
     let mut worst: Option<(Duration, Range<usize>)> = None;
     let mut judged = 0usize;
     let mut sum: Option<Histogram<u64>> = None;
@@ -512,23 +558,20 @@ fn latency_windows(
             && r.start < covered.end
             && covered.end <= r.end;
         if !slides {
-            let mut fresh = Histogram::<u64>::new(3)
-                .unwrap_or_else(|_| unreachable!("3 significant digits is a valid precision"));
-            fresh.auto(true);
-            for i in r.clone() {
-                if let Some(b) = record.sut_latency.get(i) {
-                    let _ = fresh.add(b);
-                }
-            }
-            sum = Some(fresh);
+            sum = Some(
+                record
+                    .sut_latency
+                    .merged(r.clone())
+                    .unwrap_or_else(faultline_hdr::new_histogram),
+            );
         }
         let Some(h) = sum.as_mut() else { continue };
         if slides {
-            for i in covered.start..r.start {
-                let _ = h.subtract(&record.sut_latency[i]);
+            for b in (covered.start..r.start).filter_map(|i| record.sut_latency.get(i)) {
+                let _ = h.subtract(&b);
             }
-            for i in covered.end..r.end {
-                let _ = h.add(&record.sut_latency[i]);
+            for b in (covered.end..r.end).filter_map(|i| record.sut_latency.get(i)) {
+                let _ = h.add(&b);
             }
         }
         covered = r.clone();
@@ -587,12 +630,11 @@ fn share_windows(
     name: String,
     record: &RunRecord,
     s: &PhaseSpan,
-    of: ShareOf,
-    bound: Share,
-    above: bool,
+    (of, bound, above): (ShareOf, Share, bool),
     window: Duration,
+    after: usize,
 ) -> Verdict {
-    let (ranges, _) = windows(record, s, window);
+    let (ranges, _) = windows_ending_after(record, s, window, after);
     let mut worst: Option<(f64, u64, u64, Range<usize>)> = None;
     let mut judged = 0usize;
     for r in &ranges {

@@ -90,7 +90,7 @@ fn record_with(
         duration: s(30.0),
         phases: phases(),
         sut,
-        sut_latency: hist,
+        sut_latency: hist.into(),
         dependency: BTreeMap::from([("pricing".to_string(), dependency)]),
         instances: BTreeMap::new(),
         dependency_replicas: 1,

@@ -30,7 +30,7 @@ use hdrhistogram::Histogram;
 
 use crate::breaker::BreakerState;
 use crate::expect::{Outcome, Verdict};
-use crate::record::OutcomeClass;
+use crate::record::{OutcomeClass, RunRecord};
 use crate::report::ResultFile;
 use crate::run::Tick;
 use crate::scenario::Validated;
@@ -73,9 +73,10 @@ struct State {
 
 impl State {
     /// Folds in loadgen's buckets not seen yet (`buckets` is every bucket so far): the last one's percentiles, and
-    /// every one's latencies into the histogram.
-    fn take_buckets(&mut self, buckets: &[loadgen::Bucket]) {
-        for b in buckets.iter().skip(self.buckets_seen) {
+    /// every one's latencies into the histogram. A bucket whose latency bytes moved into the live record
+    /// (`observe::append_sut_taking`) is read there.
+    fn take_buckets(&mut self, buckets: &[loadgen::Bucket], live: Option<&RunRecord>) {
+        for (i, b) in buckets.iter().enumerate().skip(self.buckets_seen) {
             if let Some(l) = &b.latency {
                 self.last_bucket =
                     Some([l.p50, l.p90, l.p99, l.max].map(|d| d.get().as_secs_f64()));
@@ -83,6 +84,7 @@ impl State {
             if let Some(h) = b
                 .interval_histogram
                 .as_deref()
+                .or_else(|| live?.sut_latency.encoded(i))
                 .and_then(|bytes| faultline_hdr::decode(bytes).ok())
             {
                 match self.latency.as_mut() {
@@ -257,7 +259,7 @@ impl Metrics {
             }
             s.dependency_handshakes = Some(by_outcome);
         }
-        s.take_buckets(buckets);
+        s.take_buckets(buckets, Some(live));
         for (route, series) in &live.dependency {
             let now = series.last().map(|b| b.in_flight_max).unwrap_or(0);
             s.routes_in_flight.insert(route.clone(), now);
@@ -275,7 +277,7 @@ impl Metrics {
     /// holds every answered request): the totals and every verdict, final.
     pub fn finish(&self, r: &ResultFile, buckets: &[loadgen::Bucket]) {
         let Ok(mut s) = self.state.lock() else { return };
-        s.take_buckets(buckets);
+        s.take_buckets(buckets, None);
         s.offered = r.totals.intended;
         s.sent = r.totals.sent;
         for (class, n) in &r.totals.outcomes {

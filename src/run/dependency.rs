@@ -198,12 +198,19 @@ impl Dependency {
 
     /// The recording so far (over several replicas, their recordings merged).
     pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
+        self.recording_since(0).await
+    }
+
+    /// The recording so far with every series from bucket `from` on (`faultd::Faultd::recording_since`, `GET
+    /// /recording?since=N`), the run-wide figures whole: what the live record needs once a second.
+    pub async fn recording_since(&self, from: usize) -> Result<faultd::Recording, RunError> {
         match self {
-            Dependency::Embedded(f, _) => Ok(faultd::tcp::record::with_tcp_routes(
-                f.recording(),
+            Dependency::Embedded(f, _) => Ok(faultd::tcp::record::with_tcp_routes_since(
+                f.recording_since(from),
                 f.tcp_recording(),
+                from,
             )),
-            Dependency::External(ext) => ext.recording().await,
+            Dependency::External(ext) => ext.recording_since(from).await,
         }
     }
 

@@ -126,20 +126,28 @@ impl Replicas {
         Ok(())
     }
 
-    /// Every replica's recording, read concurrently, TCP routes as calls.
-    pub async fn recordings(&self) -> Result<Vec<faultd::Recording>, RunError> {
-        self.each(|r, control| async move {
-            let failed = |message: String| RunError::ExternalFaultd {
-                url: control.clone(),
-                message: format!("cannot read its recording: {message}"),
-            };
-            let json: serde_json::Value = r
-                .call(Method::GET, &control, "/recording", None)
-                .await?
-                .json()
-                .await
-                .map_err(|e| failed(e.to_string()))?;
-            faultd::control::recording_from_json(json).map_err(|e| failed(e.to_string()))
+    /// Every replica's recording, read concurrently, TCP routes as calls, every series from bucket `from` on.
+    pub async fn recordings(&self, from: usize) -> Result<Vec<faultd::Recording>, RunError> {
+        let path = if from > 0 {
+            format!("/recording?since={from}")
+        } else {
+            "/recording".to_string()
+        };
+        self.each(|r, control| {
+            let path = path.clone();
+            async move {
+                let failed = |message: String| RunError::ExternalFaultd {
+                    url: control.clone(),
+                    message: format!("cannot read its recording: {message}"),
+                };
+                let json: serde_json::Value = r
+                    .call(Method::GET, &control, &path, None)
+                    .await?
+                    .json()
+                    .await
+                    .map_err(|e| failed(e.to_string()))?;
+                faultd::control::recording_from_json(json).map_err(|e| failed(e.to_string()))
+            }
         })
         .await
     }
@@ -162,9 +170,10 @@ impl Replicas {
         Ok(each.into_iter().flatten().collect())
     }
 
-    /// The replicas' recordings merged into one (one replica's comes back as it is, exact).
-    pub async fn recording(&self) -> Result<faultd::Recording, RunError> {
-        let all = self.recordings().await?;
+    /// The replicas' recordings merged into one (one replica's comes back as it is, exact), every series from
+    /// bucket `from` on.
+    pub async fn recording_since(&self, from: usize) -> Result<faultd::Recording, RunError> {
+        let all = self.recordings(from).await?;
         self.merge(&all)
     }
 
@@ -172,7 +181,7 @@ impl Replicas {
     pub async fn recording_per_replica(
         &self,
     ) -> Result<(faultd::Recording, Vec<ReplicaRecording>), RunError> {
-        let all = self.recordings().await?;
+        let all = self.recordings(0).await?;
         let merged = self.merge(&all)?;
         let starts = self
             .starts

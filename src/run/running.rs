@@ -50,8 +50,11 @@ pub(super) struct Running {
     decisions: LiveVerdicts,
     /// loadgen's buckets taken so far.
     buckets: Vec<loadgen::Bucket>,
-    /// The record as it grows during the run, for the live verdicts.
+    /// The record as it grows during the run, for the live verdicts. It holds the latency bytes of the buckets it
+    /// took (`observe::append_sut_taking`) until the run ends.
     live_record: RunRecord,
+    /// The first bucket of faultd's recording the next read asks for: those before it are settled in the record.
+    dependency_from: usize,
     deadline: Instant,
 }
 
@@ -188,6 +191,7 @@ impl Running {
             decisions: LiveVerdicts::new(&v.expectations),
             buckets: Vec::new(),
             live_record: RunRecord::empty(bucket),
+            dependency_from: 0,
             deadline,
         })
     }
@@ -291,12 +295,14 @@ impl Running {
     /// Grows the live record by the buckets that arrived and decides what can be decided; the expectation whose
     /// failure stops the run, if one did.
     async fn decide(&mut self, v: &Validated, live: bool) -> Option<String> {
-        let fresh = self.series.take_new();
-        observe::append_sut(&mut self.live_record, &fresh);
+        let mut fresh = self.series.take_new();
+        observe::append_sut_taking(&mut self.live_record, &mut fresh);
         self.buckets.extend(fresh);
         let covered = self.bucket * self.buckets.len() as u32;
-        let rec = self.dependency.recording().await.ok()?;
-        observe::advance(&mut self.live_record, covered, &self.phases, &rec);
+        let from = self.dependency_from;
+        let rec = self.dependency.recording_since(from).await.ok()?;
+        observe::advance_since(&mut self.live_record, covered, &self.phases, &rec, from);
+        self.dependency_from = observe::next_read_from(&self.live_record, from);
         let t = self.breakers.timelines(&self.live_record);
         self.live_record.breakers = t.observed;
         self.live_record.evidence = t.evidence;
@@ -331,6 +337,7 @@ impl Running {
             series,
             decisions,
             mut buckets,
+            live_record,
             deadline,
             ..
         } = self;
@@ -388,6 +395,8 @@ impl Running {
                 };
             }
         }
+        observe::restore_latency(&live_record, &mut buckets);
+        drop(live_record);
         buckets.extend(series.finish());
         load_recording.buckets = buckets;
         Ok(Stopped {

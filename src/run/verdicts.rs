@@ -14,12 +14,15 @@ use crate::record::RunRecord;
 /// What is decided so far, by expectation.
 pub struct LiveVerdicts {
     decided: Vec<Option<Verdict>>,
+    /// The SUT buckets the record held when it was last asked: what an expectation asked again need not re-read.
+    judged: usize,
 }
 
 impl LiveVerdicts {
     pub fn new(expectations: &[Expectation]) -> LiveVerdicts {
         LiveVerdicts {
             decided: vec![None; expectations.len()],
+            judged: 0,
         }
     }
 
@@ -41,7 +44,7 @@ impl LiveVerdicts {
             if slot.is_some() || !e.check.decidable_live() {
                 continue;
             }
-            if let Some(v) = e.decide(record) {
+            if let Some(v) = e.decide_after(record, self.judged) {
                 if e.abort_on_fail && v.failed() && stop.is_none() {
                     let label = v.id.clone().unwrap_or_else(|| v.name.clone());
                     stop = Some(format!("{label}: {}", v.sentence));
@@ -50,6 +53,7 @@ impl LiveVerdicts {
                 *slot = Some(v);
             }
         }
+        self.judged = record.sut.len();
         (new, stop)
     }
 

@@ -49,6 +49,31 @@ pub struct Recording {
     pub postgres: BTreeMap<String, super::postgres::PostgresRecording>,
 }
 
+impl Recording {
+    /// Drops every series' buckets before `from` (each route's and instance's, the connections', the TLS
+    /// handshakes'), as [`crate::recorder::Recorder::snapshot_since`] leaves them: bucket `from` comes first.
+    pub fn drop_buckets_before(&mut self, from: usize) {
+        let cut = |len: usize| from.min(len);
+        for route in self.routes.values_mut() {
+            route.drop_buckets_before(from);
+        }
+        self.connections.drain(..cut(self.connections.len()));
+        if let Some(tls) = &mut self.tls {
+            tls.buckets.drain(..cut(tls.buckets.len()));
+        }
+    }
+}
+
+impl RouteRecording {
+    /// Drops the route's (and its instances') buckets before `from`.
+    pub fn drop_buckets_before(&mut self, from: usize) {
+        self.buckets.drain(..from.min(self.buckets.len()));
+        for i in &mut self.instances {
+            i.drop_buckets_before(from);
+        }
+    }
+}
+
 pub(super) fn one_replica() -> u32 {
     1
 }

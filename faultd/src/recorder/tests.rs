@@ -221,3 +221,38 @@ async fn matched_entries_are_counted_by_name_merged_by_sum_and_absent_in_older_r
     let older: Recording = serde_json::from_value(older).unwrap();
     assert!(older.routes["orders"].matched.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_read_since_a_bucket_is_the_whole_read_cut_there_with_the_same_run_wide_figures() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    recorder.set_origin(Instant::now(), 1);
+    let route = recorder.route("pricing");
+    let phase: Arc<str> = Arc::from("healthy");
+    // A call held across many buckets (the level in flight is carried from bucket to bucket), short calls now and
+    // then, and reads since a moving bucket as a runner polls, each compared with a whole read at the same instant.
+    let mut long = Some(recorder.arrive(route.clone(), phase.clone()));
+    let _connection = recorder.connection_opened();
+    let mut from = 0;
+    for step in 0..120u64 {
+        let mut call = recorder.arrive(route.clone(), phase.clone());
+        tokio::time::advance(Duration::from_millis(30 + step % 7 * 20)).await;
+        call.set_outcome(Outcome::Completed(if step % 3 == 0 { 503 } else { 200 }));
+        drop(call);
+        if step == 90 {
+            drop(long.take());
+        }
+        tokio::time::advance(Duration::from_millis(170)).await;
+        let whole = recorder.snapshot();
+        let since = recorder.snapshot_since(from);
+        let mut cut = whole.clone();
+        cut.drop_buckets_before(from);
+        assert_eq!(since, cut, "read since bucket {from} at step {step}");
+        assert_eq!(
+            since.routes["pricing"].totals,
+            whole.routes["pricing"].totals
+        );
+        // The next read starts a second (10 buckets) behind the end, as the runner's does.
+        from = whole.routes["pricing"].buckets.len().saturating_sub(10);
+    }
+    assert!(from > 100, "the reads moved on: {from}");
+}

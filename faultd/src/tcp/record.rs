@@ -78,6 +78,14 @@ pub struct TcpRouteRecording {
 }
 
 impl TcpRouteRecording {
+    /// Drops the route's (and its instances') buckets before `from`.
+    pub fn drop_buckets_before(&mut self, from: usize) {
+        self.buckets.drain(..from.min(self.buckets.len()));
+        for i in &mut self.instances {
+            i.drop_buckets_before(from);
+        }
+    }
+
     /// This route's recording in the shape of an HTTP route's, with connections as calls: connection attempts
     /// are arrivals, connections open are calls in flight (max and mean per bucket), closed connections are
     /// completions (counted as 2xx) and resets are resets. No latency is served per call on a TCP route, so the
@@ -528,10 +536,21 @@ impl prometheus_client::collector::Collector for TcpMetrics {
 /// A recording with every TCP route's own recording added as a route of calls ([`TcpRouteRecording::as_calls`]), so
 /// that whatever reads HTTP routes (expectations, reports) reads TCP ones alike.
 pub fn with_tcp_routes(
-    mut recording: crate::recorder::Recording,
+    recording: crate::recorder::Recording,
     tcp: BTreeMap<String, TcpRouteRecording>,
 ) -> crate::recorder::Recording {
-    for (name, route) in tcp {
+    with_tcp_routes_since(recording, tcp, 0)
+}
+
+/// [`with_tcp_routes`] for a recording read from bucket `from` on ([`crate::Faultd::recording_since`]): the TCP
+/// routes' series are cut the same way.
+pub fn with_tcp_routes_since(
+    mut recording: crate::recorder::Recording,
+    tcp: BTreeMap<String, TcpRouteRecording>,
+    from: usize,
+) -> crate::recorder::Recording {
+    for (name, mut route) in tcp {
+        route.drop_buckets_before(from);
         recording.routes.insert(name.clone(), route.as_calls());
         if let Some(pg) = route.postgres {
             recording.postgres.insert(name, pg);
