@@ -390,7 +390,10 @@ pub(super) fn over(seen: &mut tokio::sync::watch::Receiver<Ending>) -> bool {
 /// The recorder's place for a command's name: one the connection kept, or the recorder's, kept while there is
 /// room.
 fn id_of(route: &RedisRoute, names: &mut Vec<(Box<str>, CommandId)>, name: &str) -> CommandId {
-    if let Some((_, id)) = names.iter().find(|(n, _)| &**n == name) {
+    if let Some((_, id)) = names
+        .iter()
+        .find(|(n, _)| super::resp::same(n.as_bytes(), name.as_bytes()))
+    {
         return *id;
     }
     let id = route.recorder.id(name);

@@ -121,8 +121,10 @@ pub struct Scanner {
     name: Vec<u8>,
     key: Vec<u8>,
     has_key: bool,
-    /// The name as [`Head`] gives it, upper-cased.
+    /// The name as [`Head`] gives it, upper-cased, and the captured bytes it was made from (a connection sends
+    /// the same few names over and over: each is upper-cased once in a row).
     head_name: String,
+    named: Vec<u8>,
     head_sent: bool,
     error: Vec<u8>,
     /// A RESP3 attribute came first: the frame goes on to the value it describes.
@@ -151,6 +153,7 @@ impl Scanner {
             key: Vec::new(),
             has_key: false,
             head_name: String::new(),
+            named: Vec::new(),
             head_sent: false,
             error: Vec::new(),
             attribute: false,
@@ -309,6 +312,11 @@ impl Scanner {
 
     /// The name is captured: its upper-cased form for [`Scanner::head`].
     fn name_known(&mut self) {
+        if same(&self.named, &self.name) && !self.named.is_empty() {
+            return;
+        }
+        self.named.clear();
+        self.named.extend_from_slice(&self.name);
         self.head_name.clear();
         match std::str::from_utf8(&self.name) {
             Ok(name) => self.head_name.push_str(name),
@@ -496,6 +504,12 @@ impl Scanner {
         self.error.clear();
         self.attribute = false;
     }
+}
+
+/// Whether two short byte strings (command names) are equal, compared in place rather than through memcmp.
+#[inline]
+pub(crate) fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
 fn is_type(b: u8) -> bool {
