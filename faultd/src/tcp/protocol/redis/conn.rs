@@ -10,15 +10,14 @@
 //! (`super::entry`), pairing replies (`super::replies`) or counting (`super::record`).
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::Bytes;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::Instant;
 
 use super::entry::Action;
 use super::outgoing::Outgoing;
+use super::pending::{lost, over, Pending, READ_SIZE};
 use super::queue::{Queue, RepliesGone};
 use super::record::{CommandId, Ended};
 use super::resp::{Event, Head, Scanner, Side};
@@ -27,45 +26,9 @@ use crate::behaviours::ConnectionCounts;
 use crate::tcp::protocol::{Connection, OnGarbage};
 use crate::tcp::toxics::{ended, Ending, Stream};
 
-/// Bytes read at once from either side.
-pub(super) const READ_SIZE: usize = 16 * 1024;
 /// Command names a connection keeps the recorder's place of, so that a command of a name seen before needs no
 /// lookup.
 const NAMES: usize = 32;
-
-/// A command on its way, as the reply side sees it.
-#[derive(Debug)]
-pub(super) enum Pending {
-    /// Forwarded to the server; its reply is held until `at + delay`.
-    Forwarded {
-        id: CommandId,
-        at: Instant,
-        delay: Option<Duration>,
-    },
-    /// Not forwarded: answered with this error.
-    Injected {
-        id: CommandId,
-        at: Instant,
-        reply: Bytes,
-    },
-    /// Never answered, nor anything after it.
-    Hang { id: CommandId },
-    /// The connection closes here (an entry's close, or bytes that are not RESP under `on_garbage: close`).
-    Close { id: Option<CommandId> },
-    /// Forwarded, and from here on both directions are forwarded untouched.
-    Raw { id: Option<CommandId> },
-}
-
-impl Pending {
-    fn id(&self) -> Option<CommandId> {
-        match self {
-            Pending::Forwarded { id, .. } | Pending::Injected { id, .. } | Pending::Hang { id } => {
-                Some(*id)
-            }
-            Pending::Close { id } | Pending::Raw { id } => *id,
-        }
-    }
-}
 
 /// Relays one connection until it ends; gives the client's halves back so it can be closed the way it ended.
 pub(crate) async fn relay(
@@ -165,16 +128,6 @@ impl Batch {
         };
         Ok(waiting >= super::queue::PENDING)
     }
-}
-
-/// A command that will not be answered, for its counts.
-pub(super) fn lost(p: &Pending) -> Option<Ended> {
-    Some(Ended {
-        id: p.id()?,
-        latency: None,
-        error: None,
-        n: 1,
-    })
 }
 
 /// The client-to-server direction; gives the client's read half back.
@@ -380,11 +333,6 @@ async fn drain(ctx: &dyn Connection, src: &mut OwnedReadHalf, buf: &mut [u8]) {
             _ = ended(&mut end_rx) => return,
         }
     }
-}
-
-/// Whether the connection was ended since `seen` last looked: a version compared, unless it moved.
-pub(super) fn over(seen: &mut tokio::sync::watch::Receiver<Ending>) -> bool {
-    seen.has_changed().unwrap_or(true) && *seen.borrow_and_update() != Ending::Open
 }
 
 /// The recorder's place for a command's name: one the connection kept, or the recorder's, kept while there is

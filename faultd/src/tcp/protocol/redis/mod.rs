@@ -4,8 +4,8 @@
 //!
 //! For: a route's shared Redis state (the entries in force with the phase they belong to, `on_garbage`, the
 //! recorder). Modules: [`resp`] (the reader), [`entry`] (the entries and their triggers), [`record`] (per-command
-//! counts), `conn` (one connection's relay and its commands), `replies` (its replies), `queue` (the
-//! commands between the two). Not for: byte toxics or listening (`crate::tcp::proxy`).
+//! counts), `conn` (one connection's relay and its commands), `replies` (its replies), `pending` and `queue`
+//! (the commands between the two). Not for: byte toxics or listening (`crate::tcp::proxy`).
 
 use std::sync::Arc;
 
@@ -17,6 +17,7 @@ pub mod resp;
 
 mod conn;
 mod outgoing;
+mod pending;
 mod queue;
 mod replies;
 

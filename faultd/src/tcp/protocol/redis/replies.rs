@@ -12,8 +12,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::time::{sleep_until, Instant};
 
-use super::conn::{lost, over, Pending, READ_SIZE};
 use super::outgoing::Outgoing;
+use super::pending::{lost, over, Pending, READ_SIZE};
 use super::queue::{Queue, Wakes};
 use super::record::{CommandId, Ended};
 use super::resp::{Event, Scanner, Side};
