@@ -277,19 +277,8 @@ mod tests {
 
     fn dependency(tls: Option<faultd::tls::TlsRecording>) -> faultd::Recording {
         faultd::Recording {
-            bucket: faultline_units::Dur(Duration::from_millis(100)),
-            schedule_started_unix_ms: None,
-            phases_entered: Vec::new(),
-            routes: BTreeMap::new(),
-            connections: Vec::new(),
-            unmatched: 0,
-            loops_detected: 0,
-            unmatched_paths: Vec::new(),
             tls,
-            dns: None,
-            replicas: 1,
-            in_flight_max_is_upper_bound: false,
-            postgres: BTreeMap::new(),
+            ..faultd::Recording::empty(Duration::from_millis(100))
         }
     }
 

@@ -263,7 +263,6 @@ fn fixture(buckets: usize) -> Fixture {
         },
     );
     let dependency = faultd::Recording {
-        bucket: Dur::from(bucket),
         schedule_started_unix_ms: Some(1_767_225_600_000),
         phases_entered: spans
             .iter()
@@ -273,15 +272,7 @@ fn fixture(buckets: usize) -> Fixture {
             })
             .collect(),
         routes,
-        connections: Vec::new(),
-        unmatched: 0,
-        loops_detected: 0,
-        unmatched_paths: Vec::new(),
-        tls: None,
-        dns: None,
-        replicas: 1,
-        in_flight_max_is_upper_bound: false,
-        postgres: BTreeMap::new(),
+        ..faultd::Recording::empty(bucket)
     };
     let mut tls_record = faultline::record::RunRecord::empty(bucket);
     tls_record.duration = duration;

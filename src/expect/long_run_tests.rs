@@ -59,19 +59,8 @@ fn dependency_since(from: usize, n: usize) -> faultd::Recording {
         ..Default::default()
     };
     faultd::Recording {
-        bucket: faultline_units::Dur(BUCKET),
-        schedule_started_unix_ms: None,
-        phases_entered: Vec::new(),
         routes: BTreeMap::from([("pricing".to_string(), route)]),
-        connections: Vec::new(),
-        unmatched: 0,
-        loops_detected: 0,
-        unmatched_paths: Vec::new(),
-        tls: None,
-        dns: None,
-        replicas: 1,
-        in_flight_max_is_upper_bound: false,
-        postgres: BTreeMap::new(),
+        ..faultd::Recording::empty(BUCKET)
     }
 }
 

@@ -50,6 +50,25 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// A recording of nothing yet, of one faultd, in buckets `bucket` wide.
+    pub fn empty(bucket: std::time::Duration) -> Recording {
+        Recording {
+            bucket: Dur(bucket),
+            schedule_started_unix_ms: None,
+            phases_entered: Vec::new(),
+            routes: BTreeMap::new(),
+            connections: Vec::new(),
+            unmatched: 0,
+            loops_detected: 0,
+            unmatched_paths: Vec::new(),
+            tls: None,
+            dns: None,
+            replicas: 1,
+            in_flight_max_is_upper_bound: false,
+            postgres: BTreeMap::new(),
+        }
+    }
+
     /// Drops every series' buckets before `from` (each route's and instance's, the connections', the TLS
     /// handshakes'), as [`crate::recorder::Recorder::snapshot_since`] leaves them: bucket `from` comes first.
     pub fn drop_buckets_before(&mut self, from: usize) {

@@ -16,7 +16,6 @@ fn ms(n: u64) -> Dur {
 
 fn recording(routes: Vec<(&str, RouteRecording)>) -> Recording {
     Recording {
-        bucket: ms(100),
         schedule_started_unix_ms: Some(1_000),
         phases_entered: vec![PhaseEntry {
             name: "healthy".into(),
@@ -26,15 +25,7 @@ fn recording(routes: Vec<(&str, RouteRecording)>) -> Recording {
             .into_iter()
             .map(|(n, r)| (n.to_string(), r))
             .collect(),
-        connections: Vec::new(),
-        unmatched: 0,
-        loops_detected: 0,
-        unmatched_paths: Vec::new(),
-        tls: None,
-        dns: None,
-        replicas: 1,
-        in_flight_max_is_upper_bound: false,
-        postgres: BTreeMap::new(),
+        ..Recording::empty(Duration::from_millis(100))
     }
 }
 
