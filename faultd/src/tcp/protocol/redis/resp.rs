@@ -547,18 +547,6 @@ fn number(line: &[u8]) -> Result<i64, Garbage> {
     if digits.is_empty() {
         return Err(bad(line));
     }
-    if digits.len() <= 18 {
-        // No overflow possible: the common case, a few digits, without checks per digit.
-        let mut n: i64 = 0;
-        for d in digits {
-            if !d.is_ascii_digit() {
-                return Err(bad(line));
-            }
-            n = n * 10 + i64::from(d - b'0');
-        }
-        let n = if negative { -n } else { n };
-        return if n < -1 { Err(bad(line)) } else { Ok(n) };
-    }
     let mut n: i64 = 0;
     for d in digits {
         if !d.is_ascii_digit() {
