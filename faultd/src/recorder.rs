@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use crate::tally::EntryTally;
 
 mod guards;
+mod latencies;
 mod merge;
 pub mod postgres;
 mod recording;
@@ -138,14 +139,17 @@ struct RouteCell {
     malformed: AtomicU64,
     truncated: AtomicU64,
     abandoned: AtomicU64,
-    /// gRPC calls answered, by the number of their status.
-    grpc: [AtomicU64; GRPC_CODES],
     in_flight_max: AtomicU64,
     /// Sum over arrivals in the bucket of (bucket end - arrival), ns.
     arrival_residual: AtomicU64,
     /// Sum over departures in the bucket of (bucket end - departure), ns.
     departure_residual: AtomicU64,
 }
+
+/// gRPC calls answered in a bucket, by the number of their status: kept beside the route's cells, and allocated
+/// only once a gRPC call ends, so that an HTTP route's buckets do not carry them through a run of hours.
+#[derive(Default)]
+struct GrpcCell([AtomicU64; GRPC_CODES]);
 
 #[derive(Default)]
 struct ConnectionCell {
@@ -168,22 +172,17 @@ pub struct RouteRecorder {
     name: Arc<str>,
     bucket_ns: u64,
     cells: Buckets<RouteCell>,
+    grpc: Buckets<GrpcCell>,
     in_flight: AtomicU64,
     max_in_flight: AtomicU64,
     /// Per phase, under one lock: a completed call records its latency and its lateness together.
-    histograms: Mutex<BTreeMap<Arc<str>, PhaseHistograms>>,
+    histograms: Mutex<latencies::PhaseLatencies>,
     /// The counts of each matched entry by name, shared with the compiled entries that count into them.
     entries: Mutex<BTreeMap<String, Arc<EntryTally>>>,
     /// The recorders of the route's instances, in order, created on first use.
     instances: Mutex<Vec<Arc<RouteRecorder>>>,
     /// The sums over its settled buckets, so that reading the newest ones does not walk the whole run.
     checkpoint: Mutex<snapshot::Checkpoint>,
-}
-
-/// A phase's served latency and faultd's own lateness (which only calls with a due instant have).
-struct PhaseHistograms {
-    latency: Histogram<u64>,
-    late: Option<Histogram<u64>>,
 }
 
 /// The run's clock as the recorder sees it: times are nanoseconds since the schedule's origin, and everything
@@ -502,9 +501,10 @@ impl RouteRecorder {
             name,
             bucket_ns,
             cells: Buckets::new(),
+            grpc: Buckets::new(),
             in_flight: AtomicU64::new(0),
             max_in_flight: AtomicU64::new(0),
-            histograms: Mutex::new(BTreeMap::new()),
+            histograms: Mutex::new(latencies::PhaseLatencies::default()),
             entries: Mutex::new(BTreeMap::new()),
             instances: Mutex::new(Vec::new()),
             checkpoint: Mutex::default(),

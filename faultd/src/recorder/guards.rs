@@ -88,7 +88,8 @@ impl CallGuard {
     /// Records the call's departure from `route`, `t` ns after the origin.
     fn depart(&self, route: &RouteRecorder, timed: Timed, now: Instant, t: u64) {
         let b = route.bucket_ns;
-        let cell = route.cells.at((t / b) as usize);
+        let index = (t / b) as usize;
+        let cell = route.cells.at(index);
         if let Some((bucket, nth)) = timed {
             let held = now.saturating_duration_since(self.arrival).as_micros();
             if let Some(slot) = route.cells.at(bucket).held.get(nth) {
@@ -108,7 +109,7 @@ impl CallGuard {
                 };
                 cell.class[class].fetch_add(1, Ordering::Relaxed);
                 if let Some(code) = self.grpc_status {
-                    cell.grpc[code.number() as usize].fetch_add(1, Ordering::Relaxed);
+                    route.grpc.at(index).0[code.number() as usize].fetch_add(1, Ordering::Relaxed);
                 }
                 record_completed(route, &self.phase, self.arrival, self.due, now);
             }
@@ -173,14 +174,7 @@ pub(super) fn record_completed(
         }
     };
     if let Ok(mut h) = route.histograms.lock() {
-        // Looked up by reference first: the phase's name is cloned (an atomic count) only for its first call.
-        let histograms = match h.get_mut(phase) {
-            Some(histograms) => histograms,
-            None => h.entry(phase.clone()).or_insert_with(|| PhaseHistograms {
-                latency: new_histogram(),
-                late: None,
-            }),
-        };
+        let histograms = h.get_mut(phase);
         record(&mut histograms.latency, since(arrival));
         if let Some(due) = due {
             record(

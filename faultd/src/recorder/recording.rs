@@ -84,9 +84,14 @@ impl Recording {
 }
 
 impl RouteRecording {
-    /// Drops the route's (and its instances') buckets before `from`.
+    /// Drops the route's (and its instances') buckets before `from`, and when `from` is past the start, its
+    /// per-phase histograms: what a read from bucket `from` leaves out.
     pub fn drop_buckets_before(&mut self, from: usize) {
         self.buckets.drain(..from.min(self.buckets.len()));
+        if from > 0 {
+            self.latency.clear();
+            self.late.clear();
+        }
         for i in &mut self.instances {
             i.drop_buckets_before(from);
         }

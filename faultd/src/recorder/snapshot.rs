@@ -1,6 +1,6 @@
 //! Reading one route's cells into its part of a [`Recording`]: the whole series, or only its buckets from a given
 //! index on (what a reader that already holds the earlier ones asks for once a second), with the run-wide figures
-//! (totals, maxima, histograms, entries) whole either way.
+//! (totals, maxima, entries) whole either way; the per-phase histograms come only with the whole series.
 //!
 //! The level in flight at a bucket's start and the run's totals are sums over every earlier bucket. So that a read
 //! of the last few buckets does not walk the whole run again, each route keeps a [`Checkpoint`]: those sums up to a
@@ -83,15 +83,12 @@ impl RouteRecorder {
         } else {
             0.0
         };
-        let (mut latency, mut late) = (BTreeMap::new(), BTreeMap::new());
-        if let Ok(h) = self.histograms.lock() {
-            for (phase, histograms) in h.iter() {
-                latency.insert(phase.to_string(), histograms.latency.clone());
-                if let Some(l) = &histograms.late {
-                    late.insert(phase.to_string(), l.clone());
-                }
-            }
-        }
+        // The histograms are the whole run's and grow with its phases: a read of the newest buckets leaves them
+        // out (the end of a run reads them whole).
+        let (latency, late) = match (from, self.histograms.lock()) {
+            (0, Ok(h)) => h.decoded(),
+            _ => Default::default(),
+        };
         RouteRecording {
             buckets,
             totals,
@@ -148,12 +145,14 @@ impl RouteRecorder {
             out.malformed = load(&c.malformed);
             out.truncated = load(&c.truncated);
             out.abandoned = load(&c.abandoned);
-            out.grpc_status = GrpcCode::all()
-                .filter_map(|code| {
-                    let n = load(&c.grpc[code.number() as usize]);
-                    (n > 0).then(|| (code.name().to_string(), n))
-                })
-                .collect();
+            if let Some(g) = self.grpc.peek(i) {
+                out.grpc_status = GrpcCode::all()
+                    .filter_map(|code| {
+                        let n = load(&g.0[code.number() as usize]);
+                        (n > 0).then(|| (code.name().to_string(), n))
+                    })
+                    .collect();
+            }
             out.in_flight_max = load(&c.in_flight_max).max(*level);
             integral = *level as f64 * length as f64
                 + (load(&c.arrival_residual) as f64 - out.arrivals as f64 * unrun as f64)

@@ -256,3 +256,45 @@ async fn a_read_since_a_bucket_is_the_whole_read_cut_there_with_the_same_run_wid
     }
     assert!(from > 100, "the reads moved on: {from}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn only_the_phases_written_to_last_keep_decoded_histograms_and_a_packed_one_loses_nothing() {
+    let recorder = Arc::new(Recorder::new(Duration::from_millis(100)));
+    recorder.set_origin(Instant::now(), 1);
+    let route = recorder.route("pricing");
+    let phases: Vec<Arc<str>> = (0..6).map(|k| Arc::from(format!("p{k}"))).collect();
+    // A call of the first phase that ends after the last one began.
+    let mut held = Some(recorder.arrive(route.clone(), phases[0].clone()));
+    let mut most_live = 0;
+    for (k, phase) in phases.iter().enumerate() {
+        for _ in 0..3 {
+            let mut call = recorder.arrive(route.clone(), phase.clone());
+            tokio::time::advance(Duration::from_millis(10 * (k as u64 + 1))).await;
+            call.set_outcome(Outcome::Completed(200));
+            drop(call);
+            most_live = most_live.max(route.histograms.lock().unwrap().live());
+        }
+    }
+    held.as_mut().unwrap().set_outcome(Outcome::Completed(200));
+    drop(held.take());
+    assert_eq!(most_live, latencies::LIVE);
+    assert_eq!(route.histograms.lock().unwrap().live(), latencies::LIVE);
+
+    let r = recorder.snapshot();
+    let latency = &r.routes["pricing"].latency;
+    assert_eq!(latency.len(), 6);
+    for (k, phase) in phases.iter().enumerate() {
+        let h = &latency[&**phase];
+        let slowest = if k == 0 { 630 } else { 10 * (k as u64 + 1) };
+        assert_eq!(h.len(), 3 + u64::from(k == 0), "{phase}");
+        assert_eq!(
+            h.max(),
+            h.highest_equivalent(slowest * 1_000_000),
+            "{phase}"
+        );
+    }
+    // A read of the newest buckets leaves the histograms out.
+    assert!(recorder.snapshot_since(5).routes["pricing"]
+        .latency
+        .is_empty());
+}

@@ -25,10 +25,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::outcome::{ClassCounts, Outcome};
 use crate::recording::{
-    encode_histogram, new_histogram, Bucket, BucketLatency, ClassHistograms, Conservation, Model,
-    PhaseRecording, Recording, RequestTrace,
+    encode_histogram, new_histogram, Bucket, BucketLatency, Conservation, Model, PhaseRecording,
+    Recording, RequestTrace,
 };
 use crate::Series;
+
+mod phase;
+use phase::{PhaseState, Phases};
 
 /// A snapshot of a running load, cheap enough to take every second for a live line.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -54,14 +57,6 @@ pub struct Progress {
     pub tls: Option<crate::tls::TlsCounts>,
 }
 
-struct PhaseState {
-    name: String,
-    start: Duration,
-    counts: ClassCounts,
-    /// Indexed by `Outcome::index`; `Dropped` never has histograms.
-    classes: [Option<Box<ClassHistograms>>; 6],
-}
-
 #[derive(Default)]
 struct BucketState {
     bucket: Bucket,
@@ -72,7 +67,7 @@ struct BucketState {
 struct State {
     bucket: Duration,
     duration: Duration,
-    phases: Vec<PhaseState>,
+    phases: Phases,
     /// The live buckets, contiguous from index `first_live`.
     buckets: VecDeque<BucketState>,
     /// The index of `buckets[0]`: every bucket before it is final and has gone to `series`.
@@ -203,6 +198,7 @@ impl State {
 
     fn phase_index(&self, intended: Duration) -> usize {
         self.phases
+            .all
             .iter()
             .rposition(|p| p.start <= intended)
             .unwrap_or(0)
@@ -254,19 +250,14 @@ impl Recorder {
         named.sort_by_key(|(_, start)| *start);
         let phases = named
             .into_iter()
-            .map(|(name, start)| PhaseState {
-                name,
-                start,
-                counts: ClassCounts::default(),
-                classes: Default::default(),
-            })
+            .map(|(name, start)| PhaseState::new(name, start))
             .collect();
         Recorder {
             samples: crate::samples::Samples::default(),
             state: Mutex::new(State {
                 bucket: bucket.max(Duration::from_millis(1)),
                 duration,
-                phases,
+                phases: Phases::new(phases),
                 buckets: VecDeque::new(),
                 first_live: 0,
                 series,
@@ -307,7 +298,7 @@ impl Recorder {
         s.intended += 1;
         s.totals.add(Outcome::Dropped);
         let phase = s.phase_index(intended);
-        s.phases[phase].counts.add(Outcome::Dropped);
+        s.phases.all[phase].counts.add(Outcome::Dropped);
         // Refused at its intended time, so that is also its actual time.
         s.saw(intended, intended);
         let index = s.bucket_index(intended);
@@ -379,10 +370,8 @@ impl Recorder {
         }
         s.totals.add(outcome);
         let phase = s.phase_index(intended);
-        let p = &mut s.phases[phase];
-        p.counts.add(outcome);
-        if outcome != Outcome::Dropped {
-            let h = p.classes[outcome.index()].get_or_insert_with(Default::default);
+        s.phases.all[phase].counts.add(outcome);
+        if let Some(h) = s.phases.class_mut(phase, outcome) {
             record(&mut h.corrected.0, corrected);
             record(&mut h.late.0, nanos(start - intended));
             if let Some(actual) = actual {
@@ -467,15 +456,13 @@ impl Recorder {
         s.series = Series::Discard;
         let phases = s
             .phases
+            .all
             .iter()
             .map(|p| PhaseRecording {
                 name: p.name.clone(),
                 start: Dur(p.start),
                 counts: p.counts,
-                classes: Outcome::ALL
-                    .iter()
-                    .filter_map(|&o| p.classes.get(o.index())?.as_deref().map(|h| (o, h.clone())))
-                    .collect::<BTreeMap<_, _>>(),
+                classes: p.histograms(),
             })
             .collect();
         let sum_of_classes = s.totals.total();

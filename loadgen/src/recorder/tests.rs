@@ -281,3 +281,57 @@ fn an_event_stamped_for_a_final_bucket_counts_in_the_oldest_live_one() {
     assert_eq!(rec.buckets[first_live].sent, 2);
     assert_eq!(rec.buckets.len(), 100);
 }
+
+#[test]
+fn only_the_phases_written_to_last_stay_decoded_and_a_packed_phase_loses_nothing() {
+    // Twelve phases of a second; every request takes 300 ms, and one of phase 0 ends after phase 9 began.
+    let phases: Vec<_> = (0..12u64)
+        .map(|i| (format!("p{i}"), ms(i * 1000)))
+        .collect();
+    let r = Recorder::new(&phases, ms(100), ms(12_000), Series::Discard);
+    let mut most_live = 0;
+    for i in 0..120u64 {
+        let at = ms(i * 100);
+        r.sent(at, at);
+        let outcome = if i % 2 == 0 {
+            Outcome::Ok
+        } else {
+            Outcome::Timeout
+        };
+        r.completed(outcome, at, at, Some(at + ms(1)), at + ms(300) + ms(i));
+        let s = r.lock();
+        most_live = most_live.max(s.phases.all.iter().filter(|p| p.is_live()).count());
+    }
+    r.sent(ms(10), ms(10));
+    r.completed(Outcome::Ok, ms(10), ms(10), Some(ms(11)), ms(9_500));
+    assert_eq!(most_live, phase::LIVE);
+    let live: Vec<_> = r.lock().phases.all.iter().map(|p| p.is_live()).collect();
+    assert_eq!(live.iter().filter(|l| **l).count(), phase::LIVE);
+    assert!(live[0], "the late request's phase was decoded again");
+
+    let rec = r.recording(Model::Open, false);
+    for (i, phase) in rec.phases.iter().enumerate() {
+        let ok = &phase.classes[&Outcome::Ok].corrected.0;
+        let late = usize::from(i == 0);
+        assert_eq!(ok.len(), 5 + late as u64, "{}", phase.name);
+        let slowest = if i == 0 {
+            9_490
+        } else {
+            300 + i as u64 * 10 + 8
+        };
+        assert_eq!(
+            ok.max(),
+            ok.highest_equivalent(slowest * 1_000_000),
+            "{}",
+            phase.name
+        );
+        let timeouts = &phase.classes[&Outcome::Timeout];
+        assert_eq!(timeouts.corrected.0.len(), 5);
+        assert_eq!(
+            timeouts.send_lag.0.max(),
+            timeouts.send_lag.0.highest_equivalent(1_000_000)
+        );
+        assert_eq!(phase.counts.timeout, 5);
+    }
+    assert!(rec.conservation.holds);
+}
