@@ -57,9 +57,14 @@
           ctx.font = 11 * dpr + "px system-ui, sans-serif";
           ctx.fillStyle = "#3a4252";
           ctx.textBaseline = "bottom";
+          // A name that would run into the one before it is left out (many short phases); zooming in shows it.
+          var free = -Infinity;
           D.phases.forEach(function (p) {
-            var x0 = Math.max(u.valToPos(p[1], "x", true), u.bbox.left);
-            ctx.fillText(p[0], x0 + 3 * dpr, u.bbox.top - 3 * dpr);
+            var x0 = Math.max(u.valToPos(p[1], "x", true), u.bbox.left) + 3 * dpr;
+            var x1 = u.valToPos(p[2], "x", true);
+            if (x1 <= u.bbox.left || x0 < free || x0 > u.bbox.left + u.bbox.width) return;
+            ctx.fillText(p[0], x0, u.bbox.top - 3 * dpr);
+            free = x0 + ctx.measureText(p[0]).width + 6 * dpr;
           });
           ctx.restore();
         },
