@@ -75,9 +75,10 @@ impl Kept {
 /// Per phase name, with at most [`LIVE`] phases decoded: the ones written to last.
 #[derive(Default)]
 pub(super) struct PhaseLatencies {
-    phases: BTreeMap<Arc<str>, Kept>,
-    /// The decoded phases, the one written to last at the back.
-    live: Vec<Arc<str>>,
+    /// In the order the phases were first written to: a run has a few dozen at most.
+    phases: Vec<(Arc<str>, Kept)>,
+    /// The decoded phases' indices, the one written to last at the back.
+    live: Vec<usize>,
 }
 
 /// The served-latency and lateness histograms per phase name.
@@ -86,35 +87,41 @@ pub(super) type Decoded = (
     BTreeMap<String, Histogram<u64>>,
 );
 
+fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
 impl PhaseLatencies {
-    /// `phase`'s histograms to record into, decoding them (and packing the phase written to longest ago) if they
-    /// are not live.
+    /// `phase`'s histograms to record into. Every call but a phase's first few finds it written to last, by
+    /// pointer; another is decoded (and the phase written to longest ago packed).
     pub(super) fn get_mut(&mut self, phase: &Arc<str>) -> &mut PhaseHistograms {
-        let last = self.live.last();
-        if !last.is_some_and(|l| Arc::ptr_eq(l, phase) || l == phase) {
-            self.live.retain(|l| l != phase);
-            self.live.push(phase.clone());
-            if self.live.len() > LIVE {
-                let oldest = self.live.remove(0);
-                if let Some(kept) = self.phases.get_mut(&oldest) {
-                    kept.pack();
-                }
-            }
-        }
-        // Looked up by reference first: the phase's name is cloned (an atomic count) only for its first call.
-        if !self.phases.contains_key(phase) {
-            self.phases.insert(
-                phase.clone(),
-                Kept::Live(PhaseHistograms {
+        let i = match self.live.last() {
+            Some(&i) if same(&self.phases[i].0, phase) => i,
+            _ => self.switch_to(phase),
+        };
+        self.phases[i].1.unpack()
+    }
+
+    /// Makes `phase` (created if new) the one written to last; its index.
+    fn switch_to(&mut self, phase: &Arc<str>) -> usize {
+        let i = match self.phases.iter().position(|(p, _)| same(p, phase)) {
+            Some(i) => i,
+            None => {
+                let fresh = Kept::Live(PhaseHistograms {
                     latency: new_histogram(),
                     late: None,
-                }),
-            );
+                });
+                self.phases.push((phase.clone(), fresh));
+                self.phases.len() - 1
+            }
+        };
+        self.live.retain(|&l| l != i);
+        self.live.push(i);
+        if self.live.len() > LIVE {
+            let oldest = self.live.remove(0);
+            self.phases[oldest].1.pack();
         }
-        match self.phases.get_mut(phase) {
-            Some(kept) => kept.unpack(),
-            None => unreachable!("inserted just above"),
-        }
+        i
     }
 
     /// Every phase's histograms, decoded.
@@ -134,8 +141,8 @@ impl PhaseLatencies {
     #[cfg(test)]
     pub(super) fn live(&self) -> usize {
         self.phases
-            .values()
-            .filter(|k| matches!(k, Kept::Live(_)))
+            .iter()
+            .filter(|(_, k)| matches!(k, Kept::Live(_)))
             .count()
     }
 }

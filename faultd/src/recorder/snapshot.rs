@@ -85,8 +85,12 @@ impl RouteRecorder {
         };
         // The histograms are the whole run's and grow with its phases: a read of the newest buckets leaves them
         // out (the end of a run reads them whole).
-        let (latency, late) = match (from, self.histograms.lock()) {
-            (0, Ok(h)) => h.decoded(),
+        let (latency, late) = match from {
+            0 => self
+                .histograms
+                .lock()
+                .map(|h| h.decoded())
+                .unwrap_or_default(),
             _ => Default::default(),
         };
         RouteRecording {
